@@ -1,0 +1,123 @@
+//! The edge of every tool: flags shared by all, messages on stderr, the record on stdout, and the
+//! one place where an error becomes `tool: message` and exit 2.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::exit::Exit;
+use crate::record::Record;
+use crate::timings::Stopwatch;
+
+/// Flags every tool takes.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CommonArgs {
+    /// Print nothing on stderr but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Indent the JSON on stdout (default: one line).
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+/// A running tool: its name, its stopwatch and how it talks.
+#[derive(Debug)]
+pub struct Tool {
+    name: &'static str,
+    stopwatch: Stopwatch,
+    common: CommonArgs,
+}
+
+impl Tool {
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// A progress message on stderr, unless `-q`.
+    pub fn info(&self, message: impl std::fmt::Display) {
+        if !self.common.quiet {
+            eprintln!("{}: {message}", self.name);
+        }
+    }
+
+    /// A warning on stderr, unless `-q`.
+    pub fn warn(&self, message: impl std::fmt::Display) {
+        if !self.common.quiet {
+            eprintln!("{}: warning: {message}", self.name);
+        }
+    }
+
+    /// A progress bar over `len` units, drawn only when stderr is a terminal and not `-q`.
+    pub fn progress_bar(&self, len: u64, unit_template: &str) -> ProgressBar {
+        if self.common.quiet || !std::io::stderr().is_terminal() {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(len);
+        let template = format!("{}: {{bar:40}} {unit_template} ({{eta}})", self.name);
+        if let Ok(style) = ProgressStyle::with_template(&template) {
+            bar.set_style(style);
+        }
+        bar
+    }
+
+    /// Appends this tool's `timings` entry, writes the record to stdout and returns `exit`.
+    /// A reader that stops reading (a closed pipe) is not an error.
+    pub fn finish(&self, mut record: Record, exit: Exit) -> anyhow::Result<Exit> {
+        record.push_timing(self.stopwatch.entry(self.name))?;
+        let stdout = std::io::stdout();
+        match record.write_to(&mut stdout.lock(), self.common.pretty) {
+            Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(anyhow::Error::new(err).context("writing the record to stdout"))
+            }
+            _ => Ok(exit),
+        }
+    }
+}
+
+/// Runs a tool's `run` and turns its outcome into the process exit code. Errors are printed once
+/// as `tool: message` and end with exit 2.
+pub fn main(
+    name: &'static str,
+    common: CommonArgs,
+    run: impl FnOnce(&Tool) -> anyhow::Result<Exit>,
+) -> ExitCode {
+    let tool = Tool { name, stopwatch: Stopwatch::start(), common };
+    match run(&tool) {
+        Ok(exit) => exit.into(),
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "{name}: {}", error_chain(&err));
+            Exit::BadInput.into()
+        }
+    }
+}
+
+/// The error and its causes on one line, skipping causes whose text the message already holds
+/// (our typed errors print their source themselves).
+pub fn error_chain(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::InputError;
+
+    #[test]
+    fn error_chain_does_not_repeat_sources() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = anyhow::Error::new(InputError::Io { path: "m.yaml".into(), source: io })
+            .context("reading the manifest");
+        assert_eq!(error_chain(&err), "reading the manifest: m.yaml: No such file");
+    }
+}

@@ -1,0 +1,47 @@
+//! Errors that mean "bad usage or bad input" (exit 2). Each names the file, field or row at fault.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{origin}: not valid JSON: {source}")]
+    Json {
+        origin: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{origin}: the run record must be a JSON object, found {found}")]
+    NotAnObject { origin: String, found: &'static str },
+    #[error("{origin}: no run record (input is empty)")]
+    Empty { origin: String },
+    #[error(
+        "run record: an earlier check failed ({sections}); refusing to continue (fix the cause and rerun that stage)"
+    )]
+    EarlierCheckFailed { sections: String },
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+}
+
+impl InputError {
+    pub fn field(field: impl Into<String>, message: impl Into<String>) -> InputError {
+        InputError::Field { field: field.into(), message: message.into() }
+    }
+}
+
+/// The JSON type name used in error messages.
+pub fn json_type_name(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

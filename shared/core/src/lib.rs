@@ -1,0 +1,17 @@
+//! The contract every runfn tool shares.
+//!
+//! A tool reads one JSON object (the run record), adds its own section under its own key, appends
+//! one entry to `timings`, and writes the record to stdout. Exit codes, error lines, atomic file
+//! writes and canonical JSON live here once so that every tool behaves the same way.
+
+pub mod atomic;
+pub mod canonical;
+pub mod cli;
+pub mod error;
+pub mod exit;
+pub mod record;
+pub mod timings;
+
+pub use error::InputError;
+pub use exit::Exit;
+pub use record::Record;

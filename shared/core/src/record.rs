@@ -1,0 +1,207 @@
+//! The run record: one JSON object that flows from tool to tool.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::error::{InputError, json_type_name};
+
+/// A run record. Sections written by other tools are kept exactly as they came, in their order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Record {
+    fields: Map<String, Value>,
+}
+
+/// Whether a tool can start without a record on stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordInput {
+    /// The tool needs a record: an empty input is an error.
+    Required,
+    /// The tool can run standalone from flags: no input (or a terminal on stdin) is an empty record.
+    Optional,
+}
+
+impl Record {
+    pub fn new() -> Record {
+        Record::default()
+    }
+
+    /// Reads a record from `path`, or from stdin when `path` is `None` or `-`.
+    pub fn read(path: Option<&Path>, input: RecordInput) -> Result<Record, InputError> {
+        match path {
+            Some(path) if path != Path::new("-") => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| InputError::Io { path: path.to_path_buf(), source })?;
+                Record::parse(&text, &path.display().to_string(), input)
+            }
+            _ => {
+                let stdin = std::io::stdin();
+                if input == RecordInput::Optional && stdin.is_terminal() {
+                    return Ok(Record::new());
+                }
+                let mut text = String::new();
+                stdin
+                    .lock()
+                    .read_to_string(&mut text)
+                    .map_err(|source| InputError::Io { path: "<stdin>".into(), source })?;
+                Record::parse(&text, "<stdin>", input)
+            }
+        }
+    }
+
+    /// Parses a record; `origin` names the input in error messages.
+    pub fn parse(text: &str, origin: &str, input: RecordInput) -> Result<Record, InputError> {
+        if text.trim().is_empty() {
+            return match input {
+                RecordInput::Optional => Ok(Record::new()),
+                RecordInput::Required => Err(InputError::Empty { origin: origin.to_string() }),
+            };
+        }
+        let value: Value = serde_json::from_str(text)
+            .map_err(|source| InputError::Json { origin: origin.to_string(), source })?;
+        Record::from_value(value, origin)
+    }
+
+    pub fn from_value(value: Value, origin: &str) -> Result<Record, InputError> {
+        match value {
+            Value::Object(fields) => Ok(Record { fields }),
+            other => Err(InputError::NotAnObject {
+                origin: origin.to_string(),
+                found: json_type_name(&other),
+            }),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key)
+    }
+
+    /// Looks up a dotted path such as `evaluate.overall.auc`.
+    pub fn get_path(&self, path: &str) -> Option<&Value> {
+        let mut parts = path.split('.');
+        let first = parts.next()?;
+        parts.try_fold(self.fields.get(first)?, |value, part| value.get(part))
+    }
+
+    /// Sets this tool's own section. Rerunning a tool replaces its section; other sections are
+    /// never touched.
+    pub fn set_section(&mut self, key: &str, value: Value) {
+        self.fields.insert(key.to_string(), value);
+    }
+
+    /// Refuses a record in which an earlier check failed: any top-level section that is an object
+    /// with `"passed": false`. `own` is the caller's own section, which it is about to rewrite.
+    pub fn refuse_failed_checks(&self, own: &str) -> Result<(), InputError> {
+        let failed: Vec<&str> = self
+            .fields
+            .iter()
+            .filter(|(key, value)| {
+                key.as_str() != own && value.get("passed") == Some(&Value::Bool(false))
+            })
+            .map(|(key, _)| key.as_str())
+            .collect();
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(InputError::EarlierCheckFailed { sections: failed.join(", ") })
+        }
+    }
+
+    /// Appends an entry to the `timings` array, creating it when absent.
+    pub fn push_timing(&mut self, entry: Value) -> Result<(), InputError> {
+        match self.fields.entry("timings").or_insert_with(|| Value::Array(Vec::new())) {
+            Value::Array(entries) => {
+                entries.push(entry);
+                Ok(())
+            }
+            other => Err(InputError::field(
+                "timings",
+                format!("must be an array, found {}", json_type_name(other)),
+            )),
+        }
+    }
+
+    pub fn into_value(self) -> Value {
+        Value::Object(self.fields)
+    }
+
+    pub fn as_map(&self) -> &Map<String, Value> {
+        &self.fields
+    }
+
+    /// Writes the record as one line of JSON (or indented with `pretty`) followed by a newline.
+    pub fn write_to(&self, out: &mut impl Write, pretty: bool) -> std::io::Result<()> {
+        if pretty {
+            serde_json::to_writer_pretty(&mut *out, &self.fields)?;
+        } else {
+            serde_json::to_writer(&mut *out, &self.fields)?;
+        }
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keeps_foreign_sections_and_their_order() {
+        let text = r#"{"zeta": {"a": 1}, "alpha": [1, 2.5, "x"], "manifest_hash": "ab"}"#;
+        let mut record = Record::parse(text, "t", RecordInput::Required).unwrap();
+        record.set_section("gate", json!({"passed": true}));
+        let keys: Vec<&String> = record.as_map().keys().collect();
+        assert_eq!(keys, ["zeta", "alpha", "manifest_hash", "gate"]);
+        assert_eq!(record.get("alpha"), Some(&json!([1, 2.5, "x"])));
+    }
+
+    #[test]
+    fn empty_input_is_an_error_only_when_required() {
+        assert!(Record::parse("  \n", "t", RecordInput::Optional).unwrap().as_map().is_empty());
+        let err = Record::parse("", "in.json", RecordInput::Required).unwrap_err();
+        assert_eq!(err.to_string(), "in.json: no run record (input is empty)");
+    }
+
+    #[test]
+    fn rejects_non_objects_and_malformed_json() {
+        let err = Record::parse("[1]", "r.json", RecordInput::Required).unwrap_err();
+        assert_eq!(err.to_string(), "r.json: the run record must be a JSON object, found an array");
+        let err = Record::parse("{\"a\": ", "r.json", RecordInput::Required).unwrap_err();
+        assert!(err.to_string().starts_with("r.json: not valid JSON: "), "{err}");
+    }
+
+    #[test]
+    fn dotted_paths_reach_nested_values() {
+        let record =
+            Record::from_value(json!({"evaluate": {"overall": {"auc": 0.9}}}), "t").unwrap();
+        assert_eq!(record.get_path("evaluate.overall.auc"), Some(&json!(0.9)));
+        assert_eq!(record.get_path("evaluate.overall.brier"), None);
+        assert_eq!(record.get_path("nope"), None);
+    }
+
+    #[test]
+    fn refuses_failed_checks_but_not_its_own_section() {
+        let record = Record::from_value(
+            json!({"mf_hash": {"passed": true}, "validate": {"passed": false}, "gate": {"passed": false}}),
+            "t",
+        )
+        .unwrap();
+        let err = record.refuse_failed_checks("gate").unwrap_err();
+        assert!(err.to_string().contains("(validate)"), "{err}");
+        let ok = Record::from_value(json!({"gate": {"passed": false}}), "t").unwrap();
+        assert!(ok.refuse_failed_checks("gate").is_ok());
+    }
+
+    #[test]
+    fn timings_must_be_an_array() {
+        let mut record = Record::from_value(json!({"timings": 3}), "t").unwrap();
+        let err = record.push_timing(json!({})).unwrap_err();
+        assert_eq!(err.to_string(), "timings: must be an array, found a number");
+        let mut record = Record::new();
+        record.push_timing(json!({"tool": "a"})).unwrap();
+        record.push_timing(json!({"tool": "b"})).unwrap();
+        assert_eq!(record.get("timings"), Some(&json!([{"tool": "a"}, {"tool": "b"}])));
+    }
+}

@@ -1,0 +1,3 @@
+//! The one integration-test binary: every tool, run as a real process.
+
+mod util;

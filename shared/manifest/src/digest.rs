@@ -1,0 +1,183 @@
+//! Content digest of a data snapshot (a folder or a single file).
+//!
+//! Definition (`runfn-data-v1`): list every regular file under the root (symlinks followed, empty
+//! folders ignored), sort by relative path (`/`-separated, compared as bytes), hash each file's
+//! content with blake3, then hash the tag and, per file in order, the path length (u64 LE), the path,
+//! the size (u64 LE) and the 32-byte content hash. Renaming, adding, removing or editing any file
+//! changes the digest; timestamps and permissions do not.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+const FORMAT_TAG: &[u8] = b"runfn-data-v1\n";
+/// Files at least this large are memory-mapped and hashed on all cores; smaller ones are read
+/// whole, and the parallelism comes from hashing many of them at once.
+const MMAP_THRESHOLD: u64 = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DataDigest {
+    pub path: String,
+    /// `blake3:<64 hex>`, the form a snapshot id can pin.
+    pub digest: String,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DigestError {
+    #[error("--data-digest {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--data-digest {0}: the path is not valid UTF-8, so it has no portable name")]
+    NotUtf8(PathBuf),
+    #[error("--data-digest {path}: the file changed while it was hashed ({expected} bytes listed, {hashed} hashed)")]
+    Changed { path: PathBuf, expected: u64, hashed: u64 },
+}
+
+struct Entry {
+    relative: String,
+    path: PathBuf,
+    size: u64,
+}
+
+/// Digests `root`; `progress` is called with each file's size once that file is hashed.
+pub fn digest_path(root: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<DataDigest, DigestError> {
+    let entries = list_files(root)?;
+    let hashes: Vec<blake3::Hash> = entries
+        .par_iter()
+        .map(|entry| {
+            let hash = hash_file(entry)?;
+            progress(entry.size);
+            Ok(hash)
+        })
+        .collect::<Result<_, DigestError>>()?;
+    let mut combined = blake3::Hasher::new();
+    combined.update(FORMAT_TAG);
+    for (entry, hash) in entries.iter().zip(&hashes) {
+        combined.update(&(entry.relative.len() as u64).to_le_bytes());
+        combined.update(entry.relative.as_bytes());
+        combined.update(&entry.size.to_le_bytes());
+        combined.update(hash.as_bytes());
+    }
+    Ok(DataDigest {
+        path: root.display().to_string(),
+        digest: format!("blake3:{}", combined.finalize().to_hex()),
+        files: entries.len() as u64,
+        bytes: entries.iter().map(|e| e.size).sum(),
+    })
+}
+
+/// Total bytes under `root`, for a progress bar, without hashing.
+pub fn total_bytes(root: &Path) -> Result<u64, DigestError> {
+    Ok(list_files(root)?.iter().map(|e| e.size).sum())
+}
+
+fn list_files(root: &Path) -> Result<Vec<Entry>, DigestError> {
+    let io_error = |path: &Path, source| DigestError::Io { path: path.to_path_buf(), source };
+    let metadata = std::fs::metadata(root).map_err(|e| io_error(root, e))?;
+    if metadata.is_file() {
+        let name = root.file_name().and_then(|n| n.to_str()).ok_or_else(|| DigestError::NotUtf8(root.into()))?;
+        return Ok(vec![Entry { relative: name.to_string(), path: root.to_path_buf(), size: metadata.len() }]);
+    }
+    let mut entries = Vec::new();
+    for item in walkdir::WalkDir::new(root).follow_links(true) {
+        let item = item.map_err(|err| {
+            let path = err.path().unwrap_or(root).to_path_buf();
+            let source = err.into_io_error().unwrap_or_else(|| std::io::Error::other("symlink loop"));
+            DigestError::Io { path, source }
+        })?;
+        if !item.file_type().is_file() {
+            continue;
+        }
+        let relative = item
+            .path()
+            .strip_prefix(root)
+            .ok()
+            .and_then(|p| p.to_str())
+            .ok_or_else(|| DigestError::NotUtf8(item.path().into()))?
+            .replace(std::path::MAIN_SEPARATOR, "/");
+        let size = item.metadata().map_err(|e| io_error(item.path(), e.into()))?.len();
+        entries.push(Entry { relative, path: item.into_path(), size });
+    }
+    entries.sort_by(|a, b| a.relative.as_bytes().cmp(b.relative.as_bytes()));
+    Ok(entries)
+}
+
+fn hash_file(entry: &Entry) -> Result<blake3::Hash, DigestError> {
+    let io_error = |source| DigestError::Io { path: entry.path.clone(), source };
+    let mut hasher = blake3::Hasher::new();
+    if entry.size >= MMAP_THRESHOLD {
+        hasher.update_mmap_rayon(&entry.path).map_err(io_error)?;
+    } else {
+        hasher.update_reader(File::open(&entry.path).map_err(io_error)?).map_err(io_error)?;
+    }
+    if hasher.count() != entry.size {
+        return Err(DigestError::Changed { path: entry.path.clone(), expected: entry.size, hashed: hasher.count() });
+    }
+    Ok(hasher.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, bytes: &[u8]) {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    fn digest(dir: &Path) -> String {
+        digest_path(dir, &|_| {}).unwrap().digest
+    }
+
+    #[test]
+    fn pinned_definition_for_one_small_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "b/x.csv", b"1,2\n");
+        write(dir.path(), "a.csv", b"id\n");
+        let mut expected = blake3::Hasher::new();
+        expected.update(b"runfn-data-v1\n");
+        for (name, content) in [("a.csv", &b"id\n"[..]), ("b/x.csv", &b"1,2\n"[..])] {
+            expected.update(&(name.len() as u64).to_le_bytes());
+            expected.update(name.as_bytes());
+            expected.update(&(content.len() as u64).to_le_bytes());
+            expected.update(blake3::hash(content).as_bytes());
+        }
+        let result = digest_path(dir.path(), &|_| {}).unwrap();
+        assert_eq!(result.digest, format!("blake3:{}", expected.finalize().to_hex()));
+        assert_eq!((result.files, result.bytes), (2, 7));
+    }
+
+    #[test]
+    fn content_names_and_membership_all_count() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "part-0.csv", b"a,b\n1,2\n");
+        write(dir.path(), "big.bin", &vec![7u8; (MMAP_THRESHOLD + 5) as usize]);
+        let original = digest(dir.path());
+        assert_eq!(digest(dir.path()), original, "deterministic");
+
+        write(dir.path(), "part-0.csv", b"a,b\n1,3\n");
+        let edited = digest(dir.path());
+        assert_ne!(edited, original);
+
+        std::fs::rename(dir.path().join("part-0.csv"), dir.path().join("part-1.csv")).unwrap();
+        let renamed = digest(dir.path());
+        assert_ne!(renamed, edited);
+
+        write(dir.path(), "extra", b"");
+        assert_ne!(digest(dir.path()), renamed);
+    }
+
+    #[test]
+    fn missing_root_names_the_path() {
+        let err = digest_path(Path::new("/nonexistent/snapshot"), &|_| {}).unwrap_err();
+        assert!(err.to_string().starts_with("--data-digest /nonexistent/snapshot: "), "{err}");
+    }
+}

@@ -1,0 +1,14 @@
+//! Run manifests: the declared inputs of a training run, and their identity.
+
+pub mod digest;
+pub mod gates;
+pub mod git;
+pub mod hash;
+pub mod lint;
+pub mod parse;
+pub mod snapshot;
+mod suggest;
+
+pub use hash::{FORMAT_TAG, manifest_hash};
+pub use lint::{Problem, lint};
+pub use parse::{Format, parse_manifest};

@@ -1,0 +1,299 @@
+//! Lint: what makes a manifest unfit to define a reproducible run. Every problem names its field.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::gates::{self, GateKind};
+use crate::snapshot::SnapshotRef;
+use crate::suggest;
+
+/// The top-level fields a manifest may have.
+pub const TOP_LEVEL_FIELDS: &[&str] =
+    &["run_id", "description", "data", "code", "config", "seed", "eval", "validate", "leak_check"];
+
+/// Seeds are hashed as JSON numbers, which are exact only up to 2^53.
+const MAX_SEED: u64 = 1 << 53;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// Dotted path of the field at fault, e.g. `code.image`.
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Every problem in `manifest`, in field order. An empty list means it passes.
+pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
+    let mut problems = Problems::default();
+    for key in manifest.keys() {
+        if !TOP_LEVEL_FIELDS.contains(&key.as_str()) {
+            problems.add(key, format!("unknown field{}", suggest::hint(key, TOP_LEVEL_FIELDS)));
+        }
+    }
+    lint_run_id(manifest.get("run_id"), &mut problems);
+    lint_data(manifest.get("data"), &mut problems);
+    lint_code(manifest.get("code"), &mut problems);
+    lint_seed(manifest.get("seed"), &mut problems);
+    if let Some(config) = manifest.get("config") {
+        if !config.is_object() {
+            problems.add("config", "must be a mapping of settings");
+        }
+    }
+    lint_eval(manifest.get("eval"), &mut problems);
+    problems.0
+}
+
+#[derive(Default)]
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Problem { field: field.into(), message: message.into() });
+    }
+
+    /// The string at `field`, or a problem saying it is missing or of the wrong type.
+    fn string<'v>(&mut self, field: &str, value: Option<&'v Value>) -> Option<&'v str> {
+        match value {
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s),
+            Some(Value::String(_)) => {
+                self.add(field, "is empty");
+                None
+            }
+            Some(Value::Number(n)) => {
+                self.add(field, format!("must be a string, found the number {n} (quote it in YAML)"));
+                None
+            }
+            Some(other) => {
+                self.add(field, format!("must be a string, found {}", type_name(other)));
+                None
+            }
+            None => {
+                self.add(field, "is missing");
+                None
+            }
+        }
+    }
+
+    fn object<'v>(&mut self, field: &str, value: Option<&'v Value>) -> Option<&'v Map<String, Value>> {
+        match value {
+            Some(Value::Object(map)) => Some(map),
+            Some(other) => {
+                self.add(field, format!("must be a mapping, found {}", type_name(other)));
+                None
+            }
+            None => {
+                self.add(field, "is missing");
+                None
+            }
+        }
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    runfn_core::error::json_type_name(value)
+}
+
+fn is_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+fn lint_run_id(value: Option<&Value>, problems: &mut Problems) {
+    if let Some(run_id) = problems.string("run_id", value) {
+        if !is_name(run_id) {
+            problems.add(
+                "run_id",
+                format!("`{run_id}` must be letters, digits, `.`, `_` or `-` (it names folders)"),
+            );
+        }
+    }
+}
+
+fn lint_data(value: Option<&Value>, problems: &mut Problems) {
+    let Some(data) = problems.object("data", value) else { return };
+    if let Some(snapshot) = problems.string("data.snapshot", data.get("snapshot")) {
+        if let Err(reason) = SnapshotRef::parse(snapshot) {
+            problems.add("data.snapshot", reason);
+        }
+    }
+    problems.string("data.label", data.get("label"));
+    for optional in ["entity", "time"] {
+        if let Some(value) = data.get(optional) {
+            problems.string(&format!("data.{optional}"), Some(value));
+        }
+    }
+    lint_splits(data.get("splits"), problems);
+}
+
+fn lint_splits(value: Option<&Value>, problems: &mut Problems) {
+    let Some(splits) = problems.object("data.splits", value) else { return };
+    let mut seen: Vec<(String, &str)> = Vec::new();
+    for (name, rule) in splits {
+        let field = format!("data.splits.{name}");
+        problems.string(&field, Some(rule));
+        if !is_name(name) {
+            problems.add(&field, "a split name must be letters, digits, `.`, `_` or `-` (it names folders)");
+        }
+        let folded = name.trim().to_ascii_lowercase();
+        if let Some((_, earlier)) = seen.iter().find(|(f, _)| *f == folded) {
+            problems.add(&field, format!("overlaps the split `{earlier}` by name"));
+        }
+        seen.push((folded, name));
+    }
+    for required in ["train", "test"] {
+        if !splits.contains_key(required) {
+            problems.add("data.splits", format!("has no `{required}` split"));
+        }
+    }
+}
+
+fn lint_code(value: Option<&Value>, problems: &mut Problems) {
+    let Some(code) = problems.object("code", value) else { return };
+    if let Some(commit) = problems.string("code.commit", code.get("commit")) {
+        let hex = commit.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if !(7..=40).contains(&commit.len()) || !hex {
+            problems.add(
+                "code.commit",
+                format!("`{commit}` must be 7 to 40 lowercase hex characters (a git commit id)"),
+            );
+        }
+    }
+    if let Some(image) = problems.string("code.image", code.get("image")) {
+        if let Some(reason) = image_problem(image) {
+            problems.add("code.image", reason);
+        }
+    }
+}
+
+fn image_problem(image: &str) -> Option<String> {
+    let Some((name, digest)) = image.split_once('@') else {
+        return Some(format!("`{image}` is not pinned by digest: use `<name>@sha256:<64 hex>`, not a tag"));
+    };
+    let hex = digest.strip_prefix("sha256:").unwrap_or("");
+    let valid = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if name.is_empty() || !valid {
+        Some(format!("`{image}`: the digest must be `sha256:` and 64 lowercase hex characters"))
+    } else {
+        None
+    }
+}
+
+fn lint_seed(value: Option<&Value>, problems: &mut Problems) {
+    match value {
+        None => problems.add("seed", "is missing (set an integer seed so the run can be repeated)"),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(seed) if seed <= MAX_SEED => {}
+            Some(_) => problems.add("seed", format!("{n} is above 2^53 and cannot be hashed exactly")),
+            None => problems.add("seed", format!("must be a non-negative integer, found {n}")),
+        },
+        Some(other) => {
+            problems.add("seed", format!("must be a non-negative integer, found {}", type_name(other)))
+        }
+    }
+}
+
+fn lint_eval(value: Option<&Value>, problems: &mut Problems) {
+    let Some(value) = value else { return };
+    let Some(eval) = problems.object("eval", Some(value)) else { return };
+    if let Some(slices) = eval.get("slices") {
+        match slices {
+            Value::Array(columns) => {
+                for (i, column) in columns.iter().enumerate() {
+                    problems.string(&format!("eval.slices[{i}]"), Some(column));
+                }
+            }
+            other => problems.add("eval.slices", format!("must be a list of columns, found {}", type_name(other))),
+        }
+    }
+    if let Some(baseline) = eval.get("baseline_model") {
+        problems.string("eval.baseline_model", Some(baseline));
+    }
+    if let Some(gates) = eval.get("gates") {
+        if let Some(gates) = problems.object("eval.gates", Some(gates)) {
+            for (key, limit) in gates {
+                lint_gate(key, limit, problems);
+            }
+        }
+    }
+}
+
+fn lint_gate(key: &str, limit: &Value, problems: &mut Problems) {
+    let field = format!("eval.gates.{key}");
+    let kind = match gates::parse_gate_key(key) {
+        Ok(kind) => kind,
+        Err(reason) => return problems.add(field, reason),
+    };
+    let Some(number) = limit.as_f64() else {
+        return problems.add(field, format!("must be a number, found {}", type_name(limit)));
+    };
+    match kind {
+        GateKind::MaxSliceDrop if number < 0.0 => problems.add(field, "must be zero or more"),
+        GateKind::MinSliceRows if limit.as_u64().is_none() => {
+            problems.add(field, "must be a non-negative integer")
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn valid() -> Value {
+        json!({
+            "run_id": "churn-2026-11-02-b",
+            "data": {
+                "snapshot": "./lake/churn@snapshot=5d1a90c2",
+                "entity": "customer_id", "time": "signup_date", "label": "churned",
+                "splits": {"train": "signup_date < 2026-08-01", "val": "2026-08", "test": "2026-09"}
+            },
+            "code": {"commit": "9c41be0", "image": format!("registry.example.com/train@sha256:{}", "0f".repeat(32))},
+            "config": {"model": "mlp", "hidden": [64, 32], "lr": 0.003},
+            "seed": 1234,
+            "eval": {"baseline_model": "churn@prod", "slices": ["region"], "gates": {"auc_min_delta": -0.002, "max_slice_drop": 0.01}}
+        })
+    }
+
+    fn problems_after(edit: impl FnOnce(&mut Value)) -> Vec<String> {
+        let mut manifest = valid();
+        edit(&mut manifest);
+        lint(manifest.as_object().unwrap()).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn the_example_manifest_is_clean() {
+        assert_eq!(problems_after(|_| {}), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        let cases: Vec<(Box<dyn FnOnce(&mut Value)>, &str)> = vec![
+            (Box::new(|m| m["data"]["snapshot"] = json!("./lake/churn@latest")), "data.snapshot: "),
+            (Box::new(|m| { m["data"].as_object_mut().unwrap().remove("snapshot"); }), "data.snapshot: is missing"),
+            (Box::new(|m| m["code"]["image"] = json!("registry.example.com/train:1.4")), "code.image: `registry.example.com/train:1.4` is not pinned by digest"),
+            (Box::new(|m| m["code"]["commit"] = json!("xyz1234")), "code.commit: `xyz1234` must be 7 to 40"),
+            (Box::new(|m| m["code"]["commit"] = json!(1234567)), "code.commit: must be a string, found the number 1234567 (quote it in YAML)"),
+            (Box::new(|m| m["seed"] = json!(12.5)), "seed: must be a non-negative integer, found 12.5"),
+            (Box::new(|m| { m.as_object_mut().unwrap().remove("seed"); }), "seed: is missing"),
+            (Box::new(|m| m["data"]["splits"] = json!({"train": "a", "Train": "b", "test": "c"})), "data.splits.Train: overlaps the split `train` by name"),
+            (Box::new(|m| { m["data"].as_object_mut().unwrap().remove("splits"); }), "data.splits: is missing"),
+            (Box::new(|m| m["data"]["splits"] = json!({"train": "a"})), "data.splits: has no `test` split"),
+            (Box::new(|m| m["eval"]["gates"] = json!({"acu_min_delta": 0})), "eval.gates.acu_min_delta: `acu_min_delta` names no known metric `acu` (did you mean `auc`?)"),
+            (Box::new(|m| m["confg"] = json!({})), "confg: unknown field (did you mean `config`?)"),
+        ];
+        for (edit, expected) in cases {
+            let problems = problems_after(edit);
+            assert!(
+                problems.iter().any(|p| p.starts_with(expected)),
+                "expected a problem starting with {expected:?}, got {problems:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! ckpt-interval: the optimal checkpoint interval (Young, Daly) from checkpoint cost and failure rate.
+
+mod failures;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::record::RecordInput;
+use runfn_core::{Exit, InputError, Record};
+use runfn_stats::checkpoint::{self, Inputs, Method};
+use serde_json::{Value, json};
+
+const AFTER_HELP: &str = "\
+Examples:
+  ckpt-interval --cost 90 --mtbf 43200 --step-time 0.4
+  ckpt-interval --cost 90 --node-mtbf 2592000 --nodes 64 --restart 300 --method young
+  ckpt-interval --failures failures.txt < runs/churn/train.json   # cost and step time from `train`
+
+Without --cost or --step-time, the values come from the record's `train.ckpt_mean_s` and
+`train.step_time_s`. Young: sqrt(2CM). Daly (2006): sqrt(2CM)[1 + sqrt(C/2M)/3 + (C/2M)/9] - C
+for C < 2M, else M. With --blocking only the blocking part of an asynchronous checkpoint counts,
+and the interval is never shorter than the full write.
+
+Output: the input record plus
+  \"ckpt_interval\": {\"young_s\", \"daly_s\", \"interval_s\", \"interval_steps\" (null without a step
+  time), \"overhead_fraction\", \"expected_loss_per_failure_s\", \"expected_waste_fraction\",
+  \"method\": \"daly\"|\"young\", \"inputs\": {\"cost_s\", \"mtbf_s\", \"step_time_s\", \"restart_s\",
+  \"blocking_s\", \"mtbf_source\"}}
+
+Exit: 0 done, 2 bad usage or input (zero, negative, NaN or missing values).";
+
+/// The optimal checkpoint interval (Young, Daly) from checkpoint cost and failure rate.
+#[derive(Debug, Parser)]
+#[command(name = "ckpt-interval", version, after_help = AFTER_HELP, allow_negative_numbers = true)]
+struct Args {
+    /// Seconds to write one checkpoint (default: the record's train.ckpt_mean_s).
+    #[arg(long, value_name = "SECONDS")]
+    cost: Option<f64>,
+    /// Mean time between failures of the whole job, in seconds.
+    #[arg(long, value_name = "SECONDS", group = "mtbf_source")]
+    mtbf: Option<f64>,
+    /// A file of failure times (RFC 3339 or Unix seconds, one per line); MTBF = span / gaps.
+    #[arg(long, value_name = "FILE", group = "mtbf_source")]
+    failures: Option<PathBuf>,
+    /// Mean time between failures of one node, in seconds (with --nodes).
+    #[arg(long, value_name = "SECONDS", group = "mtbf_source", requires = "nodes")]
+    node_mtbf: Option<f64>,
+    /// Number of nodes; the job fails when any of them does.
+    #[arg(long, value_name = "N", requires = "node_mtbf", value_parser = clap::value_parser!(u64).range(1..))]
+    nodes: Option<u64>,
+    /// Seconds per training step, to give the interval in steps (default: train.step_time_s).
+    #[arg(long, value_name = "SECONDS")]
+    step_time: Option<f64>,
+    /// Seconds to restart after a failure.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    restart: f64,
+    /// Seconds of the checkpoint that block training (asynchronous checkpoints).
+    #[arg(long, value_name = "SECONDS")]
+    blocking: Option<f64>,
+    /// Which optimum to use for interval_s.
+    #[arg(long, value_enum, default_value_t = MethodArg::Daly)]
+    method: MethodArg,
+    /// Read the record from FILE instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum MethodArg {
+    Young,
+    Daly,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    runfn_core::cli::main("ckpt-interval", args.common.clone(), |tool| run(tool, args))
+}
+
+fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
+    let record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
+    record.refuse_failed_checks("ckpt_interval")?;
+    let cost_s = flag_or_record(args.cost, &record, "--cost", "train.ckpt_mean_s")?;
+    let step_time_s = match args.step_time {
+        Some(step) => Some(step),
+        None => record_number(&record, "train.step_time_s")?,
+    };
+    let (mtbf_s, mtbf_source) = mtbf(&args)?;
+    let inputs = Inputs { cost_s, mtbf_s, step_time_s, restart_s: args.restart, blocking_s: args.blocking };
+    let method = match args.method {
+        MethodArg::Young => Method::Young,
+        MethodArg::Daly => Method::Daly,
+    };
+    let plan = checkpoint::plan(&inputs, method)?;
+    tool.info(format!(
+        "checkpoint every {:.0} s ({:.1} min), {:.1}% overhead, {:.1}% expected waste",
+        plan.interval_s,
+        plan.interval_s / 60.0,
+        plan.overhead_fraction * 100.0,
+        plan.expected_waste_fraction * 100.0
+    ));
+    let mut section = serde_json::to_value(&plan)?;
+    section["inputs"] = serde_json::to_value(inputs)?;
+    section["inputs"]["mtbf_source"] = json!(mtbf_source);
+    let mut record = record;
+    record.set_section("ckpt_interval", section);
+    tool.finish(record, Exit::Passed)
+}
+
+fn mtbf(args: &Args) -> Result<(f64, String), InputError> {
+    if let Some(mtbf) = args.mtbf {
+        return Ok((mtbf, "--mtbf".into()));
+    }
+    if let (Some(node_mtbf), Some(nodes)) = (args.node_mtbf, args.nodes) {
+        return Ok((checkpoint::job_mtbf(node_mtbf, nodes), format!("--node-mtbf / {nodes} nodes")));
+    }
+    if let Some(path) = &args.failures {
+        let times = failures::read_failure_times(path)?;
+        let mtbf = checkpoint::mtbf_from_failures(&times).ok_or_else(|| {
+            InputError::field(
+                format!("--failures {}", path.display()),
+                format!("needs at least 2 distinct failure times, found {}", times.len()),
+            )
+        })?;
+        return Ok((mtbf, format!("--failures {} ({} failures)", path.display(), times.len())));
+    }
+    Err(InputError::field("--mtbf", "is missing: give --mtbf, --failures or --node-mtbf with --nodes"))
+}
+
+fn flag_or_record(flag: Option<f64>, record: &Record, name: &str, path: &str) -> Result<f64, InputError> {
+    match flag {
+        Some(value) => Ok(value),
+        None => record_number(record, path)?
+            .ok_or_else(|| InputError::field(name, format!("is missing and the record has no `{path}`"))),
+    }
+}
+
+fn record_number(record: &Record, path: &str) -> Result<Option<f64>, InputError> {
+    match record.get_path(path) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(other) => Err(InputError::field(
+            format!("record: {path}"),
+            format!("must be a number, found {}", runfn_core::error::json_type_name(other)),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flags_are_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}

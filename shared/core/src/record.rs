@@ -63,6 +63,37 @@ impl Record {
         Record::from_value(value, origin)
     }
 
+    /// Parses a stream of records: JSON Lines, or any white-space-separated JSON objects.
+    pub fn parse_stream(text: &str, origin: &str) -> Result<Vec<Record>, InputError> {
+        serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .enumerate()
+            .map(|(index, value)| {
+                let value = value.map_err(|source| InputError::Json { origin: origin.to_string(), source })?;
+                Record::from_value(value, &format!("{origin}: record {}", index + 1))
+            })
+            .collect()
+    }
+
+    /// Reads a stream of records from each of `paths`, or from stdin when there are none.
+    pub fn read_stream(paths: &[std::path::PathBuf]) -> Result<Vec<Record>, InputError> {
+        if paths.is_empty() {
+            let mut text = String::new();
+            std::io::stdin()
+                .lock()
+                .read_to_string(&mut text)
+                .map_err(|source| InputError::Io { path: "<stdin>".into(), source })?;
+            return Record::parse_stream(&text, "<stdin>");
+        }
+        let mut records = Vec::new();
+        for path in paths {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| InputError::Io { path: path.to_path_buf(), source })?;
+            records.extend(Record::parse_stream(&text, &path.display().to_string())?);
+        }
+        Ok(records)
+    }
+
     pub fn from_value(value: Value, origin: &str) -> Result<Record, InputError> {
         match value {
             Value::Object(fields) => Ok(Record { fields }),
@@ -170,6 +201,17 @@ mod tests {
         assert_eq!(err.to_string(), "r.json: the run record must be a JSON object, found an array");
         let err = Record::parse("{\"a\": ", "r.json", RecordInput::Required).unwrap_err();
         assert!(err.to_string().starts_with("r.json: not valid JSON: "), "{err}");
+    }
+
+    #[test]
+    fn streams_of_records_name_the_bad_line() {
+        let records = Record::parse_stream("{\"a\": 1}\n{\"a\": 2}\n", "runs.jsonl").unwrap();
+        assert_eq!(records.len(), 2);
+        let err = Record::parse_stream("{\"a\": 1}\n{\"a\": \n", "runs.jsonl").unwrap_err();
+        assert!(err.to_string().starts_with("runs.jsonl: not valid JSON: "), "{err}");
+        assert!(err.to_string().contains("line 3"), "{err}");
+        let err = Record::parse_stream("{}\n[2]\n", "runs.jsonl").unwrap_err();
+        assert_eq!(err.to_string(), "runs.jsonl: record 2: the run record must be a JSON object, found an array");
     }
 
     #[test]

@@ -1,0 +1,327 @@
+//! The decision: every check with its numbers, and a reason for each that failed.
+
+use serde::Serialize;
+
+use runfn_manifest::gates::{Direction, direction};
+
+use crate::evaluation::{Evaluation, Metrics};
+use crate::policy::{Bound, Policy, Source};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub metric: String,
+    /// `column=value` for a slice check, `null` overall.
+    pub slice: Option<String>,
+    pub baseline: Option<f64>,
+    pub candidate: Option<f64>,
+    /// candidate − baseline.
+    pub delta: Option<f64>,
+    /// The bound the compared value must meet, in the same units as `delta` (or as `candidate`
+    /// for absolute gates).
+    pub limit: Option<f64>,
+    /// `>=` or `<=`: how the value is compared with `limit`.
+    pub comparison: &'static str,
+    pub passed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub passed: bool,
+    /// True when there was no baseline and `--no-baseline` allowed that.
+    pub no_baseline: bool,
+    pub checks: Vec<Check>,
+    pub reasons: Vec<String>,
+}
+
+/// Decides. `baseline` is `None` only when the caller allowed a first model without one.
+pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluation>) -> Decision {
+    let mut checks = Vec::new();
+    for bound in &policy.min {
+        checks.push(absolute(bound, candidate, "_min", ">="));
+    }
+    for bound in &policy.max {
+        checks.push(absolute(bound, candidate, "_max", "<="));
+    }
+    if let Some(baseline) = baseline {
+        if let Some(check) = same_rows(candidate, baseline) {
+            checks.push(check);
+        }
+        for bound in &policy.min_delta {
+            checks.push(min_delta(bound, &candidate.overall, &baseline.overall));
+        }
+        if let Some(max_drop) = policy.max_slice_drop {
+            slice_checks(policy, max_drop, candidate, baseline, &mut checks);
+        }
+    }
+    let reasons: Vec<String> = checks.iter().filter(|c| !c.passed).map(reason).collect();
+    Decision { passed: reasons.is_empty(), no_baseline: baseline.is_none(), checks, reasons }
+}
+
+fn absolute(bound: &Bound, candidate: &Evaluation, suffix: &str, comparison: &'static str) -> Check {
+    let value = candidate.overall.get(&bound.metric).copied();
+    let passed = value.is_some_and(|v| if comparison == ">=" { v >= bound.limit } else { v <= bound.limit });
+    Check {
+        name: format!("{}{suffix}", bound.metric),
+        metric: bound.metric.clone(),
+        slice: None,
+        baseline: None,
+        candidate: value,
+        delta: None,
+        limit: Some(bound.limit),
+        comparison,
+        passed,
+        note: value.is_none().then(|| "missing from the candidate's evaluation".to_string()),
+    }
+}
+
+/// Comparing on different test data compares nothing: both evaluations must have the same rows.
+fn same_rows(candidate: &Evaluation, baseline: &Evaluation) -> Option<Check> {
+    let (c, b) = (candidate.overall.get("rows")?, baseline.overall.get("rows")?);
+    Some(Check {
+        name: "same_test_rows".into(),
+        metric: "rows".into(),
+        slice: None,
+        baseline: Some(*b),
+        candidate: Some(*c),
+        delta: Some(c - b),
+        limit: Some(0.0),
+        comparison: "==",
+        passed: c == b,
+        note: (c != b).then(|| "candidate and baseline were not scored on the same test split".to_string()),
+    })
+}
+
+/// The bound on `delta` for a metric that may worsen by at most `allowed_worsening` (≥ 0 means
+/// it may get worse by that much), and the comparison, by the metric's direction.
+fn delta_bound(metric: &str, allowed_worsening: f64) -> (f64, &'static str) {
+    match direction(metric) {
+        Some(Direction::LowerIsBetter) => (allowed_worsening, "<="),
+        _ => (-allowed_worsening, ">="),
+    }
+}
+
+fn compare(delta: f64, limit: f64, comparison: &str) -> bool {
+    if comparison == "<=" { delta <= limit } else { delta >= limit }
+}
+
+fn min_delta(bound: &Bound, candidate: &Metrics, baseline: &Metrics) -> Check {
+    // `min_delta` is an improvement floor: -0.002 allows 0.002 worse.
+    let (limit, comparison) = delta_bound(&bound.metric, -bound.limit);
+    let (c, b) = (candidate.get(&bound.metric).copied(), baseline.get(&bound.metric).copied());
+    let delta = c.zip(b).map(|(c, b)| c - b);
+    let mut note = missing_note(c, b);
+    if note.is_none() && bound.source == Source::NoiseFloor {
+        note = Some("limit from the noise floor".into());
+    }
+    Check {
+        name: format!("{}_min_delta", bound.metric),
+        metric: bound.metric.clone(),
+        slice: None,
+        baseline: b,
+        candidate: c,
+        delta,
+        limit: Some(limit),
+        comparison,
+        passed: delta.is_some_and(|d| compare(d, limit, comparison)),
+        note,
+    }
+}
+
+fn missing_note(candidate: Option<f64>, baseline: Option<f64>) -> Option<String> {
+    match (candidate, baseline) {
+        (None, None) => Some("missing from both evaluations".into()),
+        (None, Some(_)) => Some("missing from the candidate's evaluation".into()),
+        (Some(_), None) => Some("missing from the baseline's evaluation".into()),
+        _ => None,
+    }
+}
+
+fn slice_checks(policy: &Policy, max_drop: f64, candidate: &Evaluation, baseline: &Evaluation, checks: &mut Vec<Check>) {
+    let columns: Vec<String> = match &policy.slice_columns {
+        Some(columns) => columns.clone(),
+        None => baseline.slices.keys().cloned().collect(),
+    };
+    let metrics = policy.slice_metrics();
+    for column in &columns {
+        let (Some(c_values), Some(b_values)) = (candidate.slices.get(column), baseline.slices.get(column)) else {
+            let side = if candidate.slices.contains_key(column) { "baseline's" } else { "candidate's" };
+            checks.push(slice_check(column, None, &metrics[0], None, None, max_drop, Some(format!("slice column missing from the {side} evaluation")), false));
+            continue;
+        };
+        for (value, b_metrics) in b_values {
+            let c_metrics = c_values.get(value);
+            if let (Some(min_rows), Some(c_metrics)) = (policy.min_slice_rows, c_metrics) {
+                let rows = c_metrics.get("rows").copied().zip(b_metrics.get("rows").copied()).map(|(c, b)| c.min(b));
+                match rows {
+                    Some(rows) if rows < min_rows as f64 => {
+                        let note = format!("{rows} rows < min_slice_rows {min_rows}: reported, not gated");
+                        for metric in &metrics {
+                            let mut check = slice_check(column, Some(value), metric, c_metrics.get(metric).copied(), b_metrics.get(metric).copied(), max_drop, Some(note.clone()), true);
+                            check.name = "min_slice_rows".into();
+                            checks.push(check);
+                        }
+                        continue;
+                    }
+                    None => {
+                        let note = "rows missing, so min_slice_rows cannot be applied".to_string();
+                        checks.push(slice_check(column, Some(value), "rows", None, None, max_drop, Some(note), false));
+                        continue;
+                    }
+                    Some(_) => {}
+                }
+            }
+            for metric in &metrics {
+                let c = c_metrics.and_then(|m| m.get(metric)).copied();
+                let b = b_metrics.get(metric).copied();
+                let note = if c_metrics.is_none() { Some("slice missing from the candidate's evaluation".into()) } else { missing_note(c, b) };
+                let (limit, comparison) = delta_bound(metric, max_drop);
+                let passed = c.zip(b).is_some_and(|(c, b)| compare(c - b, limit, comparison));
+                checks.push(slice_check(column, Some(value), metric, c, b, max_drop, note, passed));
+            }
+        }
+        for value in c_values.keys().filter(|v| !b_values.contains_key(*v)) {
+            let c = c_values[value].get(&metrics[0]).copied();
+            checks.push(slice_check(column, Some(value), &metrics[0], c, None, max_drop, Some("new slice: no baseline to compare with".into()), true));
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn slice_check(
+    column: &str,
+    value: Option<&String>,
+    metric: &str,
+    candidate: Option<f64>,
+    baseline: Option<f64>,
+    max_drop: f64,
+    note: Option<String>,
+    passed: bool,
+) -> Check {
+    let (limit, comparison) = delta_bound(metric, max_drop);
+    Check {
+        name: "max_slice_drop".into(),
+        metric: metric.to_string(),
+        slice: Some(match value {
+            Some(value) => format!("{column}={value}"),
+            None => column.to_string(),
+        }),
+        baseline,
+        candidate,
+        delta: candidate.zip(baseline).map(|(c, b)| c - b),
+        limit: Some(limit),
+        comparison,
+        passed,
+        note,
+    }
+}
+
+/// One sentence a person can act on.
+fn reason(check: &Check) -> String {
+    let place = match &check.slice {
+        Some(slice) => format!("slice {slice}"),
+        None => "overall".to_string(),
+    };
+    let (metric, name, comparison) = (&check.metric, &check.name, check.comparison);
+    match (check.candidate, check.baseline, check.delta, check.limit) {
+        (Some(c), Some(b), _, _) if name == "same_test_rows" => {
+            format!("{place}: the candidate was scored on {c} rows and the baseline on {b}: not the same test split")
+        }
+        (Some(c), Some(b), Some(d), Some(limit)) => format!(
+            "{place}: {metric} went from {b:.4} to {c:.4} ({d:+.4}), beyond the {name} limit (delta {comparison} {limit:+.4})"
+        ),
+        (Some(c), None, None, Some(limit)) if check.note.is_none() => {
+            format!("{place}: {metric} is {c:.4}, but {name} requires {comparison} {limit}")
+        }
+        _ => format!("{place}: {metric} {name}: {}", check.note.as_deref().unwrap_or("not computable")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eval(value: serde_json::Value) -> Evaluation {
+        Evaluation::from_json(&value, "t").unwrap()
+    }
+
+    /// The worked case: floor 0.002 from three baseline reruns, candidate better overall, the
+    /// enterprise slice better, the first-30-days slice 0.02 worse against a 0.01 limit.
+    #[test]
+    fn worked_case_blocks_on_the_first_30_days_slice() {
+        let mut policy = Policy { max_slice_drop: Some(0.01), ..Policy::default() };
+        policy.apply_noise_floor("evaluate.overall.auc", 0.863 - 0.861);
+        let baseline = eval(json!({"overall": {"auc": 0.862}, "slices": {"tier": {"enterprise": {"auc": 0.88}}, "tenure_bucket": {"<30d": {"auc": 0.79}}}}));
+        let candidate = eval(json!({"overall": {"auc": 0.866}, "slices": {"tier": {"enterprise": {"auc": 0.89}}, "tenure_bucket": {"<30d": {"auc": 0.77}}}}));
+        let decision = decide(&policy, &candidate, Some(&baseline));
+        assert!(!decision.passed);
+        let overall = &decision.checks[0];
+        assert_eq!((overall.name.as_str(), overall.passed), ("auc_min_delta", true));
+        assert!((overall.limit.unwrap() + 0.002).abs() < 1e-12);
+        let enterprise = decision.checks.iter().find(|c| c.slice.as_deref() == Some("tier=enterprise")).unwrap();
+        assert!(enterprise.passed);
+        let new_customers = decision.checks.iter().find(|c| c.slice.as_deref() == Some("tenure_bucket=<30d")).unwrap();
+        assert!(!new_customers.passed);
+        assert_eq!(decision.reasons.len(), 1);
+        assert!(decision.reasons[0].contains("tenure_bucket=<30d"), "{}", decision.reasons[0]);
+    }
+
+    #[test]
+    fn lower_is_better_metrics_are_gated_by_direction() {
+        let mut policy = Policy::default();
+        policy.set("logloss_min_delta", &json!(-0.01), "g").unwrap();
+        let baseline = eval(json!({"overall": {"logloss": 0.40}}));
+        let better = decide(&policy, &eval(json!({"overall": {"logloss": 0.38}})), Some(&baseline));
+        let slightly_worse = decide(&policy, &eval(json!({"overall": {"logloss": 0.405}})), Some(&baseline));
+        let worse = decide(&policy, &eval(json!({"overall": {"logloss": 0.42}})), Some(&baseline));
+        assert!(better.passed && slightly_worse.passed && !worse.passed);
+        assert_eq!(worse.checks[0].comparison, "<=");
+    }
+
+    #[test]
+    fn missing_metric_or_slice_fails_with_a_reason() {
+        let mut policy = Policy { max_slice_drop: Some(0.01), slice_columns: Some(vec!["region".into()]), ..Policy::default() };
+        policy.set("auc_min_delta", &json!(0), "g").unwrap();
+        let baseline = eval(json!({"overall": {"auc": 0.8}, "slices": {"region": {"eu": {"auc": 0.8}}}}));
+        let candidate = eval(json!({"overall": {"logloss": 0.3}, "slices": {"region": {}}}));
+        let decision = decide(&policy, &candidate, Some(&baseline));
+        assert!(!decision.passed);
+        assert!(decision.reasons.iter().any(|r| r.contains("overall: auc auc_min_delta: missing from the candidate's evaluation")), "{:?}", decision.reasons);
+        assert!(decision.reasons.iter().any(|r| r.contains("slice region=eu") && r.contains("slice missing")), "{:?}", decision.reasons);
+        let no_column = decide(&policy, &eval(json!({"overall": {"auc": 0.9}})), Some(&baseline));
+        assert!(no_column.reasons.iter().any(|r| r.contains("slice column missing from the candidate's")), "{:?}", no_column.reasons);
+    }
+
+    #[test]
+    fn small_slices_are_reported_not_gated() {
+        let policy = Policy { max_slice_drop: Some(0.01), min_slice_rows: Some(500), ..Policy::default() };
+        let baseline = eval(json!({"overall": {"auc": 0.8}, "slices": {"tier": {"tiny": {"auc": 0.9, "rows": 40}}}}));
+        let candidate = eval(json!({"overall": {"auc": 0.8}, "slices": {"tier": {"tiny": {"auc": 0.5, "rows": 40}}}}));
+        let decision = decide(&policy, &candidate, Some(&baseline));
+        assert!(decision.passed);
+        assert_eq!(decision.checks[0].name, "min_slice_rows");
+    }
+
+    #[test]
+    fn different_test_rows_block() {
+        let baseline = eval(json!({"overall": {"auc": 0.8, "rows": 1000}}));
+        let candidate = eval(json!({"overall": {"auc": 0.9, "rows": 999}}));
+        let decision = decide(&Policy::default(), &candidate, Some(&baseline));
+        assert!(!decision.passed);
+        assert!(decision.reasons[0].contains("not the same test split"), "{:?}", decision.reasons);
+    }
+
+    #[test]
+    fn without_a_baseline_only_absolute_gates_apply() {
+        let mut policy = Policy { max_slice_drop: Some(0.0), ..Policy::default() };
+        policy.set("auc_min", &json!(0.7), "g").unwrap();
+        policy.set("auc_min_delta", &json!(0), "g").unwrap();
+        let decision = decide(&policy, &eval(json!({"overall": {"auc": 0.65}})), None);
+        assert!(decision.no_baseline);
+        assert_eq!(decision.checks.len(), 1);
+        assert_eq!(decision.reasons, ["overall: auc is 0.6500, but auc_min requires >= 0.7"]);
+    }
+}

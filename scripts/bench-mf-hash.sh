@@ -188,10 +188,13 @@ def version(argv):
 
 def peer(tool):
     """A peer run as ONE `xargs -0 -s MAX tool` over every file (or as few batches as fit)."""
-    tool = os.path.abspath(tool)
-    out_file = os.path.abspath(os.path.join(scratch, f"{os.path.basename(tool)}.txt"))
-    script = (f"set -o pipefail; cd {shlex.quote(data)} && find . -type f -print0 "
-              f"| xargs -0 -s {xargs_max} {shlex.quote(tool)} > {shlex.quote(out_file)}")
+    tool, name = os.path.abspath(tool), os.path.basename(tool)
+    out_file = os.path.join(scratch, f"{name}.txt")
+    out_rel = os.path.relpath(out_file, data)  # the command runs inside DATA
+
+    def script(exe):
+        return (f"set -o pipefail; cd {shlex.quote(data)} && find . -type f -print0 "
+                f"| xargs -0 -s {xargs_max} {shlex.quote(exe)} > {shlex.quote(out_rel)}")
 
     def check():
         with open(out_file, "rb") as f:
@@ -199,8 +202,9 @@ def peer(tool):
         if lines != n_files:
             fail(f"{tool} printed {lines} lines for {n_files} files")
 
-    return {"argv": ["bash", "-c", script], "stdout": None, "check": check, "command": script,
-            "version": version([tool, "--version"]), "processes": xargs_batches(tool)}
+    # "command" names the tool without this machine's install path.
+    return {"argv": ["bash", "-c", script(tool)], "stdout": None, "check": check, "command": script(name),
+            "version": version([tool, "--version"]), "processes": xargs_batches(tool), "output": out_file}
 
 
 mf_out = os.path.join(scratch, "mf-hash.json")
@@ -246,6 +250,25 @@ for run in range(runs):
 if len(digests) != 1:
     fail(f"mf-hash gave different digests across runs: {sorted(digests)}")
 
+# Cross-check: rebuild the runfn-data-v1 digest from b3sum's per-file hashes (tag, then per file in
+# byte order of the relative path: path length u64 LE, path, size u64 LE, 32-byte blake3) and hash
+# that stream with b3sum; it must equal what mf-hash reported.
+per_file = {}
+with open(tools["b3sum"]["output"], "rb") as f:
+    for line in f:
+        hex_hash, path = line.rstrip(b"\n").split(b"  ", 1)
+        per_file[path.removeprefix(b"./")] = bytes.fromhex(hex_hash.decode())
+stream = bytearray(b"runfn-data-v1\n")
+for rel in sorted(per_file):
+    size = os.path.getsize(os.path.join(data, os.fsdecode(rel)))
+    stream += len(rel).to_bytes(8, "little") + rel + size.to_bytes(8, "little") + per_file[rel]
+combined = subprocess.run([env["BENCH_B3SUM"], "--no-names"], input=bytes(stream), capture_output=True,
+                          check=True).stdout.decode().strip()
+mf_digest = next(iter(digests))
+if f"blake3:{combined}" != mf_digest:
+    fail(f"mf-hash digest {mf_digest} differs from the one rebuilt from b3sum's hashes (blake3:{combined})")
+print("bench-mf-hash: mf-hash digest matches the one rebuilt from b3sum's per-file hashes", file=sys.stderr)
+
 MiB = 1024 * 1024
 results = {}
 for name, t in tools.items():
@@ -255,7 +278,8 @@ for name, t in tools.items():
                      "command": t["command"]}
     if "processes" in t:
         results[name]["processes"] = t["processes"]
-results["mf-hash"]["digest"] = digests.pop()
+results["mf-hash"]["digest"] = mf_digest
+results["mf-hash"]["digest_matches_b3sum"] = True
 
 thr = {name: n_bytes / statistics.median(times[name]) for name in tools}
 ratios = {"mf_hash_vs_b3sum": round(thr["mf-hash"] / thr["b3sum"], 3),

@@ -1,0 +1,176 @@
+//! The harness: finds the built tools, runs them, and compares their JSON with golden files.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// The folder holding the workspace's binaries (`target/debug`), next to this test binary.
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let deps = exe.parent().expect("deps folder");
+    deps.parent().expect("target profile folder").to_path_buf()
+}
+
+pub fn bin(tool: &str) -> PathBuf {
+    let path = bin_dir().join(tool);
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo build --workspace --bins` first (make test does)",
+        path.display()
+    );
+    path
+}
+
+pub fn testdata(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(relative)
+}
+
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// The record on stdout, parsed.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON object ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// Asserts a bad-input ending: exit 2, nothing on stdout, one `tool: ...` line containing `message`.
+    pub fn assert_bad_input(&self, tool: &str, message: &str) {
+        assert_eq!(
+            self.code, 2,
+            "expected exit 2\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        assert_eq!(self.stdout, "", "stdout must stay empty on bad input");
+        let line = self.stderr.lines().last().unwrap_or("");
+        assert!(
+            line.starts_with(&format!("{tool}: ")),
+            "stderr line must start with `{tool}: `: {line:?}"
+        );
+        assert!(
+            line.contains(message),
+            "stderr {line:?} does not contain {message:?}"
+        );
+    }
+}
+
+/// A tool invocation being set up.
+pub struct Run {
+    command: Command,
+    stdin: Option<Vec<u8>>,
+}
+
+pub fn tool(name: &str) -> Run {
+    let mut command = Command::new(bin(name));
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    Run {
+        command,
+        stdin: None,
+    }
+}
+
+impl Run {
+    pub fn args<I, S>(mut self, args: I) -> Run
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.command.args(args);
+        self
+    }
+
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Run {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
+    pub fn current_dir(mut self, dir: &Path) -> Run {
+        self.command.current_dir(dir);
+        self
+    }
+
+    pub fn run(mut self) -> Output {
+        self.command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self.command.spawn().expect("tool starts");
+        let mut stdin = child.stdin.take().expect("stdin pipe");
+        let bytes = self.stdin.take().unwrap_or_default();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+        let output = child.wait_with_output().expect("tool runs");
+        writer.join().expect("stdin writer");
+        Output {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+            stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+        }
+    }
+}
+
+/// Checks the last `timings` entry belongs to `tool` and is well formed, then removes the
+/// `timings` array, whose values differ on every run.
+pub fn strip_timings(mut record: Value, tool: &str) -> Value {
+    let timings = record
+        .as_object_mut()
+        .and_then(|o| o.remove("timings"))
+        .expect("record has timings");
+    let last = timings
+        .as_array()
+        .and_then(|t| t.last())
+        .expect("a timings entry");
+    assert_eq!(last["tool"], tool);
+    assert!(
+        last["started_at"]
+            .as_str()
+            .is_some_and(|s| s.ends_with('Z')),
+        "{last}"
+    );
+    for field in ["wall_s", "cpu_s"] {
+        assert!(
+            last[field].as_f64().is_some_and(|v| v >= 0.0),
+            "{field} in {last}"
+        );
+    }
+    assert!(
+        last["max_rss_bytes"].as_u64().is_some_and(|v| v > 0),
+        "{last}"
+    );
+    assert_eq!(last.as_object().map(|o| o.len()), Some(5), "{last}");
+    record
+}
+
+/// Compares `actual` (timings stripped) with `testdata/<tool>/<case>.expected.json` as parsed JSON.
+/// `RUNFN_BLESS=1` rewrites the golden file instead; review the diff.
+pub fn assert_golden(tool: &str, case: &str, actual: Value) {
+    let actual = strip_timings(actual, tool);
+    let path = testdata(&format!("{tool}/{case}.expected.json"));
+    if std::env::var_os("RUNFN_BLESS").is_some() {
+        let text = serde_json::to_string_pretty(&actual).expect("serializable") + "\n";
+        std::fs::write(&path, text).expect("golden file written");
+        return;
+    }
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (create it with RUNFN_BLESS=1 make test)",
+            path.display()
+        )
+    });
+    let expected: Value = serde_json::from_str(&text).expect("golden file is JSON");
+    assert_eq!(actual, expected, "output differs from {}", path.display());
+}

@@ -13,13 +13,19 @@ pub fn write_atomic<F>(path: &Path, write: F) -> Result<(), InputError>
 where
     F: FnOnce(&mut dyn Write) -> std::io::Result<()>,
 {
-    let io_error = |source| InputError::Io { path: path.to_path_buf(), source };
+    let io_error = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let dir = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
     let name = path.file_name().ok_or_else(|| {
-        io_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"))
+        io_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a file path",
+        ))
     })?;
     let mut temp = tempfile::Builder::new()
         .prefix(&format!(".{}.tmp", name.to_string_lossy()))
@@ -32,7 +38,9 @@ where
     }
     temp.as_file().sync_all().map_err(io_error)?;
     temp.persist(path).map_err(|err| io_error(err.error))?;
-    File::open(dir).and_then(|dir| dir.sync_all()).map_err(io_error)
+    File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io_error)
 }
 
 /// Writes `bytes` to `path` atomically.
@@ -72,6 +80,9 @@ mod tests {
     #[test]
     fn missing_folder_names_the_path() {
         let err = write_bytes_atomic(Path::new("/nonexistent-runfn/out.json"), b"x").unwrap_err();
-        assert!(err.to_string().starts_with("/nonexistent-runfn/out.json: "), "{err}");
+        assert!(
+            err.to_string().starts_with("/nonexistent-runfn/out.json: "),
+            "{err}"
+        );
     }
 }

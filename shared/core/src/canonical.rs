@@ -12,7 +12,9 @@ use serde_json::{Map, Number, Value};
 const MAX_EXACT_INTEGER: u64 = 1 << 53;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: the number {number} cannot be canonicalized exactly (integers must lie within ±2^53)")]
+#[error(
+    "{path}: the number {number} cannot be canonicalized exactly (integers must lie within ±2^53)"
+)]
 pub struct CanonicalError {
     pub path: String,
     pub number: String,
@@ -32,7 +34,11 @@ pub fn sorted_keys(value: &Value) -> Value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
-            Value::Object(keys.into_iter().map(|key| (key.clone(), sorted_keys(&map[key]))).collect())
+            Value::Object(
+                keys.into_iter()
+                    .map(|key| (key.clone(), sorted_keys(&map[key])))
+                    .collect(),
+            )
         }
         Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
         other => other.clone(),
@@ -88,7 +94,10 @@ fn write_object(
 }
 
 fn write_number(n: &Number, out: &mut String, path: &str) -> Result<(), CanonicalError> {
-    let too_large = || CanonicalError { path: path.to_string(), number: n.to_string() };
+    let too_large = || CanonicalError {
+        path: path.to_string(),
+        number: n.to_string(),
+    };
     let double = if let Some(u) = n.as_u64() {
         if u > MAX_EXACT_INTEGER {
             return Err(too_large());
@@ -154,12 +163,18 @@ mod tests {
         // RFC 8785 section 3.2.3: "\r" < "1" < "\u0080" < "ö" < "€" < "😀" < "\ufb33".
         let value = json!({"\u{20ac}": 1, "\r": 2, "\u{fb33}": 3, "1": 4, "\u{1f600}": 5, "\u{80}": 6, "\u{f6}": 7});
         let canonical = to_canonical_string(&value).unwrap();
-        assert_eq!(canonical, "{\"\\r\":2,\"1\":4,\"\u{80}\":6,\"\u{f6}\":7,\"\u{20ac}\":1,\"\u{1f600}\":5,\"\u{fb33}\":3}");
+        assert_eq!(
+            canonical,
+            "{\"\\r\":2,\"1\":4,\"\u{80}\":6,\"\u{f6}\":7,\"\u{20ac}\":1,\"\u{1f600}\":5,\"\u{fb33}\":3}"
+        );
     }
 
     #[test]
     fn integers_and_doubles_of_equal_value_agree() {
-        assert_eq!(to_canonical_string(&json!([1, 1.0, -0.0, 0])).unwrap(), "[1,1,0,0]");
+        assert_eq!(
+            to_canonical_string(&json!([1, 1.0, -0.0, 0])).unwrap(),
+            "[1,1,0,0]"
+        );
         assert_eq!(to_canonical_string(&json!(1e21)).unwrap(), "1e+21");
         assert_eq!(to_canonical_string(&json!(0.003)).unwrap(), "0.003");
     }

@@ -82,7 +82,11 @@ pub fn main(
     common: CommonArgs,
     run: impl FnOnce(&Tool) -> anyhow::Result<Exit>,
 ) -> ExitCode {
-    let tool = Tool { name, stopwatch: Stopwatch::start(), common };
+    let tool = Tool {
+        name,
+        stopwatch: Stopwatch::start(),
+        common,
+    };
     match run(&tool) {
         Ok(exit) => exit.into(),
         Err(err) => {
@@ -116,8 +120,14 @@ mod tests {
     #[test]
     fn error_chain_does_not_repeat_sources() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
-        let err = anyhow::Error::new(InputError::Io { path: "m.yaml".into(), source: io })
-            .context("reading the manifest");
-        assert_eq!(error_chain(&err), "reading the manifest: m.yaml: No such file");
+        let err = anyhow::Error::new(InputError::Io {
+            path: "m.yaml".into(),
+            source: io,
+        })
+        .context("reading the manifest");
+        assert_eq!(
+            error_chain(&err),
+            "reading the manifest: m.yaml: No such file"
+        );
     }
 }

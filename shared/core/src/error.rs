@@ -30,7 +30,10 @@ pub enum InputError {
 
 impl InputError {
     pub fn field(field: impl Into<String>, message: impl Into<String>) -> InputError {
-        InputError::Field { field: field.into(), message: message.into() }
+        InputError::Field {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 

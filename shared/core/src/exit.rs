@@ -24,12 +24,20 @@ impl Exit {
 
     /// `Passed` when `passed`, else `CheckFailed`.
     pub const fn from_passed(passed: bool) -> Exit {
-        if passed { Exit::Passed } else { Exit::CheckFailed }
+        if passed {
+            Exit::Passed
+        } else {
+            Exit::CheckFailed
+        }
     }
 
     /// Combines two outcomes: the worse one wins.
     pub fn and(self, other: Exit) -> Exit {
-        if other.code() > self.code() { other } else { self }
+        if other.code() > self.code() {
+            other
+        } else {
+            self
+        }
     }
 }
 

@@ -31,8 +31,10 @@ impl Record {
     pub fn read(path: Option<&Path>, input: RecordInput) -> Result<Record, InputError> {
         match path {
             Some(path) if path != Path::new("-") => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| InputError::Io { path: path.to_path_buf(), source })?;
+                let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
                 Record::parse(&text, &path.display().to_string(), input)
             }
             _ => {
@@ -44,7 +46,10 @@ impl Record {
                 stdin
                     .lock()
                     .read_to_string(&mut text)
-                    .map_err(|source| InputError::Io { path: "<stdin>".into(), source })?;
+                    .map_err(|source| InputError::Io {
+                        path: "<stdin>".into(),
+                        source,
+                    })?;
                 Record::parse(&text, "<stdin>", input)
             }
         }
@@ -55,11 +60,15 @@ impl Record {
         if text.trim().is_empty() {
             return match input {
                 RecordInput::Optional => Ok(Record::new()),
-                RecordInput::Required => Err(InputError::Empty { origin: origin.to_string() }),
+                RecordInput::Required => Err(InputError::Empty {
+                    origin: origin.to_string(),
+                }),
             };
         }
-        let value: Value = serde_json::from_str(text)
-            .map_err(|source| InputError::Json { origin: origin.to_string(), source })?;
+        let value: Value = serde_json::from_str(text).map_err(|source| InputError::Json {
+            origin: origin.to_string(),
+            source,
+        })?;
         Record::from_value(value, origin)
     }
 
@@ -69,7 +78,10 @@ impl Record {
             .into_iter::<Value>()
             .enumerate()
             .map(|(index, value)| {
-                let value = value.map_err(|source| InputError::Json { origin: origin.to_string(), source })?;
+                let value = value.map_err(|source| InputError::Json {
+                    origin: origin.to_string(),
+                    source,
+                })?;
                 Record::from_value(value, &format!("{origin}: record {}", index + 1))
             })
             .collect()
@@ -82,13 +94,18 @@ impl Record {
             std::io::stdin()
                 .lock()
                 .read_to_string(&mut text)
-                .map_err(|source| InputError::Io { path: "<stdin>".into(), source })?;
+                .map_err(|source| InputError::Io {
+                    path: "<stdin>".into(),
+                    source,
+                })?;
             return Record::parse_stream(&text, "<stdin>");
         }
         let mut records = Vec::new();
         for path in paths {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| InputError::Io { path: path.to_path_buf(), source })?;
+            let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
             records.extend(Record::parse_stream(&text, &path.display().to_string())?);
         }
         Ok(records)
@@ -135,13 +152,19 @@ impl Record {
         if failed.is_empty() {
             Ok(())
         } else {
-            Err(InputError::EarlierCheckFailed { sections: failed.join(", ") })
+            Err(InputError::EarlierCheckFailed {
+                sections: failed.join(", "),
+            })
         }
     }
 
     /// Appends an entry to the `timings` array, creating it when absent.
     pub fn push_timing(&mut self, entry: Value) -> Result<(), InputError> {
-        match self.fields.entry("timings").or_insert_with(|| Value::Array(Vec::new())) {
+        match self
+            .fields
+            .entry("timings")
+            .or_insert_with(|| Value::Array(Vec::new()))
+        {
             Value::Array(entries) => {
                 entries.push(entry);
                 Ok(())
@@ -190,7 +213,12 @@ mod tests {
 
     #[test]
     fn empty_input_is_an_error_only_when_required() {
-        assert!(Record::parse("  \n", "t", RecordInput::Optional).unwrap().as_map().is_empty());
+        assert!(
+            Record::parse("  \n", "t", RecordInput::Optional)
+                .unwrap()
+                .as_map()
+                .is_empty()
+        );
         let err = Record::parse("", "in.json", RecordInput::Required).unwrap_err();
         assert_eq!(err.to_string(), "in.json: no run record (input is empty)");
     }
@@ -198,9 +226,15 @@ mod tests {
     #[test]
     fn rejects_non_objects_and_malformed_json() {
         let err = Record::parse("[1]", "r.json", RecordInput::Required).unwrap_err();
-        assert_eq!(err.to_string(), "r.json: the run record must be a JSON object, found an array");
+        assert_eq!(
+            err.to_string(),
+            "r.json: the run record must be a JSON object, found an array"
+        );
         let err = Record::parse("{\"a\": ", "r.json", RecordInput::Required).unwrap_err();
-        assert!(err.to_string().starts_with("r.json: not valid JSON: "), "{err}");
+        assert!(
+            err.to_string().starts_with("r.json: not valid JSON: "),
+            "{err}"
+        );
     }
 
     #[test]
@@ -208,10 +242,16 @@ mod tests {
         let records = Record::parse_stream("{\"a\": 1}\n{\"a\": 2}\n", "runs.jsonl").unwrap();
         assert_eq!(records.len(), 2);
         let err = Record::parse_stream("{\"a\": 1}\n{\"a\": \n", "runs.jsonl").unwrap_err();
-        assert!(err.to_string().starts_with("runs.jsonl: not valid JSON: "), "{err}");
+        assert!(
+            err.to_string().starts_with("runs.jsonl: not valid JSON: "),
+            "{err}"
+        );
         assert!(err.to_string().contains("line 3"), "{err}");
         let err = Record::parse_stream("{}\n[2]\n", "runs.jsonl").unwrap_err();
-        assert_eq!(err.to_string(), "runs.jsonl: record 2: the run record must be a JSON object, found an array");
+        assert_eq!(
+            err.to_string(),
+            "runs.jsonl: record 2: the run record must be a JSON object, found an array"
+        );
     }
 
     #[test]
@@ -244,6 +284,9 @@ mod tests {
         let mut record = Record::new();
         record.push_timing(json!({"tool": "a"})).unwrap();
         record.push_timing(json!({"tool": "b"})).unwrap();
-        assert_eq!(record.get("timings"), Some(&json!([{"tool": "a"}, {"tool": "b"}])));
+        assert_eq!(
+            record.get("timings"),
+            Some(&json!([{"tool": "a"}, {"tool": "b"}]))
+        );
     }
 }

@@ -13,7 +13,10 @@ pub struct Stopwatch {
 
 impl Stopwatch {
     pub fn start() -> Stopwatch {
-        Stopwatch { started_at: SystemTime::now(), started: Instant::now() }
+        Stopwatch {
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+        }
     }
 
     /// `{tool, started_at, wall_s, cpu_s, max_rss_bytes}`. CPU time and peak RSS come from one
@@ -79,7 +82,10 @@ mod tests {
         let entry = Stopwatch::start().entry("mf-hash");
         let object = entry.as_object().unwrap();
         let keys: Vec<&str> = object.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["tool", "started_at", "wall_s", "cpu_s", "max_rss_bytes"]);
+        assert_eq!(
+            keys,
+            ["tool", "started_at", "wall_s", "cpu_s", "max_rss_bytes"]
+        );
         assert_eq!(entry["tool"], "mf-hash");
         assert!(entry["started_at"].as_str().unwrap().ends_with('Z'));
         assert!(entry["wall_s"].as_f64().unwrap() >= 0.0);

@@ -57,12 +57,28 @@ pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluat
         }
     }
     let reasons: Vec<String> = checks.iter().filter(|c| !c.passed).map(reason).collect();
-    Decision { passed: reasons.is_empty(), no_baseline: baseline.is_none(), checks, reasons }
+    Decision {
+        passed: reasons.is_empty(),
+        no_baseline: baseline.is_none(),
+        checks,
+        reasons,
+    }
 }
 
-fn absolute(bound: &Bound, candidate: &Evaluation, suffix: &str, comparison: &'static str) -> Check {
+fn absolute(
+    bound: &Bound,
+    candidate: &Evaluation,
+    suffix: &str,
+    comparison: &'static str,
+) -> Check {
     let value = candidate.overall.get(&bound.metric).copied();
-    let passed = value.is_some_and(|v| if comparison == ">=" { v >= bound.limit } else { v <= bound.limit });
+    let passed = value.is_some_and(|v| {
+        if comparison == ">=" {
+            v >= bound.limit
+        } else {
+            v <= bound.limit
+        }
+    });
     Check {
         name: format!("{}{suffix}", bound.metric),
         metric: bound.metric.clone(),
@@ -73,13 +89,18 @@ fn absolute(bound: &Bound, candidate: &Evaluation, suffix: &str, comparison: &'s
         limit: Some(bound.limit),
         comparison,
         passed,
-        note: value.is_none().then(|| "missing from the candidate's evaluation".to_string()),
+        note: value
+            .is_none()
+            .then(|| "missing from the candidate's evaluation".to_string()),
     }
 }
 
 /// Comparing on different test data compares nothing: both evaluations must have the same rows.
 fn same_rows(candidate: &Evaluation, baseline: &Evaluation) -> Option<Check> {
-    let (c, b) = (candidate.overall.get("rows")?, baseline.overall.get("rows")?);
+    let (c, b) = (
+        candidate.overall.get("rows")?,
+        baseline.overall.get("rows")?,
+    );
     Some(Check {
         name: "same_test_rows".into(),
         metric: "rows".into(),
@@ -90,7 +111,8 @@ fn same_rows(candidate: &Evaluation, baseline: &Evaluation) -> Option<Check> {
         limit: Some(0.0),
         comparison: "==",
         passed: c == b,
-        note: (c != b).then(|| "candidate and baseline were not scored on the same test split".to_string()),
+        note: (c != b)
+            .then(|| "candidate and baseline were not scored on the same test split".to_string()),
     })
 }
 
@@ -104,13 +126,20 @@ fn delta_bound(metric: &str, allowed_worsening: f64) -> (f64, &'static str) {
 }
 
 fn compare(delta: f64, limit: f64, comparison: &str) -> bool {
-    if comparison == "<=" { delta <= limit } else { delta >= limit }
+    if comparison == "<=" {
+        delta <= limit
+    } else {
+        delta >= limit
+    }
 }
 
 fn min_delta(bound: &Bound, candidate: &Metrics, baseline: &Metrics) -> Check {
     // `min_delta` is an improvement floor: -0.002 allows 0.002 worse.
     let (limit, comparison) = delta_bound(&bound.metric, -bound.limit);
-    let (c, b) = (candidate.get(&bound.metric).copied(), baseline.get(&bound.metric).copied());
+    let (c, b) = (
+        candidate.get(&bound.metric).copied(),
+        baseline.get(&bound.metric).copied(),
+    );
     let delta = c.zip(b).map(|(c, b)| c - b);
     let mut note = missing_note(c, b);
     if note.is_none() && bound.source == Source::NoiseFloor {
@@ -139,27 +168,62 @@ fn missing_note(candidate: Option<f64>, baseline: Option<f64>) -> Option<String>
     }
 }
 
-fn slice_checks(policy: &Policy, max_drop: f64, candidate: &Evaluation, baseline: &Evaluation, checks: &mut Vec<Check>) {
+fn slice_checks(
+    policy: &Policy,
+    max_drop: f64,
+    candidate: &Evaluation,
+    baseline: &Evaluation,
+    checks: &mut Vec<Check>,
+) {
     let columns: Vec<String> = match &policy.slice_columns {
         Some(columns) => columns.clone(),
         None => baseline.slices.keys().cloned().collect(),
     };
     let metrics = policy.slice_metrics();
     for column in &columns {
-        let (Some(c_values), Some(b_values)) = (candidate.slices.get(column), baseline.slices.get(column)) else {
-            let side = if candidate.slices.contains_key(column) { "baseline's" } else { "candidate's" };
-            checks.push(slice_check(column, None, &metrics[0], None, None, max_drop, Some(format!("slice column missing from the {side} evaluation")), false));
+        let (Some(c_values), Some(b_values)) =
+            (candidate.slices.get(column), baseline.slices.get(column))
+        else {
+            let side = if candidate.slices.contains_key(column) {
+                "baseline's"
+            } else {
+                "candidate's"
+            };
+            checks.push(slice_check(
+                column,
+                None,
+                &metrics[0],
+                None,
+                None,
+                max_drop,
+                Some(format!("slice column missing from the {side} evaluation")),
+                false,
+            ));
             continue;
         };
         for (value, b_metrics) in b_values {
             let c_metrics = c_values.get(value);
             if let (Some(min_rows), Some(c_metrics)) = (policy.min_slice_rows, c_metrics) {
-                let rows = c_metrics.get("rows").copied().zip(b_metrics.get("rows").copied()).map(|(c, b)| c.min(b));
+                let rows = c_metrics
+                    .get("rows")
+                    .copied()
+                    .zip(b_metrics.get("rows").copied())
+                    .map(|(c, b)| c.min(b));
                 match rows {
                     Some(rows) if rows < min_rows as f64 => {
-                        let note = format!("{rows} rows < min_slice_rows {min_rows}: reported, not gated");
+                        let note =
+                            format!("{rows} rows < min_slice_rows {min_rows}: reported, not gated");
                         for metric in &metrics {
-                            let mut check = slice_check(column, Some(value), metric, c_metrics.get(metric).copied(), b_metrics.get(metric).copied(), max_drop, Some(note.clone()), true);
+                            let mut check = slice_check(
+                                column,
+                                Some(value),
+                                metric,
+                                c_metrics.get(metric).copied(),
+                                b_metrics.get(metric).copied(),
+                                max_drop,
+                                Some(note.clone()),
+                                true,
+                            );
                             check.name = "min_slice_rows".into();
                             checks.push(check);
                         }
@@ -167,7 +231,16 @@ fn slice_checks(policy: &Policy, max_drop: f64, candidate: &Evaluation, baseline
                     }
                     None => {
                         let note = "rows missing, so min_slice_rows cannot be applied".to_string();
-                        checks.push(slice_check(column, Some(value), "rows", None, None, max_drop, Some(note), false));
+                        checks.push(slice_check(
+                            column,
+                            Some(value),
+                            "rows",
+                            None,
+                            None,
+                            max_drop,
+                            Some(note),
+                            false,
+                        ));
                         continue;
                     }
                     Some(_) => {}
@@ -176,15 +249,39 @@ fn slice_checks(policy: &Policy, max_drop: f64, candidate: &Evaluation, baseline
             for metric in &metrics {
                 let c = c_metrics.and_then(|m| m.get(metric)).copied();
                 let b = b_metrics.get(metric).copied();
-                let note = if c_metrics.is_none() { Some("slice missing from the candidate's evaluation".into()) } else { missing_note(c, b) };
+                let note = if c_metrics.is_none() {
+                    Some("slice missing from the candidate's evaluation".into())
+                } else {
+                    missing_note(c, b)
+                };
                 let (limit, comparison) = delta_bound(metric, max_drop);
-                let passed = c.zip(b).is_some_and(|(c, b)| compare(c - b, limit, comparison));
-                checks.push(slice_check(column, Some(value), metric, c, b, max_drop, note, passed));
+                let passed = c
+                    .zip(b)
+                    .is_some_and(|(c, b)| compare(c - b, limit, comparison));
+                checks.push(slice_check(
+                    column,
+                    Some(value),
+                    metric,
+                    c,
+                    b,
+                    max_drop,
+                    note,
+                    passed,
+                ));
             }
         }
         for value in c_values.keys().filter(|v| !b_values.contains_key(*v)) {
             let c = c_values[value].get(&metrics[0]).copied();
-            checks.push(slice_check(column, Some(value), &metrics[0], c, None, max_drop, Some("new slice: no baseline to compare with".into()), true));
+            checks.push(slice_check(
+                column,
+                Some(value),
+                &metrics[0],
+                c,
+                None,
+                max_drop,
+                Some("new slice: no baseline to compare with".into()),
+                true,
+            ));
         }
     }
 }
@@ -227,15 +324,20 @@ fn reason(check: &Check) -> String {
     let (metric, name, comparison) = (&check.metric, &check.name, check.comparison);
     match (check.candidate, check.baseline, check.delta, check.limit) {
         (Some(c), Some(b), _, _) if name == "same_test_rows" => {
-            format!("{place}: the candidate was scored on {c} rows and the baseline on {b}: not the same test split")
+            format!(
+                "{place}: the candidate was scored on {c} rows and the baseline on {b}: not the same test split"
+            )
         }
         (Some(c), Some(b), Some(d), Some(limit)) => format!(
-            "{place}: {metric} went from {b:.4} to {c:.4} ({d:+.4}), beyond the {name} limit (delta {comparison} {limit:+.4})"
+            "{place}: {metric} went from {b:.4} to {c:.4} ({d:+.4}); {name} requires delta {comparison} {limit:+.4}"
         ),
         (Some(c), None, None, Some(limit)) if check.note.is_none() => {
             format!("{place}: {metric} is {c:.4}, but {name} requires {comparison} {limit}")
         }
-        _ => format!("{place}: {metric} {name}: {}", check.note.as_deref().unwrap_or("not computable")),
+        _ => format!(
+            "{place}: {metric} {name}: {}",
+            check.note.as_deref().unwrap_or("not computable")
+        ),
     }
 }
 
@@ -252,21 +354,43 @@ mod tests {
     /// enterprise slice better, the first-30-days slice 0.02 worse against a 0.01 limit.
     #[test]
     fn worked_case_blocks_on_the_first_30_days_slice() {
-        let mut policy = Policy { max_slice_drop: Some(0.01), ..Policy::default() };
+        let mut policy = Policy {
+            max_slice_drop: Some(0.01),
+            ..Policy::default()
+        };
         policy.apply_noise_floor("evaluate.overall.auc", 0.863 - 0.861);
-        let baseline = eval(json!({"overall": {"auc": 0.862}, "slices": {"tier": {"enterprise": {"auc": 0.88}}, "tenure_bucket": {"<30d": {"auc": 0.79}}}}));
-        let candidate = eval(json!({"overall": {"auc": 0.866}, "slices": {"tier": {"enterprise": {"auc": 0.89}}, "tenure_bucket": {"<30d": {"auc": 0.77}}}}));
+        let baseline = eval(
+            json!({"overall": {"auc": 0.862}, "slices": {"tier": {"enterprise": {"auc": 0.88}}, "tenure_bucket": {"<30d": {"auc": 0.79}}}}),
+        );
+        let candidate = eval(
+            json!({"overall": {"auc": 0.866}, "slices": {"tier": {"enterprise": {"auc": 0.89}}, "tenure_bucket": {"<30d": {"auc": 0.77}}}}),
+        );
         let decision = decide(&policy, &candidate, Some(&baseline));
         assert!(!decision.passed);
         let overall = &decision.checks[0];
-        assert_eq!((overall.name.as_str(), overall.passed), ("auc_min_delta", true));
+        assert_eq!(
+            (overall.name.as_str(), overall.passed),
+            ("auc_min_delta", true)
+        );
         assert!((overall.limit.unwrap() + 0.002).abs() < 1e-12);
-        let enterprise = decision.checks.iter().find(|c| c.slice.as_deref() == Some("tier=enterprise")).unwrap();
+        let enterprise = decision
+            .checks
+            .iter()
+            .find(|c| c.slice.as_deref() == Some("tier=enterprise"))
+            .unwrap();
         assert!(enterprise.passed);
-        let new_customers = decision.checks.iter().find(|c| c.slice.as_deref() == Some("tenure_bucket=<30d")).unwrap();
+        let new_customers = decision
+            .checks
+            .iter()
+            .find(|c| c.slice.as_deref() == Some("tenure_bucket=<30d"))
+            .unwrap();
         assert!(!new_customers.passed);
         assert_eq!(decision.reasons.len(), 1);
-        assert!(decision.reasons[0].contains("tenure_bucket=<30d"), "{}", decision.reasons[0]);
+        assert!(
+            decision.reasons[0].contains("tenure_bucket=<30d"),
+            "{}",
+            decision.reasons[0]
+        );
     }
 
     #[test]
@@ -274,32 +398,80 @@ mod tests {
         let mut policy = Policy::default();
         policy.set("logloss_min_delta", &json!(-0.01), "g").unwrap();
         let baseline = eval(json!({"overall": {"logloss": 0.40}}));
-        let better = decide(&policy, &eval(json!({"overall": {"logloss": 0.38}})), Some(&baseline));
-        let slightly_worse = decide(&policy, &eval(json!({"overall": {"logloss": 0.405}})), Some(&baseline));
-        let worse = decide(&policy, &eval(json!({"overall": {"logloss": 0.42}})), Some(&baseline));
+        let better = decide(
+            &policy,
+            &eval(json!({"overall": {"logloss": 0.38}})),
+            Some(&baseline),
+        );
+        let slightly_worse = decide(
+            &policy,
+            &eval(json!({"overall": {"logloss": 0.405}})),
+            Some(&baseline),
+        );
+        let worse = decide(
+            &policy,
+            &eval(json!({"overall": {"logloss": 0.42}})),
+            Some(&baseline),
+        );
         assert!(better.passed && slightly_worse.passed && !worse.passed);
         assert_eq!(worse.checks[0].comparison, "<=");
     }
 
     #[test]
     fn missing_metric_or_slice_fails_with_a_reason() {
-        let mut policy = Policy { max_slice_drop: Some(0.01), slice_columns: Some(vec!["region".into()]), ..Policy::default() };
+        let mut policy = Policy {
+            max_slice_drop: Some(0.01),
+            slice_columns: Some(vec!["region".into()]),
+            ..Policy::default()
+        };
         policy.set("auc_min_delta", &json!(0), "g").unwrap();
-        let baseline = eval(json!({"overall": {"auc": 0.8}, "slices": {"region": {"eu": {"auc": 0.8}}}}));
+        let baseline =
+            eval(json!({"overall": {"auc": 0.8}, "slices": {"region": {"eu": {"auc": 0.8}}}}));
         let candidate = eval(json!({"overall": {"logloss": 0.3}, "slices": {"region": {}}}));
         let decision = decide(&policy, &candidate, Some(&baseline));
         assert!(!decision.passed);
-        assert!(decision.reasons.iter().any(|r| r.contains("overall: auc auc_min_delta: missing from the candidate's evaluation")), "{:?}", decision.reasons);
-        assert!(decision.reasons.iter().any(|r| r.contains("slice region=eu") && r.contains("slice missing")), "{:?}", decision.reasons);
-        let no_column = decide(&policy, &eval(json!({"overall": {"auc": 0.9}})), Some(&baseline));
-        assert!(no_column.reasons.iter().any(|r| r.contains("slice column missing from the candidate's")), "{:?}", no_column.reasons);
+        assert!(
+            decision.reasons.iter().any(|r| r
+                .contains("overall: auc auc_min_delta: missing from the candidate's evaluation")),
+            "{:?}",
+            decision.reasons
+        );
+        assert!(
+            decision
+                .reasons
+                .iter()
+                .any(|r| r.contains("slice region=eu") && r.contains("slice missing")),
+            "{:?}",
+            decision.reasons
+        );
+        let no_column = decide(
+            &policy,
+            &eval(json!({"overall": {"auc": 0.9}})),
+            Some(&baseline),
+        );
+        assert!(
+            no_column
+                .reasons
+                .iter()
+                .any(|r| r.contains("slice column missing from the candidate's")),
+            "{:?}",
+            no_column.reasons
+        );
     }
 
     #[test]
     fn small_slices_are_reported_not_gated() {
-        let policy = Policy { max_slice_drop: Some(0.01), min_slice_rows: Some(500), ..Policy::default() };
-        let baseline = eval(json!({"overall": {"auc": 0.8}, "slices": {"tier": {"tiny": {"auc": 0.9, "rows": 40}}}}));
-        let candidate = eval(json!({"overall": {"auc": 0.8}, "slices": {"tier": {"tiny": {"auc": 0.5, "rows": 40}}}}));
+        let policy = Policy {
+            max_slice_drop: Some(0.01),
+            min_slice_rows: Some(500),
+            ..Policy::default()
+        };
+        let baseline = eval(
+            json!({"overall": {"auc": 0.8}, "slices": {"tier": {"tiny": {"auc": 0.9, "rows": 40}}}}),
+        );
+        let candidate = eval(
+            json!({"overall": {"auc": 0.8}, "slices": {"tier": {"tiny": {"auc": 0.5, "rows": 40}}}}),
+        );
         let decision = decide(&policy, &candidate, Some(&baseline));
         assert!(decision.passed);
         assert_eq!(decision.checks[0].name, "min_slice_rows");
@@ -311,17 +483,27 @@ mod tests {
         let candidate = eval(json!({"overall": {"auc": 0.9, "rows": 999}}));
         let decision = decide(&Policy::default(), &candidate, Some(&baseline));
         assert!(!decision.passed);
-        assert!(decision.reasons[0].contains("not the same test split"), "{:?}", decision.reasons);
+        assert!(
+            decision.reasons[0].contains("not the same test split"),
+            "{:?}",
+            decision.reasons
+        );
     }
 
     #[test]
     fn without_a_baseline_only_absolute_gates_apply() {
-        let mut policy = Policy { max_slice_drop: Some(0.0), ..Policy::default() };
+        let mut policy = Policy {
+            max_slice_drop: Some(0.0),
+            ..Policy::default()
+        };
         policy.set("auc_min", &json!(0.7), "g").unwrap();
         policy.set("auc_min_delta", &json!(0), "g").unwrap();
         let decision = decide(&policy, &eval(json!({"overall": {"auc": 0.65}})), None);
         assert!(decision.no_baseline);
         assert_eq!(decision.checks.len(), 1);
-        assert_eq!(decision.reasons, ["overall: auc is 0.6500, but auc_min requires >= 0.7"]);
+        assert_eq!(
+            decision.reasons,
+            ["overall: auc is 0.6500, but auc_min requires >= 0.7"]
+        );
     }
 }

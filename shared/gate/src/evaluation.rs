@@ -19,7 +19,13 @@ impl Evaluation {
     /// Reads an evaluation; `origin` (e.g. `baseline`) prefixes the field in errors.
     pub fn from_json(value: &Value, origin: &str) -> Result<Evaluation, InputError> {
         let object = value.as_object().ok_or_else(|| {
-            InputError::field(origin, format!("must be an evaluation object, found {}", json_type_name(value)))
+            InputError::field(
+                origin,
+                format!(
+                    "must be an evaluation object, found {}",
+                    json_type_name(value)
+                ),
+            )
         })?;
         let overall = match object.get("overall") {
             Some(overall) => metrics(overall, &format!("{origin}.overall"))?,
@@ -28,16 +34,25 @@ impl Evaluation {
         let mut slices = BTreeMap::new();
         if let Some(columns) = object.get("slices") {
             let columns = columns.as_object().ok_or_else(|| {
-                InputError::field(format!("{origin}.slices"), format!("must be an object, found {}", json_type_name(columns)))
+                InputError::field(
+                    format!("{origin}.slices"),
+                    format!("must be an object, found {}", json_type_name(columns)),
+                )
             })?;
             for (column, values) in columns {
                 let field = format!("{origin}.slices.{column}");
                 let values = values.as_object().ok_or_else(|| {
-                    InputError::field(&field, format!("must be an object, found {}", json_type_name(values)))
+                    InputError::field(
+                        &field,
+                        format!("must be an object, found {}", json_type_name(values)),
+                    )
                 })?;
                 let mut by_value = BTreeMap::new();
                 for (slice_value, slice_metrics) in values {
-                    by_value.insert(slice_value.clone(), metrics(slice_metrics, &format!("{field}.{slice_value}"))?);
+                    by_value.insert(
+                        slice_value.clone(),
+                        metrics(slice_metrics, &format!("{field}.{slice_value}"))?,
+                    );
                 }
                 slices.insert(column.clone(), by_value);
             }
@@ -49,9 +64,15 @@ impl Evaluation {
 /// Numeric fields of a metrics object; other fields (labels, notes) are ignored, but a known
 /// metric that is not a number is an error.
 fn metrics(value: &Value, field: &str) -> Result<Metrics, InputError> {
-    let object = value
-        .as_object()
-        .ok_or_else(|| InputError::field(field, format!("must be an object of metrics, found {}", json_type_name(value))))?;
+    let object = value.as_object().ok_or_else(|| {
+        InputError::field(
+            field,
+            format!(
+                "must be an object of metrics, found {}",
+                json_type_name(value)
+            ),
+        )
+    })?;
     let mut out = Metrics::new();
     for (name, metric) in object {
         match metric.as_f64() {
@@ -86,11 +107,19 @@ mod tests {
 
     #[test]
     fn wrong_types_name_the_field() {
-        let err = Evaluation::from_json(&json!({"overall": {"auc": "high"}}), "baseline").unwrap_err();
-        assert_eq!(err.to_string(), "baseline.overall.auc: must be a number, found a string");
+        let err =
+            Evaluation::from_json(&json!({"overall": {"auc": "high"}}), "baseline").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "baseline.overall.auc: must be a number, found a string"
+        );
         let err = Evaluation::from_json(&json!({"slices": {}}), "evaluate").unwrap_err();
         assert_eq!(err.to_string(), "evaluate.overall: is missing");
-        let err = Evaluation::from_json(&json!({"overall": {}, "slices": {"tier": 3}}), "evaluate").unwrap_err();
-        assert_eq!(err.to_string(), "evaluate.slices.tier: must be an object, found a number");
+        let err = Evaluation::from_json(&json!({"overall": {}, "slices": {"tier": 3}}), "evaluate")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "evaluate.slices.tier: must be an object, found a number"
+        );
     }
 }

@@ -46,19 +46,29 @@ impl Policy {
     /// Sets one gate; `field` names it in errors.
     pub fn set(&mut self, key: &str, value: &Value, field: &str) -> Result<(), InputError> {
         let kind = parse_gate_key(key).map_err(|reason| InputError::field(field, reason))?;
-        let limit = value
-            .as_f64()
-            .filter(|v| v.is_finite())
-            .ok_or_else(|| InputError::field(field, format!("must be a number, found {}", json_type_name(value))))?;
-        let bound = |metric: String| Bound { metric, limit, source: Source::Manifest };
+        let limit = value.as_f64().filter(|v| v.is_finite()).ok_or_else(|| {
+            InputError::field(
+                field,
+                format!("must be a number, found {}", json_type_name(value)),
+            )
+        })?;
+        let bound = |metric: String| Bound {
+            metric,
+            limit,
+            source: Source::Manifest,
+        };
         match kind {
             GateKind::MinDelta(metric) => replace(&mut self.min_delta, bound(metric)),
             GateKind::Min(metric) => replace(&mut self.min, bound(metric)),
             GateKind::Max(metric) => replace(&mut self.max, bound(metric)),
             GateKind::MaxSliceDrop if limit >= 0.0 => self.max_slice_drop = Some(limit),
-            GateKind::MinSliceRows if value.as_u64().is_some() => self.min_slice_rows = value.as_u64(),
+            GateKind::MinSliceRows if value.as_u64().is_some() => {
+                self.min_slice_rows = value.as_u64()
+            }
             GateKind::MaxSliceDrop => return Err(InputError::field(field, "must be zero or more")),
-            GateKind::MinSliceRows => return Err(InputError::field(field, "must be a non-negative integer")),
+            GateKind::MinSliceRows => {
+                return Err(InputError::field(field, "must be a non-negative integer"));
+            }
         }
         Ok(())
     }
@@ -67,18 +77,29 @@ impl Policy {
     /// `<metric>_min_delta`, the candidate may fall by at most the floor.
     pub fn apply_noise_floor(&mut self, metric_path: &str, floor: f64) -> Option<&Bound> {
         let metric = metric_path.rsplit('.').next()?;
-        let directional = matches!(direction(metric), Some(Direction::HigherIsBetter | Direction::LowerIsBetter));
+        let directional = matches!(
+            direction(metric),
+            Some(Direction::HigherIsBetter | Direction::LowerIsBetter)
+        );
         if !directional || !floor.is_finite() || self.min_delta.iter().any(|b| b.metric == metric) {
             return None;
         }
-        self.min_delta.push(Bound { metric: metric.to_string(), limit: -floor.abs(), source: Source::NoiseFloor });
+        self.min_delta.push(Bound {
+            metric: metric.to_string(),
+            limit: -floor.abs(),
+            source: Source::NoiseFloor,
+        });
         self.min_delta.last()
     }
 
     /// The metrics compared per slice: those with a `_min_delta` gate, else AUC.
     pub fn slice_metrics(&self) -> Vec<String> {
         let metrics: Vec<String> = self.min_delta.iter().map(|b| b.metric.clone()).collect();
-        if metrics.is_empty() { vec!["auc".to_string()] } else { metrics }
+        if metrics.is_empty() {
+            vec!["auc".to_string()]
+        } else {
+            metrics
+        }
     }
 }
 
@@ -102,16 +123,33 @@ mod tests {
         assert_eq!(policy.max[0].metric, "ece");
         let err = Policy::from_gates(json!({"auc_mni": 1}).as_object().unwrap(), "g").unwrap_err();
         assert!(err.to_string().starts_with("g.auc_mni: "), "{err}");
-        let err = Policy::from_gates(json!({"max_slice_drop": "x"}).as_object().unwrap(), "g").unwrap_err();
-        assert_eq!(err.to_string(), "g.max_slice_drop: must be a number, found a string");
+        let err = Policy::from_gates(json!({"max_slice_drop": "x"}).as_object().unwrap(), "g")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "g.max_slice_drop: must be a number, found a string"
+        );
     }
 
     #[test]
     fn noise_floor_fills_only_a_missing_delta_gate() {
         let mut policy = Policy::default();
-        assert_eq!(policy.apply_noise_floor("evaluate.overall.auc", 0.002).map(|b| b.limit), Some(-0.002));
-        assert!(policy.apply_noise_floor("evaluate.overall.auc", 0.5).is_none());
-        assert!(policy.apply_noise_floor("evaluate.overall.positive_rate", 0.5).is_none());
+        assert_eq!(
+            policy
+                .apply_noise_floor("evaluate.overall.auc", 0.002)
+                .map(|b| b.limit),
+            Some(-0.002)
+        );
+        assert!(
+            policy
+                .apply_noise_floor("evaluate.overall.auc", 0.5)
+                .is_none()
+        );
+        assert!(
+            policy
+                .apply_noise_floor("evaluate.overall.positive_rate", 0.5)
+                .is_none()
+        );
         assert_eq!(policy.slice_metrics(), ["auc"]);
     }
 }

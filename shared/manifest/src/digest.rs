@@ -36,8 +36,14 @@ pub enum DigestError {
     },
     #[error("--data-digest {0}: the path is not valid UTF-8, so it has no portable name")]
     NotUtf8(PathBuf),
-    #[error("--data-digest {path}: the file changed while it was hashed ({expected} bytes listed, {hashed} hashed)")]
-    Changed { path: PathBuf, expected: u64, hashed: u64 },
+    #[error(
+        "--data-digest {path}: the file changed while it was hashed ({expected} bytes listed, {hashed} hashed)"
+    )]
+    Changed {
+        path: PathBuf,
+        expected: u64,
+        hashed: u64,
+    },
 }
 
 struct Entry {
@@ -47,7 +53,10 @@ struct Entry {
 }
 
 /// Digests `root`; `progress` is called with each file's size once that file is hashed.
-pub fn digest_path(root: &Path, progress: &(dyn Fn(u64) + Sync)) -> Result<DataDigest, DigestError> {
+pub fn digest_path(
+    root: &Path,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<DataDigest, DigestError> {
     let entries = list_files(root)?;
     let hashes: Vec<blake3::Hash> = entries
         .par_iter()
@@ -79,17 +88,29 @@ pub fn total_bytes(root: &Path) -> Result<u64, DigestError> {
 }
 
 fn list_files(root: &Path) -> Result<Vec<Entry>, DigestError> {
-    let io_error = |path: &Path, source| DigestError::Io { path: path.to_path_buf(), source };
+    let io_error = |path: &Path, source| DigestError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let metadata = std::fs::metadata(root).map_err(|e| io_error(root, e))?;
     if metadata.is_file() {
-        let name = root.file_name().and_then(|n| n.to_str()).ok_or_else(|| DigestError::NotUtf8(root.into()))?;
-        return Ok(vec![Entry { relative: name.to_string(), path: root.to_path_buf(), size: metadata.len() }]);
+        let name = root
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| DigestError::NotUtf8(root.into()))?;
+        return Ok(vec![Entry {
+            relative: name.to_string(),
+            path: root.to_path_buf(),
+            size: metadata.len(),
+        }]);
     }
     let mut entries = Vec::new();
     for item in walkdir::WalkDir::new(root).follow_links(true) {
         let item = item.map_err(|err| {
             let path = err.path().unwrap_or(root).to_path_buf();
-            let source = err.into_io_error().unwrap_or_else(|| std::io::Error::other("symlink loop"));
+            let source = err
+                .into_io_error()
+                .unwrap_or_else(|| std::io::Error::other("symlink loop"));
             DigestError::Io { path, source }
         })?;
         if !item.file_type().is_file() {
@@ -102,23 +123,39 @@ fn list_files(root: &Path) -> Result<Vec<Entry>, DigestError> {
             .and_then(|p| p.to_str())
             .ok_or_else(|| DigestError::NotUtf8(item.path().into()))?
             .replace(std::path::MAIN_SEPARATOR, "/");
-        let size = item.metadata().map_err(|e| io_error(item.path(), e.into()))?.len();
-        entries.push(Entry { relative, path: item.into_path(), size });
+        let size = item
+            .metadata()
+            .map_err(|e| io_error(item.path(), e.into()))?
+            .len();
+        entries.push(Entry {
+            relative,
+            path: item.into_path(),
+            size,
+        });
     }
     entries.sort_by(|a, b| a.relative.as_bytes().cmp(b.relative.as_bytes()));
     Ok(entries)
 }
 
 fn hash_file(entry: &Entry) -> Result<blake3::Hash, DigestError> {
-    let io_error = |source| DigestError::Io { path: entry.path.clone(), source };
+    let io_error = |source| DigestError::Io {
+        path: entry.path.clone(),
+        source,
+    };
     let mut hasher = blake3::Hasher::new();
     if entry.size >= MMAP_THRESHOLD {
         hasher.update_mmap_rayon(&entry.path).map_err(io_error)?;
     } else {
-        hasher.update_reader(File::open(&entry.path).map_err(io_error)?).map_err(io_error)?;
+        hasher
+            .update_reader(File::open(&entry.path).map_err(io_error)?)
+            .map_err(io_error)?;
     }
     if hasher.count() != entry.size {
-        return Err(DigestError::Changed { path: entry.path.clone(), expected: entry.size, hashed: hasher.count() });
+        return Err(DigestError::Changed {
+            path: entry.path.clone(),
+            expected: entry.size,
+            hashed: hasher.count(),
+        });
     }
     Ok(hasher.finalize())
 }
@@ -151,7 +188,10 @@ mod tests {
             expected.update(blake3::hash(content).as_bytes());
         }
         let result = digest_path(dir.path(), &|_| {}).unwrap();
-        assert_eq!(result.digest, format!("blake3:{}", expected.finalize().to_hex()));
+        assert_eq!(
+            result.digest,
+            format!("blake3:{}", expected.finalize().to_hex())
+        );
         assert_eq!((result.files, result.bytes), (2, 7));
     }
 
@@ -159,7 +199,11 @@ mod tests {
     fn content_names_and_membership_all_count() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "part-0.csv", b"a,b\n1,2\n");
-        write(dir.path(), "big.bin", &vec![7u8; (MMAP_THRESHOLD + 5) as usize]);
+        write(
+            dir.path(),
+            "big.bin",
+            &vec![7u8; (MMAP_THRESHOLD + 5) as usize],
+        );
         let original = digest(dir.path());
         assert_eq!(digest(dir.path()), original, "deterministic");
 
@@ -178,6 +222,10 @@ mod tests {
     #[test]
     fn missing_root_names_the_path() {
         let err = digest_path(Path::new("/nonexistent/snapshot"), &|_| {}).unwrap_err();
-        assert!(err.to_string().starts_with("--data-digest /nonexistent/snapshot: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("--data-digest /nonexistent/snapshot: "),
+            "{err}"
+        );
     }
 }

@@ -22,7 +22,10 @@ pub const METRICS: &[(&str, Direction)] = &[
 ];
 
 pub fn direction(metric: &str) -> Option<Direction> {
-    METRICS.iter().find(|(name, _)| *name == metric).map(|(_, direction)| *direction)
+    METRICS
+        .iter()
+        .find(|(name, _)| *name == metric)
+        .map(|(_, direction)| *direction)
 }
 
 /// One gate, as named by its key.
@@ -52,7 +55,8 @@ pub fn parse_gate_key(key: &str) -> Result<GateKind, String> {
     } else if let Some(metric) = key.strip_suffix("_min") {
         Some((metric, GateKind::Min(metric.to_string())))
     } else {
-        key.strip_suffix("_max").map(|metric| (metric, GateKind::Max(metric.to_string())))
+        key.strip_suffix("_max")
+            .map(|metric| (metric, GateKind::Max(metric.to_string())))
     };
     match parsed {
         Some((metric, kind)) => match direction(metric) {
@@ -68,7 +72,13 @@ pub fn parse_gate_key(key: &str) -> Result<GateKind, String> {
         },
         None => Err(format!(
             "`{key}` is not a gate{}; gates are <metric>_min_delta, <metric>_min, <metric>_max, max_slice_drop, min_slice_rows",
-            suggest::hint(key, &known_gate_keys().iter().map(String::as_str).collect::<Vec<_>>())
+            suggest::hint(
+                key,
+                &known_gate_keys()
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+            )
         )),
     }
 }
@@ -95,9 +105,18 @@ mod tests {
 
     #[test]
     fn parses_every_gate_form() {
-        assert_eq!(parse_gate_key("auc_min_delta"), Ok(GateKind::MinDelta("auc".into())));
-        assert_eq!(parse_gate_key("logloss_max"), Ok(GateKind::Max("logloss".into())));
-        assert_eq!(parse_gate_key("positive_rate_min"), Ok(GateKind::Min("positive_rate".into())));
+        assert_eq!(
+            parse_gate_key("auc_min_delta"),
+            Ok(GateKind::MinDelta("auc".into()))
+        );
+        assert_eq!(
+            parse_gate_key("logloss_max"),
+            Ok(GateKind::Max("logloss".into()))
+        );
+        assert_eq!(
+            parse_gate_key("positive_rate_min"),
+            Ok(GateKind::Min("positive_rate".into()))
+        );
         assert_eq!(parse_gate_key("max_slice_drop"), Ok(GateKind::MaxSliceDrop));
         assert_eq!(parse_gate_key("min_slice_rows"), Ok(GateKind::MinSliceRows));
     }
@@ -105,7 +124,10 @@ mod tests {
     #[test]
     fn unknown_metrics_and_gates_get_suggestions() {
         let err = parse_gate_key("acu_min_delta").unwrap_err();
-        assert!(err.contains("no known metric `acu` (did you mean `auc`?)"), "{err}");
+        assert!(
+            err.contains("no known metric `acu` (did you mean `auc`?)"),
+            "{err}"
+        );
         let err = parse_gate_key("max_slice_dorp").unwrap_err();
         assert!(err.contains("did you mean `max_slice_drop`"), "{err}");
         let err = parse_gate_key("positive_rate_min_delta").unwrap_err();

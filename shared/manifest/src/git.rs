@@ -28,7 +28,10 @@ pub fn clean_head_commit(dir: &Path) -> Result<String, GitError> {
             .arg(dir)
             .args(args)
             .output()
-            .map_err(|source| GitError::Spawn { dir: dir_name.clone(), source })
+            .map_err(|source| GitError::Spawn {
+                dir: dir_name.clone(),
+                source,
+            })
     };
     let head = git(&["rev-parse", "--verify", "HEAD"])?;
     if !head.status.success() {
@@ -43,11 +46,19 @@ pub fn clean_head_commit(dir: &Path) -> Result<String, GitError> {
         .map(|line| line.get(3..).unwrap_or(line).to_string())
         .collect();
     if !status.status.success() || !changed.is_empty() {
-        let mut files = changed.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        let mut files = changed
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
         if changed.len() > 5 {
             files.push_str(&format!(" and {} more", changed.len() - 5));
         }
-        return Err(GitError::Dirty { dir: dir_name, files });
+        return Err(GitError::Dirty {
+            dir: dir_name,
+            files,
+        });
     }
     Ok(String::from_utf8_lossy(&head.stdout).trim().to_string())
 }

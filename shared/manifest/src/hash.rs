@@ -28,11 +28,15 @@ mod tests {
 
     #[test]
     fn key_order_does_not_matter_but_values_and_list_order_do() {
-        let a = manifest_hash(&json!({"seed": 1, "config": {"lr": 0.003, "hidden": [64, 32]}})).unwrap();
-        let b = manifest_hash(&json!({"config": {"hidden": [64, 32], "lr": 0.003}, "seed": 1})).unwrap();
+        let a = manifest_hash(&json!({"seed": 1, "config": {"lr": 0.003, "hidden": [64, 32]}}))
+            .unwrap();
+        let b = manifest_hash(&json!({"config": {"hidden": [64, 32], "lr": 0.003}, "seed": 1}))
+            .unwrap();
         assert_eq!(a, b);
-        let lr = manifest_hash(&json!({"seed": 1, "config": {"lr": 0.0031, "hidden": [64, 32]}})).unwrap();
-        let order = manifest_hash(&json!({"seed": 1, "config": {"lr": 0.003, "hidden": [32, 64]}})).unwrap();
+        let lr = manifest_hash(&json!({"seed": 1, "config": {"lr": 0.0031, "hidden": [64, 32]}}))
+            .unwrap();
+        let order = manifest_hash(&json!({"seed": 1, "config": {"lr": 0.003, "hidden": [32, 64]}}))
+            .unwrap();
         assert_ne!(a, lr);
         assert_ne!(a, order);
         assert!(is_hash(&a));
@@ -43,7 +47,9 @@ mod tests {
         // Pinned: if this changes, FORMAT_TAG must change too.
         assert_eq!(
             manifest_hash(&json!({"seed": 1234, "config": {"lr": 0.003}})).unwrap(),
-            blake3::hash(b"runfn-manifest-v1\n{\"config\":{\"lr\":0.003},\"seed\":1234}").to_hex().to_string()
+            blake3::hash(b"runfn-manifest-v1\n{\"config\":{\"lr\":0.003},\"seed\":1234}")
+                .to_hex()
+                .to_string()
         );
     }
 }

@@ -8,8 +8,17 @@ use crate::snapshot::SnapshotRef;
 use crate::suggest;
 
 /// The top-level fields a manifest may have.
-pub const TOP_LEVEL_FIELDS: &[&str] =
-    &["run_id", "description", "data", "code", "config", "seed", "eval", "validate", "leak_check"];
+pub const TOP_LEVEL_FIELDS: &[&str] = &[
+    "run_id",
+    "description",
+    "data",
+    "code",
+    "config",
+    "seed",
+    "eval",
+    "validate",
+    "leak_check",
+];
 
 /// Seeds are hashed as JSON numbers, which are exact only up to 2^53.
 const MAX_SEED: u64 = 1 << 53;
@@ -32,7 +41,10 @@ pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
     let mut problems = Problems::default();
     for key in manifest.keys() {
         if !TOP_LEVEL_FIELDS.contains(&key.as_str()) {
-            problems.add(key, format!("unknown field{}", suggest::hint(key, TOP_LEVEL_FIELDS)));
+            problems.add(
+                key,
+                format!("unknown field{}", suggest::hint(key, TOP_LEVEL_FIELDS)),
+            );
         }
     }
     lint_run_id(manifest.get("run_id"), &mut problems);
@@ -53,7 +65,10 @@ struct Problems(Vec<Problem>);
 
 impl Problems {
     fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.0.push(Problem { field: field.into(), message: message.into() });
+        self.0.push(Problem {
+            field: field.into(),
+            message: message.into(),
+        });
     }
 
     /// The string at `field`, or a problem saying it is missing or of the wrong type.
@@ -65,11 +80,17 @@ impl Problems {
                 None
             }
             Some(Value::Number(n)) => {
-                self.add(field, format!("must be a string, found the number {n} (quote it in YAML)"));
+                self.add(
+                    field,
+                    format!("must be a string, found the number {n} (quote it in YAML)"),
+                );
                 None
             }
             Some(other) => {
-                self.add(field, format!("must be a string, found {}", type_name(other)));
+                self.add(
+                    field,
+                    format!("must be a string, found {}", type_name(other)),
+                );
                 None
             }
             None => {
@@ -79,11 +100,18 @@ impl Problems {
         }
     }
 
-    fn object<'v>(&mut self, field: &str, value: Option<&'v Value>) -> Option<&'v Map<String, Value>> {
+    fn object<'v>(
+        &mut self,
+        field: &str,
+        value: Option<&'v Value>,
+    ) -> Option<&'v Map<String, Value>> {
         match value {
             Some(Value::Object(map)) => Some(map),
             Some(other) => {
-                self.add(field, format!("must be a mapping, found {}", type_name(other)));
+                self.add(
+                    field,
+                    format!("must be a mapping, found {}", type_name(other)),
+                );
                 None
             }
             None => {
@@ -116,7 +144,9 @@ fn lint_run_id(value: Option<&Value>, problems: &mut Problems) {
 }
 
 fn lint_data(value: Option<&Value>, problems: &mut Problems) {
-    let Some(data) = problems.object("data", value) else { return };
+    let Some(data) = problems.object("data", value) else {
+        return;
+    };
     if let Some(snapshot) = problems.string("data.snapshot", data.get("snapshot")) {
         if let Err(reason) = SnapshotRef::parse(snapshot) {
             problems.add("data.snapshot", reason);
@@ -132,13 +162,18 @@ fn lint_data(value: Option<&Value>, problems: &mut Problems) {
 }
 
 fn lint_splits(value: Option<&Value>, problems: &mut Problems) {
-    let Some(splits) = problems.object("data.splits", value) else { return };
+    let Some(splits) = problems.object("data.splits", value) else {
+        return;
+    };
     let mut seen: Vec<(String, &str)> = Vec::new();
     for (name, rule) in splits {
         let field = format!("data.splits.{name}");
         problems.string(&field, Some(rule));
         if !is_name(name) {
-            problems.add(&field, "a split name must be letters, digits, `.`, `_` or `-` (it names folders)");
+            problems.add(
+                &field,
+                "a split name must be letters, digits, `.`, `_` or `-` (it names folders)",
+            );
         }
         let folded = name.trim().to_ascii_lowercase();
         if let Some((_, earlier)) = seen.iter().find(|(f, _)| *f == folded) {
@@ -154,9 +189,13 @@ fn lint_splits(value: Option<&Value>, problems: &mut Problems) {
 }
 
 fn lint_code(value: Option<&Value>, problems: &mut Problems) {
-    let Some(code) = problems.object("code", value) else { return };
+    let Some(code) = problems.object("code", value) else {
+        return;
+    };
     if let Some(commit) = problems.string("code.commit", code.get("commit")) {
-        let hex = commit.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let hex = commit
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         if !(7..=40).contains(&commit.len()) || !hex {
             problems.add(
                 "code.commit",
@@ -173,12 +212,16 @@ fn lint_code(value: Option<&Value>, problems: &mut Problems) {
 
 fn image_problem(image: &str) -> Option<String> {
     let Some((name, digest)) = image.split_once('@') else {
-        return Some(format!("`{image}` is not pinned by digest: use `<name>@sha256:<64 hex>`, not a tag"));
+        return Some(format!(
+            "`{image}` is not pinned by digest: use `<name>@sha256:<64 hex>`, not a tag"
+        ));
     };
     let hex = digest.strip_prefix("sha256:").unwrap_or("");
     let valid = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if name.is_empty() || !valid {
-        Some(format!("`{image}`: the digest must be `sha256:` and 64 lowercase hex characters"))
+        Some(format!(
+            "`{image}`: the digest must be `sha256:` and 64 lowercase hex characters"
+        ))
     } else {
         None
     }
@@ -186,21 +229,30 @@ fn image_problem(image: &str) -> Option<String> {
 
 fn lint_seed(value: Option<&Value>, problems: &mut Problems) {
     match value {
-        None => problems.add("seed", "is missing (set an integer seed so the run can be repeated)"),
+        None => problems.add(
+            "seed",
+            "is missing (set an integer seed so the run can be repeated)",
+        ),
         Some(Value::Number(n)) => match n.as_u64() {
             Some(seed) if seed <= MAX_SEED => {}
-            Some(_) => problems.add("seed", format!("{n} is above 2^53 and cannot be hashed exactly")),
+            Some(_) => problems.add(
+                "seed",
+                format!("{n} is above 2^53 and cannot be hashed exactly"),
+            ),
             None => problems.add("seed", format!("must be a non-negative integer, found {n}")),
         },
-        Some(other) => {
-            problems.add("seed", format!("must be a non-negative integer, found {}", type_name(other)))
-        }
+        Some(other) => problems.add(
+            "seed",
+            format!("must be a non-negative integer, found {}", type_name(other)),
+        ),
     }
 }
 
 fn lint_eval(value: Option<&Value>, problems: &mut Problems) {
     let Some(value) = value else { return };
-    let Some(eval) = problems.object("eval", Some(value)) else { return };
+    let Some(eval) = problems.object("eval", Some(value)) else {
+        return;
+    };
     if let Some(slices) = eval.get("slices") {
         match slices {
             Value::Array(columns) => {
@@ -208,7 +260,10 @@ fn lint_eval(value: Option<&Value>, problems: &mut Problems) {
                     problems.string(&format!("eval.slices[{i}]"), Some(column));
                 }
             }
-            other => problems.add("eval.slices", format!("must be a list of columns, found {}", type_name(other))),
+            other => problems.add(
+                "eval.slices",
+                format!("must be a list of columns, found {}", type_name(other)),
+            ),
         }
     }
     if let Some(baseline) = eval.get("baseline_model") {
@@ -230,7 +285,10 @@ fn lint_gate(key: &str, limit: &Value, problems: &mut Problems) {
         Err(reason) => return problems.add(field, reason),
     };
     let Some(number) = limit.as_f64() else {
-        return problems.add(field, format!("must be a number, found {}", type_name(limit)));
+        return problems.add(
+            field,
+            format!("must be a number, found {}", type_name(limit)),
+        );
     };
     match kind {
         GateKind::MaxSliceDrop if number < 0.0 => problems.add(field, "must be zero or more"),
@@ -264,7 +322,10 @@ mod tests {
     fn problems_after(edit: impl FnOnce(&mut Value)) -> Vec<String> {
         let mut manifest = valid();
         edit(&mut manifest);
-        lint(manifest.as_object().unwrap()).iter().map(ToString::to_string).collect()
+        lint(manifest.as_object().unwrap())
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]
@@ -275,18 +336,62 @@ mod tests {
     #[test]
     fn each_rule_names_its_field() {
         let cases: Vec<(Box<dyn FnOnce(&mut Value)>, &str)> = vec![
-            (Box::new(|m| m["data"]["snapshot"] = json!("./lake/churn@latest")), "data.snapshot: "),
-            (Box::new(|m| { m["data"].as_object_mut().unwrap().remove("snapshot"); }), "data.snapshot: is missing"),
-            (Box::new(|m| m["code"]["image"] = json!("registry.example.com/train:1.4")), "code.image: `registry.example.com/train:1.4` is not pinned by digest"),
-            (Box::new(|m| m["code"]["commit"] = json!("xyz1234")), "code.commit: `xyz1234` must be 7 to 40"),
-            (Box::new(|m| m["code"]["commit"] = json!(1234567)), "code.commit: must be a string, found the number 1234567 (quote it in YAML)"),
-            (Box::new(|m| m["seed"] = json!(12.5)), "seed: must be a non-negative integer, found 12.5"),
-            (Box::new(|m| { m.as_object_mut().unwrap().remove("seed"); }), "seed: is missing"),
-            (Box::new(|m| m["data"]["splits"] = json!({"train": "a", "Train": "b", "test": "c"})), "data.splits.Train: overlaps the split `train` by name"),
-            (Box::new(|m| { m["data"].as_object_mut().unwrap().remove("splits"); }), "data.splits: is missing"),
-            (Box::new(|m| m["data"]["splits"] = json!({"train": "a"})), "data.splits: has no `test` split"),
-            (Box::new(|m| m["eval"]["gates"] = json!({"acu_min_delta": 0})), "eval.gates.acu_min_delta: `acu_min_delta` names no known metric `acu` (did you mean `auc`?)"),
-            (Box::new(|m| m["confg"] = json!({})), "confg: unknown field (did you mean `config`?)"),
+            (
+                Box::new(|m| m["data"]["snapshot"] = json!("./lake/churn@latest")),
+                "data.snapshot: ",
+            ),
+            (
+                Box::new(|m| {
+                    m["data"].as_object_mut().unwrap().remove("snapshot");
+                }),
+                "data.snapshot: is missing",
+            ),
+            (
+                Box::new(|m| m["code"]["image"] = json!("registry.example.com/train:1.4")),
+                "code.image: `registry.example.com/train:1.4` is not pinned by digest",
+            ),
+            (
+                Box::new(|m| m["code"]["commit"] = json!("xyz1234")),
+                "code.commit: `xyz1234` must be 7 to 40",
+            ),
+            (
+                Box::new(|m| m["code"]["commit"] = json!(1234567)),
+                "code.commit: must be a string, found the number 1234567 (quote it in YAML)",
+            ),
+            (
+                Box::new(|m| m["seed"] = json!(12.5)),
+                "seed: must be a non-negative integer, found 12.5",
+            ),
+            (
+                Box::new(|m| {
+                    m.as_object_mut().unwrap().remove("seed");
+                }),
+                "seed: is missing",
+            ),
+            (
+                Box::new(|m| {
+                    m["data"]["splits"] = json!({"train": "a", "Train": "b", "test": "c"})
+                }),
+                "data.splits.Train: overlaps the split `train` by name",
+            ),
+            (
+                Box::new(|m| {
+                    m["data"].as_object_mut().unwrap().remove("splits");
+                }),
+                "data.splits: is missing",
+            ),
+            (
+                Box::new(|m| m["data"]["splits"] = json!({"train": "a"})),
+                "data.splits: has no `test` split",
+            ),
+            (
+                Box::new(|m| m["eval"]["gates"] = json!({"acu_min_delta": 0})),
+                "eval.gates.acu_min_delta: `acu_min_delta` names no known metric `acu` (did you mean `auc`?)",
+            ),
+            (
+                Box::new(|m| m["confg"] = json!({})),
+                "confg: unknown field (did you mean `config`?)",
+            ),
         ];
         for (edit, expected) in cases {
             let problems = problems_after(edit);

@@ -25,7 +25,11 @@ impl Format {
 
     /// JSON when the text starts with `{`, else YAML.
     pub fn sniff(text: &str) -> Format {
-        if text.trim_start().starts_with('{') { Format::Json } else { Format::Yaml }
+        if text.trim_start().starts_with('{') {
+            Format::Json
+        } else {
+            Format::Yaml
+        }
     }
 }
 
@@ -38,20 +42,27 @@ pub struct ParseError {
 
 /// Parses `text` (from `origin`, used in messages) as a manifest object.
 pub fn parse_manifest(text: &str, format: Format, origin: &str) -> Result<Value, ParseError> {
-    let error = |message: String| ParseError { origin: origin.to_string(), message };
+    let error = |message: String| ParseError {
+        origin: origin.to_string(),
+        message,
+    };
     if text.trim().is_empty() {
         return Err(error("the manifest is empty".into()));
     }
     let value = match format {
         Format::Json => {
             let mut de = serde_json::Deserializer::from_str(text);
-            let value = StrictValue.deserialize(&mut de).map_err(|e| error(e.to_string()))?;
+            let value = StrictValue
+                .deserialize(&mut de)
+                .map_err(|e| error(e.to_string()))?;
             de.end().map_err(|e| error(e.to_string()))?;
             value
         }
         Format::Yaml => {
             let de = serde_norway::Deserializer::from_str(text);
-            StrictValue.deserialize(de).map_err(|e| error(e.to_string()))?
+            StrictValue
+                .deserialize(de)
+                .map_err(|e| error(e.to_string()))?
         }
     };
     match value {
@@ -94,7 +105,9 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
         Number::from_f64(v).map(Value::Number).ok_or_else(|| {
-            E::custom(format!("{v} is not a finite number (NaN and infinities cannot be hashed)"))
+            E::custom(format!(
+                "{v} is not a finite number (NaN and infinities cannot be hashed)"
+            ))
         })
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
@@ -170,7 +183,8 @@ mod tests {
 
     #[test]
     fn yaml_and_json_give_the_same_value() {
-        let yaml = "# comment\nseed: 1234\nconfig: {lr: 0.003, hidden: [64, 32]}\nname: x\nnothing: ~\n";
+        let yaml =
+            "# comment\nseed: 1234\nconfig: {lr: 0.003, hidden: [64, 32]}\nname: x\nnothing: ~\n";
         let json_text = r#"{"name": "x", "nothing": null, "config": {"hidden": [64, 32], "lr": 0.003}, "seed": 1234}"#;
         let a = parse_manifest(yaml, Format::Yaml, "a.yaml").unwrap();
         let b = parse_manifest(json_text, Format::Json, "b.json").unwrap();
@@ -194,7 +208,10 @@ mod tests {
         let err = parse_manifest("1: a\n", Format::Yaml, "m.yaml").unwrap_err();
         assert!(err.to_string().contains("string key"), "{err}");
         let err = parse_manifest("- 1\n- 2\n", Format::Yaml, "m.yaml").unwrap_err();
-        assert_eq!(err.to_string(), "m.yaml: the manifest must be a mapping of fields, found an array");
+        assert_eq!(
+            err.to_string(),
+            "m.yaml: the manifest must be a mapping of fields, found an array"
+        );
         let err = parse_manifest("", Format::Yaml, "m.yaml").unwrap_err();
         assert_eq!(err.to_string(), "m.yaml: the manifest is empty");
     }

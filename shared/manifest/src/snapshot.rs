@@ -4,8 +4,9 @@
 //! digest `blake3:<64 hex>` / `sha256:<64 hex>` that `mf-hash --data-digest` can verify.
 
 /// Words that name a moving target, never an immutable snapshot.
-const MUTABLE_WORDS: &[&str] =
-    &["latest", "current", "head", "newest", "live", "main", "master", "today", "now", "tip"];
+const MUTABLE_WORDS: &[&str] = &[
+    "latest", "current", "head", "newest", "live", "main", "master", "today", "now", "tip",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotRef<'a> {
@@ -30,7 +31,9 @@ impl<'a> SnapshotRef<'a> {
             .split(['/', '\\'])
             .find(|segment| is_mutable_word(segment))
         {
-            return Err(format!("`{text}` points through `{word}`, which moves; name a fixed snapshot"));
+            return Err(format!(
+                "`{text}` points through `{word}`, which moves; name a fixed snapshot"
+            ));
         }
         let value = match id.split_once(['=', ':']) {
             Some((kind, value)) => {
@@ -41,13 +44,19 @@ impl<'a> SnapshotRef<'a> {
             }
             None => id,
         };
-        if value.is_empty() || !value.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+        if value.is_empty()
+            || !value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
             return Err(format!(
                 "`{text}`: the id `{id}` must be letters, digits, `.`, `_` or `-` after an optional `key=`"
             ));
         }
         if is_mutable_word(value) || is_mutable_word(id) {
-            return Err(format!("`{text}`: `{id}` names a moving target, not an immutable snapshot"));
+            return Err(format!(
+                "`{text}`: `{id}` names a moving target, not an immutable snapshot"
+            ));
         }
         Ok(SnapshotRef { location, id })
     }
@@ -59,12 +68,17 @@ impl<'a> SnapshotRef<'a> {
 }
 
 fn is_mutable_word(word: &str) -> bool {
-    MUTABLE_WORDS.iter().any(|mutable| word.eq_ignore_ascii_case(mutable))
+    MUTABLE_WORDS
+        .iter()
+        .any(|mutable| word.eq_ignore_ascii_case(mutable))
 }
 
 fn digest_problem(kind: &str, value: &str) -> Option<String> {
     let is_digest = matches!(kind, "blake3" | "sha256");
-    let is_hex64 = value.len() == 64 && value.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let is_hex64 = value.len() == 64
+        && value
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     (is_digest && !is_hex64).then(|| format!("a {kind} digest must be 64 lowercase hex characters"))
 }
 

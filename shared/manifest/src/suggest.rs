@@ -14,7 +14,9 @@ pub fn closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
 
 /// `" (did you mean `x`?)"` or nothing.
 pub fn hint(name: &str, known: &[&str]) -> String {
-    closest(name, known).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default()
+    closest(name, known)
+        .map(|c| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -67,8 +67,9 @@ pub fn daly(cost_s: f64, mtbf_s: f64) -> f64 {
 
 /// Daly's (2006) expected waste for compute interval τ: 1 − τ / (M·e^{R/M}·(e^{(τ+C)/M} − 1)).
 pub fn expected_waste_fraction(interval_s: f64, cost_s: f64, mtbf_s: f64, restart_s: f64) -> f64 {
-    let wall_per_useful = mtbf_s * (restart_s / mtbf_s).exp() * ((interval_s + cost_s) / mtbf_s).exp_m1()
-        / interval_s;
+    let wall_per_useful =
+        mtbf_s * (restart_s / mtbf_s).exp() * ((interval_s + cost_s) / mtbf_s).exp_m1()
+            / interval_s;
     1.0 - 1.0 / wall_per_useful
 }
 
@@ -82,14 +83,22 @@ pub fn plan(inputs: &Inputs, method: Method) -> Result<Plan, InputError> {
     if let Some(blocking) = inputs.blocking_s {
         non_negative("--blocking", blocking)?;
         if blocking > inputs.cost_s {
-            return Err(InputError::BlockingAboveCost { blocking, cost: inputs.cost_s });
+            return Err(InputError::BlockingAboveCost {
+                blocking,
+                cost: inputs.cost_s,
+            });
         }
     }
     // Only the blocking part of an asynchronous checkpoint costs training time, but a new
     // checkpoint cannot start before the previous one has finished writing.
     let blocking = inputs.blocking_s.unwrap_or(inputs.cost_s);
-    let young_s = young(blocking, inputs.mtbf_s).max(inputs.cost_s);
-    let daly_s = daly(blocking, inputs.mtbf_s).max(inputs.cost_s);
+    let shortest = if inputs.blocking_s.is_some() {
+        inputs.cost_s
+    } else {
+        0.0
+    };
+    let young_s = young(blocking, inputs.mtbf_s).max(shortest);
+    let daly_s = daly(blocking, inputs.mtbf_s).max(shortest);
     let interval_s = match method {
         Method::Young => young_s,
         Method::Daly => daly_s,
@@ -98,10 +107,17 @@ pub fn plan(inputs: &Inputs, method: Method) -> Result<Plan, InputError> {
         young_s,
         daly_s,
         interval_s,
-        interval_steps: inputs.step_time_s.map(|step| (interval_s / step).round().max(1.0) as u64),
+        interval_steps: inputs
+            .step_time_s
+            .map(|step| (interval_s / step).round().max(1.0) as u64),
         overhead_fraction: blocking / interval_s,
         expected_loss_per_failure_s: inputs.restart_s + interval_s / 2.0,
-        expected_waste_fraction: expected_waste_fraction(interval_s, blocking, inputs.mtbf_s, inputs.restart_s),
+        expected_waste_fraction: expected_waste_fraction(
+            interval_s,
+            blocking,
+            inputs.mtbf_s,
+            inputs.restart_s,
+        ),
         method,
     })
 }
@@ -120,11 +136,19 @@ pub fn job_mtbf(node_mtbf_s: f64, nodes: u64) -> f64 {
 }
 
 fn positive(name: &'static str, value: f64) -> Result<(), InputError> {
-    if value.is_finite() && value > 0.0 { Ok(()) } else { Err(InputError::NotPositive { name, value }) }
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(InputError::NotPositive { name, value })
+    }
 }
 
 fn non_negative(name: &'static str, value: f64) -> Result<(), InputError> {
-    if value.is_finite() && value >= 0.0 { Ok(()) } else { Err(InputError::Negative { name, value }) }
+    if value.is_finite() && value >= 0.0 {
+        Ok(())
+    } else {
+        Err(InputError::Negative { name, value })
+    }
 }
 
 #[cfg(test)]
@@ -133,25 +157,46 @@ mod tests {
     use proptest::prelude::*;
 
     fn inputs(cost_s: f64, mtbf_s: f64) -> Inputs {
-        Inputs { cost_s, mtbf_s, step_time_s: None, restart_s: 0.0, blocking_s: None }
+        Inputs {
+            cost_s,
+            mtbf_s,
+            step_time_s: None,
+            restart_s: 0.0,
+            blocking_s: None,
+        }
     }
 
     #[test]
     fn young_for_90_s_checkpoints_and_12_h_mtbf() {
         let plan = plan(&inputs(90.0, 12.0 * 3600.0), Method::Young).unwrap();
-        assert!((plan.interval_s - 2788.5).abs() < 0.1, "{}", plan.interval_s);
+        assert!(
+            (plan.interval_s - 2788.5).abs() < 0.1,
+            "{}",
+            plan.interval_s
+        );
         assert!((plan.interval_s / 60.0 - 46.5).abs() < 0.1);
-        assert!((plan.overhead_fraction - 0.0323).abs() < 0.0005, "{}", plan.overhead_fraction);
+        assert!(
+            (plan.overhead_fraction - 0.0323).abs() < 0.0005,
+            "{}",
+            plan.overhead_fraction
+        );
         assert!((plan.expected_loss_per_failure_s / 60.0 - 23.2).abs() < 0.1);
         // Overhead plus rework: about 3% each.
-        assert!((plan.expected_waste_fraction - 0.063).abs() < 0.002, "{}", plan.expected_waste_fraction);
+        assert!(
+            (plan.expected_waste_fraction - 0.063).abs() < 0.002,
+            "{}",
+            plan.expected_waste_fraction
+        );
     }
 
     #[test]
     fn dalys_own_figures() {
         for (mtbf_min, expected_min) in [(24.0 * 60.0, 116.7), (6.0 * 60.0, 56.7), (15.0, 9.14)] {
             let interval = daly(5.0 * 60.0, mtbf_min * 60.0) / 60.0;
-            assert!((interval - expected_min).abs() < 0.01 * expected_min, "M={mtbf_min} min: {interval}");
+            assert!(
+                (interval - expected_min).abs() < 0.01 * expected_min,
+                "M={mtbf_min} min: {interval}"
+            );
         }
     }
 
@@ -164,33 +209,71 @@ mod tests {
     #[test]
     fn asynchronous_checkpoints_count_only_the_blocking_part() {
         let sync = plan(&inputs(90.0, 43200.0), Method::Daly).unwrap();
-        let asynchronous =
-            plan(&Inputs { blocking_s: Some(10.0), ..inputs(90.0, 43200.0) }, Method::Daly).unwrap();
+        let asynchronous = plan(
+            &Inputs {
+                blocking_s: Some(10.0),
+                ..inputs(90.0, 43200.0)
+            },
+            Method::Daly,
+        )
+        .unwrap();
         assert!(asynchronous.interval_s < sync.interval_s);
         assert!((asynchronous.overhead_fraction - 10.0 / asynchronous.interval_s).abs() < 1e-12);
-        let never_overlapping =
-            plan(&Inputs { blocking_s: Some(0.001), ..inputs(90.0, 43200.0) }, Method::Daly).unwrap();
+        let never_overlapping = plan(
+            &Inputs {
+                blocking_s: Some(0.001),
+                ..inputs(90.0, 43200.0)
+            },
+            Method::Daly,
+        )
+        .unwrap();
         assert!(never_overlapping.interval_s >= 90.0);
     }
 
     #[test]
     fn steps_and_restart() {
         let plan = plan(
-            &Inputs { step_time_s: Some(0.5), restart_s: 120.0, ..inputs(90.0, 43200.0) },
+            &Inputs {
+                step_time_s: Some(0.5),
+                restart_s: 120.0,
+                ..inputs(90.0, 43200.0)
+            },
             Method::Young,
         )
         .unwrap();
-        assert_eq!(plan.interval_steps, Some((plan.interval_s / 0.5).round() as u64));
+        assert_eq!(
+            plan.interval_steps,
+            Some((plan.interval_s / 0.5).round() as u64)
+        );
         assert!((plan.expected_loss_per_failure_s - (120.0 + plan.interval_s / 2.0)).abs() < 1e-9);
     }
 
     #[test]
     fn bad_inputs_are_refused() {
-        for (cost, mtbf) in [(0.0, 10.0), (-1.0, 10.0), (f64::NAN, 10.0), (1.0, 0.0), (1.0, f64::INFINITY)] {
-            assert!(plan(&inputs(cost, mtbf), Method::Daly).is_err(), "C={cost} M={mtbf}");
+        for (cost, mtbf) in [
+            (0.0, 10.0),
+            (-1.0, 10.0),
+            (f64::NAN, 10.0),
+            (1.0, 0.0),
+            (1.0, f64::INFINITY),
+        ] {
+            assert!(
+                plan(&inputs(cost, mtbf), Method::Daly).is_err(),
+                "C={cost} M={mtbf}"
+            );
         }
-        let err = plan(&Inputs { blocking_s: Some(100.0), ..inputs(90.0, 100.0) }, Method::Daly).unwrap_err();
-        assert_eq!(err.to_string(), "--blocking (100) cannot exceed --cost (90)");
+        let err = plan(
+            &Inputs {
+                blocking_s: Some(100.0),
+                ..inputs(90.0, 100.0)
+            },
+            Method::Daly,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--blocking (100) cannot exceed --cost (90)"
+        );
     }
 
     #[test]

@@ -36,7 +36,10 @@ pub enum SpreadError {
 
 pub fn spread(values: &[f64], method: FloorMethod) -> Result<Spread, SpreadError> {
     if let Some((index, value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-        return Err(SpreadError::NotFinite { index, value: *value });
+        return Err(SpreadError::NotFinite {
+            index,
+            value: *value,
+        });
     }
     let n = values.len();
     if n < 2 {
@@ -52,7 +55,15 @@ pub fn spread(values: &[f64], method: FloorMethod) -> Result<Spread, SpreadError
         FloorMethod::Std => std,
         FloorMethod::Ci95 => t_975(n - 1) * std / (n as f64).sqrt(),
     };
-    Ok(Spread { n, mean, std, min, max, range: max - min, floor })
+    Ok(Spread {
+        n,
+        mean,
+        std,
+        min,
+        max,
+        range: max - min,
+        floor,
+    })
 }
 
 /// The 97.5% quantile of Student's t with `degrees` degrees of freedom.
@@ -87,8 +98,14 @@ mod tests {
 
     #[test]
     fn too_few_or_non_finite_values_are_errors() {
-        assert_eq!(spread(&[0.8], FloorMethod::Range), Err(SpreadError::TooFew(1)));
-        assert!(matches!(spread(&[0.8, f64::NAN], FloorMethod::Range), Err(SpreadError::NotFinite { index: 1, .. })));
+        assert_eq!(
+            spread(&[0.8], FloorMethod::Range),
+            Err(SpreadError::TooFew(1))
+        );
+        assert!(matches!(
+            spread(&[0.8, f64::NAN], FloorMethod::Range),
+            Err(SpreadError::NotFinite { index: 1, .. })
+        ));
     }
 
     proptest! {

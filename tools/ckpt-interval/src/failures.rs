@@ -7,8 +7,10 @@ use runfn_core::InputError;
 
 /// The failure times in `path`, as seconds since the Unix epoch.
 pub fn read_failure_times(path: &Path) -> Result<Vec<f64>, InputError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| InputError::Io { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     parse_failure_times(&text, &path.display().to_string())
 }
 

@@ -45,7 +45,12 @@ struct Args {
     #[arg(long, value_name = "FILE", group = "mtbf_source")]
     failures: Option<PathBuf>,
     /// Mean time between failures of one node, in seconds (with --nodes).
-    #[arg(long, value_name = "SECONDS", group = "mtbf_source", requires = "nodes")]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        group = "mtbf_source",
+        requires = "nodes"
+    )]
     node_mtbf: Option<f64>,
     /// Number of nodes; the job fails when any of them does.
     #[arg(long, value_name = "N", requires = "node_mtbf", value_parser = clap::value_parser!(u64).range(1..))]
@@ -89,7 +94,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         None => record_number(&record, "train.step_time_s")?,
     };
     let (mtbf_s, mtbf_source) = mtbf(&args)?;
-    let inputs = Inputs { cost_s, mtbf_s, step_time_s, restart_s: args.restart, blocking_s: args.blocking };
+    let inputs = Inputs {
+        cost_s,
+        mtbf_s,
+        step_time_s,
+        restart_s: args.restart,
+        blocking_s: args.blocking,
+    };
     let method = match args.method {
         MethodArg::Young => Method::Young,
         MethodArg::Daly => Method::Daly,
@@ -115,26 +126,44 @@ fn mtbf(args: &Args) -> Result<(f64, String), InputError> {
         return Ok((mtbf, "--mtbf".into()));
     }
     if let (Some(node_mtbf), Some(nodes)) = (args.node_mtbf, args.nodes) {
-        return Ok((checkpoint::job_mtbf(node_mtbf, nodes), format!("--node-mtbf / {nodes} nodes")));
+        return Ok((
+            checkpoint::job_mtbf(node_mtbf, nodes),
+            format!("--node-mtbf / {nodes} nodes"),
+        ));
     }
     if let Some(path) = &args.failures {
         let times = failures::read_failure_times(path)?;
         let mtbf = checkpoint::mtbf_from_failures(&times).ok_or_else(|| {
             InputError::field(
                 format!("--failures {}", path.display()),
-                format!("needs at least 2 distinct failure times, found {}", times.len()),
+                format!(
+                    "needs at least 2 distinct failure times, found {}",
+                    times.len()
+                ),
             )
         })?;
-        return Ok((mtbf, format!("--failures {} ({} failures)", path.display(), times.len())));
+        return Ok((
+            mtbf,
+            format!("--failures {} ({} failures)", path.display(), times.len()),
+        ));
     }
-    Err(InputError::field("--mtbf", "is missing: give --mtbf, --failures or --node-mtbf with --nodes"))
+    Err(InputError::field(
+        "--mtbf",
+        "is missing: give --mtbf, --failures or --node-mtbf with --nodes",
+    ))
 }
 
-fn flag_or_record(flag: Option<f64>, record: &Record, name: &str, path: &str) -> Result<f64, InputError> {
+fn flag_or_record(
+    flag: Option<f64>,
+    record: &Record,
+    name: &str,
+    path: &str,
+) -> Result<f64, InputError> {
     match flag {
         Some(value) => Ok(value),
-        None => record_number(record, path)?
-            .ok_or_else(|| InputError::field(name, format!("is missing and the record has no `{path}`"))),
+        None => record_number(record, path)?.ok_or_else(|| {
+            InputError::field(name, format!("is missing and the record has no `{path}`"))
+        }),
     }
 }
 
@@ -144,7 +173,10 @@ fn record_number(record: &Record, path: &str) -> Result<Option<f64>, InputError>
         Some(Value::Number(n)) => Ok(n.as_f64()),
         Some(other) => Err(InputError::field(
             format!("record: {path}"),
-            format!("must be a number, found {}", runfn_core::error::json_type_name(other)),
+            format!(
+                "must be a number, found {}",
+                runfn_core::error::json_type_name(other)
+            ),
         )),
     }
 }

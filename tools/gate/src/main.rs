@@ -66,7 +66,11 @@ fn main() -> ExitCode {
 }
 
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
-    let input = if args.candidate.is_some() { RecordInput::Optional } else { RecordInput::Required };
+    let input = if args.candidate.is_some() {
+        RecordInput::Optional
+    } else {
+        RecordInput::Required
+    };
     let mut record = Record::read(args.record.as_deref(), input)?;
     record.refuse_failed_checks("gate")?;
     let policy = policy(&record, &args)?;
@@ -75,7 +79,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         Some(path) => evaluation_file(path)?,
         None => match record.get("evaluate") {
             Some(value) => Evaluation::from_json(value, "evaluate")?,
-            None => return Err(InputError::field("evaluate", "is missing: the record has no candidate evaluation and --candidate is not given").into()),
+            None => return Err(InputError::field(
+                "evaluate",
+                "is missing: the record has no candidate evaluation and --candidate is not given",
+            )
+            .into()),
         },
     };
     let baseline = match (&args.baseline, record.get("baseline")) {
@@ -99,8 +107,15 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         tool.info(format_args!("blocked: {reason}"));
     }
     if decision.passed {
-        let against = if decision.no_baseline { "no baseline (first model)" } else { "the baseline" };
-        tool.info(format!("passed {} checks against {against}", decision.checks.len()));
+        let against = if decision.no_baseline {
+            "no baseline (first model)"
+        } else {
+            "the baseline"
+        };
+        tool.info(format!(
+            "passed {} checks against {against}",
+            decision.checks.len()
+        ));
     }
     let passed = decision.passed;
     record.set_section("gate", serde_json::to_value(&decision)?);
@@ -111,7 +126,13 @@ fn policy(record: &Record, args: &Args) -> Result<Policy, InputError> {
     let mut policy = match record.get_path("manifest.eval.gates") {
         Some(Value::Object(gates)) => Policy::from_gates(gates, "manifest.eval.gates")?,
         Some(other) => {
-            return Err(InputError::field("manifest.eval.gates", format!("must be an object, found {}", runfn_core::error::json_type_name(other))));
+            return Err(InputError::field(
+                "manifest.eval.gates",
+                format!(
+                    "must be an object, found {}",
+                    runfn_core::error::json_type_name(other)
+                ),
+            ));
         }
         None => Policy::default(),
     };
@@ -119,17 +140,25 @@ fn policy(record: &Record, args: &Args) -> Result<Policy, InputError> {
         let (key, value) = gate
             .split_once('=')
             .ok_or_else(|| InputError::field("--gate", format!("`{gate}` is not KEY=VALUE")))?;
-        let number: Value = serde_json::from_str(value.trim())
-            .map_err(|_| InputError::field("--gate", format!("`{gate}`: `{value}` is not a number")))?;
+        let number: Value = serde_json::from_str(value.trim()).map_err(|_| {
+            InputError::field("--gate", format!("`{gate}`: `{value}` is not a number"))
+        })?;
         policy.set(key.trim(), &number, &format!("--gate {key}"))?;
     }
     policy.slice_columns = match (&args.slices, record.get_path("manifest.eval.slices")) {
         (Some(columns), _) => Some(columns.clone()),
-        (None, Some(Value::Array(columns))) => Some(columns.iter().filter_map(|c| c.as_str().map(String::from)).collect()),
+        (None, Some(Value::Array(columns))) => Some(
+            columns
+                .iter()
+                .filter_map(|c| c.as_str().map(String::from))
+                .collect(),
+        ),
         _ => None,
     };
     if let (Some(metric), Some(floor)) = (
-        record.get_path("noise_floor.metric").and_then(Value::as_str),
+        record
+            .get_path("noise_floor.metric")
+            .and_then(Value::as_str),
         record.get_path("noise_floor.floor").and_then(Value::as_f64),
     ) {
         policy.apply_noise_floor(metric, floor);

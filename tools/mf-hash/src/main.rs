@@ -69,11 +69,18 @@ fn main() -> ExitCode {
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     if let Some(expected) = &args.check {
         if !is_hash(expected) {
-            return Err(InputError::field("--check", format!("`{expected}` is not 64 lowercase hex characters")).into());
+            return Err(InputError::field(
+                "--check",
+                format!("`{expected}` is not 64 lowercase hex characters"),
+            )
+            .into());
         }
     }
     let (text, origin) = read_manifest(args.manifest.as_deref())?;
-    let format = match (args.format, args.manifest.as_deref().and_then(Format::from_extension)) {
+    let format = match (
+        args.format,
+        args.manifest.as_deref().and_then(Format::from_extension),
+    ) {
         (Some(FormatArg::Json), _) => Format::Json,
         (Some(FormatArg::Yaml), _) => Format::Yaml,
         (None, Some(format)) => format,
@@ -89,7 +96,10 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let hash = match manifest_hash(&manifest) {
         Ok(hash) => Some(hash),
         Err(err) => {
-            problems.push(Problem { field: err.path.trim_start_matches("$.").to_string(), message: err.to_string() });
+            problems.push(Problem {
+                field: err.path.trim_start_matches("$.").to_string(),
+                message: err.to_string(),
+            });
             None
         }
     };
@@ -100,7 +110,10 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         if !matched {
             problems.push(Problem {
                 field: "manifest_hash".into(),
-                message: format!("is {}, expected {expected} (--check)", hash.as_deref().unwrap_or("not computable")),
+                message: format!(
+                    "is {}, expected {expected} (--check)",
+                    hash.as_deref().unwrap_or("not computable")
+                ),
             });
         }
         section["check"] = json!({"expected": expected, "matched": matched});
@@ -127,15 +140,20 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
 fn read_manifest(path: Option<&std::path::Path>) -> Result<(String, String), InputError> {
     match path {
         Some(path) if path != std::path::Path::new("-") => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| InputError::Io { path: path.to_path_buf(), source })?;
+            let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
             Ok((text, path.display().to_string()))
         }
         _ => {
             let mut text = String::new();
             std::io::stdin()
                 .read_to_string(&mut text)
-                .map_err(|source| InputError::Io { path: "<stdin>".into(), source })?;
+                .map_err(|source| InputError::Io {
+                    path: "<stdin>".into(),
+                    source,
+                })?;
             Ok((text, "<stdin>".to_string()))
         }
     }
@@ -146,16 +164,27 @@ fn set_commit(manifest: &mut Value, commit: String, origin: &str) -> Result<(), 
         .as_object_mut()
         .map(|fields| fields.entry("code").or_insert_with(|| json!({})))
         .and_then(Value::as_object_mut)
-        .ok_or_else(|| InputError::field(format!("{origin}: code"), "must be a mapping to take --commit-from-git"))?;
+        .ok_or_else(|| {
+            InputError::field(
+                format!("{origin}: code"),
+                "must be a mapping to take --commit-from-git",
+            )
+        })?;
     code.insert("commit".into(), Value::String(commit));
     Ok(())
 }
 
 fn digest_with_progress(tool: &Tool, path: &std::path::Path) -> anyhow::Result<DataDigest> {
-    let bar = tool.progress_bar(total_bytes(path)?, "{bytes}/{total_bytes} {binary_bytes_per_sec}");
+    let bar = tool.progress_bar(
+        total_bytes(path)?,
+        "{bytes}/{total_bytes} {binary_bytes_per_sec}",
+    );
     let digest = digest_path(path, &|bytes| bar.inc(bytes))?;
     bar.finish_and_clear();
-    tool.info(format!("{}: {} ({} files, {} bytes)", digest.path, digest.digest, digest.files, digest.bytes));
+    tool.info(format!(
+        "{}: {} ({} files, {} bytes)",
+        digest.path, digest.digest, digest.files, digest.bytes
+    ));
     Ok(digest)
 }
 
@@ -165,7 +194,10 @@ fn pin_problem(manifest: &serde_json::Map<String, Value>, digest: &DataDigest) -
     let pinned = SnapshotRef::parse(snapshot).ok()?.content_digest()?;
     (pinned != digest.digest).then(|| Problem {
         field: "data.snapshot".into(),
-        message: format!("pins {pinned}, but {} hashes to {}", digest.path, digest.digest),
+        message: format!(
+            "pins {pinned}, but {} hashes to {}",
+            digest.path, digest.digest
+        ),
     })
 }
 

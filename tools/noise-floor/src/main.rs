@@ -41,7 +41,12 @@ struct Args {
     #[arg(long, value_name = "PATH", required_unless_present = "values")]
     metric: Option<String>,
     /// The metric's values, comma-separated, instead of records.
-    #[arg(long, value_delimiter = ',', allow_negative_numbers = true, conflicts_with = "records")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_negative_numbers = true,
+        conflicts_with = "records"
+    )]
     values: Option<Vec<f64>>,
     /// How the floor is taken from the spread.
     #[arg(long, value_enum, default_value_t = MethodArg::Range)]
@@ -71,7 +76,12 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let (mut record, metric, values, slices) = match args.values {
         Some(values) => {
             let record = Record::read(None, RecordInput::Optional)?;
-            (record, args.metric.unwrap_or_else(|| "values".into()), values, None)
+            (
+                record,
+                args.metric.unwrap_or_else(|| "values".into()),
+                values,
+                None,
+            )
         }
         None => {
             let metric = args.metric.unwrap_or_default();
@@ -83,11 +93,15 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             (first, metric, values, slices)
         }
     };
-    let spread = spread(&values, method).map_err(|err| InputError::field(&metric, err.to_string()))?;
+    let spread =
+        spread(&values, method).map_err(|err| InputError::field(&metric, err.to_string()))?;
     if spread.n == 2 {
         tool.warn("only 2 reruns: the floor is a rough guess; 3 or more give a steadier one");
     }
-    tool.info(format!("{metric}: floor {:.6} ({:?}) over {} reruns, mean {:.6}", spread.floor, method, spread.n, spread.mean));
+    tool.info(format!(
+        "{metric}: floor {:.6} ({:?}) over {} reruns, mean {:.6}",
+        spread.floor, method, spread.n, spread.mean
+    ));
     let mut section = spread_json(&spread);
     section.shift_insert(0, "metric".into(), json!(metric));
     section.insert("method".into(), serde_json::to_value(method)?);
@@ -104,12 +118,17 @@ fn check_reruns(records: &[Record]) -> Result<(), InputError> {
     for record in records {
         record.refuse_failed_checks("noise_floor")?;
     }
-    let mut hashes = records.iter().enumerate().filter_map(|(i, r)| Some((i + 1, r.get("manifest_hash")?)));
+    let mut hashes = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i + 1, r.get("manifest_hash")?)));
     if let Some((_, first)) = hashes.next() {
         if let Some((index, other)) = hashes.find(|(_, hash)| hash != &first) {
             return Err(InputError::field(
                 format!("record {index}: manifest_hash"),
-                format!("is {other}, but record 1 has {first}: reruns must share one manifest (only the seed may differ)"),
+                format!(
+                    "is {other}, but record 1 has {first}: reruns must share one manifest (only the seed may differ)"
+                ),
             ));
         }
     }
@@ -121,23 +140,41 @@ fn metric_values(records: &[Record], metric: &str) -> Result<Vec<f64>, InputErro
         .iter()
         .enumerate()
         .map(|(i, record)| {
-            record.get_path(metric).and_then(Value::as_f64).ok_or_else(|| {
-                InputError::field(format!("record {}: {metric}", i + 1), "is missing or not a number")
-            })
+            record
+                .get_path(metric)
+                .and_then(Value::as_f64)
+                .ok_or_else(|| {
+                    InputError::field(
+                        format!("record {}: {metric}", i + 1),
+                        "is missing or not a number",
+                    )
+                })
         })
         .collect()
 }
 
 /// For `<section>.overall.<leaf>`, the spread of `<section>.slices.<column>.<value>.<leaf>` per slice.
-fn slice_spreads(tool: &Tool, records: &[Record], metric: &str, method: FloorMethod) -> Result<Option<Value>, InputError> {
-    let Some((section, leaf)) = metric.split_once(".overall.") else { return Ok(None) };
+fn slice_spreads(
+    tool: &Tool,
+    records: &[Record],
+    metric: &str,
+    method: FloorMethod,
+) -> Result<Option<Value>, InputError> {
+    let Some((section, leaf)) = metric.split_once(".overall.") else {
+        return Ok(None);
+    };
     let mut values: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for record in records {
-        let Some(Value::Object(columns)) = record.get_path(&format!("{section}.slices")) else { continue };
+        let Some(Value::Object(columns)) = record.get_path(&format!("{section}.slices")) else {
+            continue;
+        };
         for (column, slices) in columns {
             for (value, metrics) in slices.as_object().into_iter().flatten() {
                 if let Some(v) = metrics.get(leaf).and_then(Value::as_f64) {
-                    values.entry((column.clone(), value.clone())).or_default().push(v);
+                    values
+                        .entry((column.clone(), value.clone()))
+                        .or_default()
+                        .push(v);
                 }
             }
         }
@@ -148,11 +185,18 @@ fn slice_spreads(tool: &Tool, records: &[Record], metric: &str, method: FloorMet
     let mut out = Map::new();
     for ((column, value), slice_values) in values {
         if slice_values.len() < 2 {
-            tool.warn(format!("slice {column}={value}: only {} value, no spread", slice_values.len()));
+            tool.warn(format!(
+                "slice {column}={value}: only {} value, no spread",
+                slice_values.len()
+            ));
             continue;
         }
-        let spread = spread(&slice_values, method)
-            .map_err(|err| InputError::field(format!("{section}.slices.{column}.{value}.{leaf}"), err.to_string()))?;
+        let spread = spread(&slice_values, method).map_err(|err| {
+            InputError::field(
+                format!("{section}.slices.{column}.{value}.{leaf}"),
+                err.to_string(),
+            )
+        })?;
         let column_map = out.entry(column).or_insert_with(|| json!({}));
         column_map[value.as_str()] = Value::Object(spread_json(&spread));
     }

@@ -1,0 +1,216 @@
+//! The documented shape of each tool's section, as structs that refuse unknown fields: a field
+//! added, renamed or removed without updating the README's schema fails here.
+#![allow(dead_code)]
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::util::tool;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Timing {
+    tool: String,
+    started_at: String,
+    wall_s: f64,
+    cpu_s: f64,
+    max_rss_bytes: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MfHashRecord {
+    manifest: Value,
+    manifest_hash: Option<String>,
+    mf_hash: MfHash,
+    timings: Vec<Timing>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MfHash {
+    passed: bool,
+    format: String,
+    problems: Vec<Problem>,
+    check: Option<HashCheck>,
+    data_digest: Option<DataDigest>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Problem {
+    field: String,
+    message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HashCheck {
+    expected: String,
+    matched: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DataDigest {
+    path: String,
+    digest: String,
+    files: u64,
+    bytes: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CkptInterval {
+    young_s: f64,
+    daly_s: f64,
+    interval_s: f64,
+    interval_steps: Option<u64>,
+    overhead_fraction: f64,
+    expected_loss_per_failure_s: f64,
+    expected_waste_fraction: f64,
+    method: String,
+    inputs: CkptInputs,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CkptInputs {
+    cost_s: f64,
+    mtbf_s: f64,
+    step_time_s: Option<f64>,
+    restart_s: f64,
+    blocking_s: Option<f64>,
+    mtbf_source: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoiseFloor {
+    metric: String,
+    n: usize,
+    mean: f64,
+    std: f64,
+    min: f64,
+    max: f64,
+    range: f64,
+    floor: f64,
+    method: String,
+    values: Vec<f64>,
+    slices:
+        Option<std::collections::BTreeMap<String, std::collections::BTreeMap<String, SliceSpread>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SliceSpread {
+    n: usize,
+    mean: f64,
+    std: f64,
+    min: f64,
+    max: f64,
+    range: f64,
+    floor: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Gate {
+    passed: bool,
+    no_baseline: bool,
+    checks: Vec<GateCheck>,
+    reasons: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GateCheck {
+    name: String,
+    metric: String,
+    slice: Option<String>,
+    baseline: Option<f64>,
+    candidate: Option<f64>,
+    delta: Option<f64>,
+    limit: Option<f64>,
+    comparison: String,
+    passed: bool,
+    note: Option<String>,
+}
+
+fn section<T: serde::de::DeserializeOwned>(record: &Value, key: &str) -> T {
+    serde_json::from_value(record[key].clone())
+        .unwrap_or_else(|e| panic!("`{key}` does not match its schema: {e}\n{}", record[key]))
+}
+
+fn timings(record: &Value) {
+    let _: Vec<Timing> = section(record, "timings");
+}
+
+#[test]
+fn mf_hash_record_matches_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.csv"), "x\n").unwrap();
+    let hash = "b456aff0ffa18e7358da860a2424ffc10f7c145bf2a30578b3979328bee86224";
+    let out = tool("mf-hash")
+        .args([
+            "testdata/mf-hash/churn.yaml",
+            "--check",
+            hash,
+            "--data-digest",
+        ])
+        .args([dir.path()])
+        .run();
+    let record: MfHashRecord = serde_json::from_str(&out.stdout).expect("mf-hash record schema");
+    assert!(record.mf_hash.check.is_some() && record.mf_hash.data_digest.is_some());
+}
+
+#[test]
+fn ckpt_interval_section_matches_its_schema() {
+    let record = tool("ckpt-interval")
+        .args(["--cost", "90", "--mtbf", "43200"])
+        .run()
+        .json();
+    let _: CkptInterval = section(&record, "ckpt_interval");
+    timings(&record);
+}
+
+#[test]
+fn noise_floor_section_matches_its_schema() {
+    let record = tool("noise-floor")
+        .args([
+            "testdata/noise-floor/reruns.jsonl",
+            "--metric",
+            "evaluate.overall.auc",
+        ])
+        .run()
+        .json();
+    let floor: NoiseFloor = section(&record, "noise_floor");
+    assert!(floor.slices.is_some());
+    timings(&record);
+}
+
+#[test]
+fn gate_section_matches_its_schema() {
+    let record = tool("gate").args(["testdata/gate/worked-case.json"]).run();
+    assert_eq!(record.code, 2, "a positional argument is a usage error");
+    let record = tool("gate")
+        .args(["--record", "testdata/gate/worked-case.json"])
+        .run()
+        .json();
+    let _: Gate = section(&record, "gate");
+    timings(&record);
+}
+
+#[test]
+fn every_tool_documents_examples_and_output() {
+    for name in ["mf-hash", "ckpt-interval", "noise-floor", "gate"] {
+        let out = tool(name).args(["--help"]).run();
+        assert_eq!(out.code, 0, "{name} --help");
+        for needle in ["Examples:", "Output", "Exit:"] {
+            assert!(
+                out.stdout.contains(needle),
+                "{name} --help lacks {needle:?}"
+            );
+        }
+    }
+}

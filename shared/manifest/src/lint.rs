@@ -51,10 +51,10 @@ pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
     lint_data(manifest.get("data"), &mut problems);
     lint_code(manifest.get("code"), &mut problems);
     lint_seed(manifest.get("seed"), &mut problems);
-    if let Some(config) = manifest.get("config") {
-        if !config.is_object() {
-            problems.add("config", "must be a mapping of settings");
-        }
+    if let Some(config) = manifest.get("config")
+        && !config.is_object()
+    {
+        problems.add("config", "must be a mapping of settings");
     }
     lint_eval(manifest.get("eval"), &mut problems);
     problems.0
@@ -133,13 +133,13 @@ fn is_name(s: &str) -> bool {
 }
 
 fn lint_run_id(value: Option<&Value>, problems: &mut Problems) {
-    if let Some(run_id) = problems.string("run_id", value) {
-        if !is_name(run_id) {
-            problems.add(
-                "run_id",
-                format!("`{run_id}` must be letters, digits, `.`, `_` or `-` (it names folders)"),
-            );
-        }
+    if let Some(run_id) = problems.string("run_id", value)
+        && !is_name(run_id)
+    {
+        problems.add(
+            "run_id",
+            format!("`{run_id}` must be letters, digits, `.`, `_` or `-` (it names folders)"),
+        );
     }
 }
 
@@ -147,10 +147,10 @@ fn lint_data(value: Option<&Value>, problems: &mut Problems) {
     let Some(data) = problems.object("data", value) else {
         return;
     };
-    if let Some(snapshot) = problems.string("data.snapshot", data.get("snapshot")) {
-        if let Err(reason) = SnapshotRef::parse(snapshot) {
-            problems.add("data.snapshot", reason);
-        }
+    if let Some(snapshot) = problems.string("data.snapshot", data.get("snapshot"))
+        && let Err(reason) = SnapshotRef::parse(snapshot)
+    {
+        problems.add("data.snapshot", reason);
     }
     problems.string("data.label", data.get("label"));
     for optional in ["entity", "time"] {
@@ -203,10 +203,10 @@ fn lint_code(value: Option<&Value>, problems: &mut Problems) {
             );
         }
     }
-    if let Some(image) = problems.string("code.image", code.get("image")) {
-        if let Some(reason) = image_problem(image) {
-            problems.add("code.image", reason);
-        }
+    if let Some(image) = problems.string("code.image", code.get("image"))
+        && let Some(reason) = image_problem(image)
+    {
+        problems.add("code.image", reason);
     }
 }
 
@@ -269,11 +269,11 @@ fn lint_eval(value: Option<&Value>, problems: &mut Problems) {
     if let Some(baseline) = eval.get("baseline_model") {
         problems.string("eval.baseline_model", Some(baseline));
     }
-    if let Some(gates) = eval.get("gates") {
-        if let Some(gates) = problems.object("eval.gates", Some(gates)) {
-            for (key, limit) in gates {
-                lint_gate(key, limit, problems);
-            }
+    if let Some(gates) = eval.get("gates")
+        && let Some(gates) = problems.object("eval.gates", Some(gates))
+    {
+        for (key, limit) in gates {
+            lint_gate(key, limit, problems);
         }
     }
 }
@@ -335,7 +335,8 @@ mod tests {
 
     #[test]
     fn each_rule_names_its_field() {
-        let cases: Vec<(Box<dyn FnOnce(&mut Value)>, &str)> = vec![
+        type Edit = Box<dyn FnOnce(&mut Value)>;
+        let cases: Vec<(Edit, &str)> = vec![
             (
                 Box::new(|m| m["data"]["snapshot"] = json!("./lake/churn@latest")),
                 "data.snapshot: ",

@@ -67,14 +67,14 @@ fn main() -> ExitCode {
 }
 
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
-    if let Some(expected) = &args.check {
-        if !is_hash(expected) {
-            return Err(InputError::field(
-                "--check",
-                format!("`{expected}` is not 64 lowercase hex characters"),
-            )
-            .into());
-        }
+    if let Some(expected) = &args.check
+        && !is_hash(expected)
+    {
+        return Err(InputError::field(
+            "--check",
+            format!("`{expected}` is not 64 lowercase hex characters"),
+        )
+        .into());
     }
     let (text, origin) = read_manifest(args.manifest.as_deref())?;
     let format = match (

@@ -122,15 +122,15 @@ fn check_reruns(records: &[Record]) -> Result<(), InputError> {
         .iter()
         .enumerate()
         .filter_map(|(i, r)| Some((i + 1, r.get("manifest_hash")?)));
-    if let Some((_, first)) = hashes.next() {
-        if let Some((index, other)) = hashes.find(|(_, hash)| hash != &first) {
-            return Err(InputError::field(
-                format!("record {index}: manifest_hash"),
-                format!(
-                    "is {other}, but record 1 has {first}: reruns must share one manifest (only the seed may differ)"
-                ),
-            ));
-        }
+    if let Some((_, first)) = hashes.next()
+        && let Some((index, other)) = hashes.find(|(_, hash)| hash != &first)
+    {
+        return Err(InputError::field(
+            format!("record {index}: manifest_hash"),
+            format!(
+                "is {other}, but record 1 has {first}: reruns must share one manifest (only the seed may differ)"
+            ),
+        ));
     }
     Ok(())
 }

@@ -45,8 +45,8 @@ $(RUN_DIR)/ckpt.json: $(RUN_DIR)/manifest.json $(BIN)/ckpt-interval
 	$(BIN)/ckpt-interval --cost 90 --mtbf 43200 --restart 120 < $< > $@
 
 ## Rewrite the golden files under testdata/ from the current tools; review the diff.
-golden: build
-	RUNFN_BLESS=1 $(CARGO) test --test integration --quiet
+golden:
+	scripts/regen-golden.sh
 
 clean:
 	rm -rf runs

@@ -29,30 +29,12 @@ impl Record {
 
     /// Reads a record from `path`, or from stdin when `path` is `None` or `-`.
     pub fn read(path: Option<&Path>, input: RecordInput) -> Result<Record, InputError> {
-        match path {
-            Some(path) if path != Path::new("-") => {
-                let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-                Record::parse(&text, &path.display().to_string(), input)
-            }
-            _ => {
-                let stdin = std::io::stdin();
-                if input == RecordInput::Optional && stdin.is_terminal() {
-                    return Ok(Record::new());
-                }
-                let mut text = String::new();
-                stdin
-                    .lock()
-                    .read_to_string(&mut text)
-                    .map_err(|source| InputError::Io {
-                        path: "<stdin>".into(),
-                        source,
-                    })?;
-                Record::parse(&text, "<stdin>", input)
-            }
+        let reads_stdin = path.is_none_or(|p| p == Path::new("-"));
+        if reads_stdin && input == RecordInput::Optional && std::io::stdin().is_terminal() {
+            return Ok(Record::new());
         }
+        let (text, origin) = read_text(path)?;
+        Record::parse(&text, &origin, input)
     }
 
     /// Parses a record; `origin` names the input in error messages.
@@ -90,23 +72,13 @@ impl Record {
     /// Reads a stream of records from each of `paths`, or from stdin when there are none.
     pub fn read_stream(paths: &[std::path::PathBuf]) -> Result<Vec<Record>, InputError> {
         if paths.is_empty() {
-            let mut text = String::new();
-            std::io::stdin()
-                .lock()
-                .read_to_string(&mut text)
-                .map_err(|source| InputError::Io {
-                    path: "<stdin>".into(),
-                    source,
-                })?;
-            return Record::parse_stream(&text, "<stdin>");
+            let (text, origin) = read_text(None)?;
+            return Record::parse_stream(&text, &origin);
         }
         let mut records = Vec::new();
         for path in paths {
-            let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            records.extend(Record::parse_stream(&text, &path.display().to_string())?);
+            let (text, origin) = read_text(Some(path))?;
+            records.extend(Record::parse_stream(&text, &origin)?);
         }
         Ok(records)
     }
@@ -193,6 +165,31 @@ impl Record {
         }
         out.write_all(b"\n")?;
         out.flush()
+    }
+}
+
+/// The whole text of `path`, or of stdin when `path` is `None` or `-`, with the name to use for it
+/// in messages (`<stdin>` or the path).
+pub fn read_text(path: Option<&Path>) -> Result<(String, String), InputError> {
+    match path {
+        Some(path) if path != Path::new("-") => {
+            let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            Ok((text, path.display().to_string()))
+        }
+        _ => {
+            let mut text = String::new();
+            std::io::stdin()
+                .lock()
+                .read_to_string(&mut text)
+                .map_err(|source| InputError::Io {
+                    path: "<stdin>".into(),
+                    source,
+                })?;
+            Ok((text, "<stdin>".to_string()))
+        }
     }
 }
 

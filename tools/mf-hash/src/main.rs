@@ -1,6 +1,5 @@
 //! mf-hash: read a run manifest (YAML or JSON), lint it, and hash its canonical form.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -8,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use runfn_core::canonical::sorted_keys;
 use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::record::read_text;
 use runfn_core::{Exit, InputError, Record};
 use runfn_manifest::digest::{DataDigest, digest_path, total_bytes};
 use runfn_manifest::hash::is_hash;
@@ -76,7 +76,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let (text, origin) = read_manifest(args.manifest.as_deref())?;
+    let (text, origin) = read_text(args.manifest.as_deref())?;
     let format = match (
         args.format,
         args.manifest.as_deref().and_then(Format::from_extension),
@@ -135,28 +135,6 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     record.set_section("manifest_hash", hash.map_or(Value::Null, Value::String));
     record.set_section("mf_hash", section);
     tool.finish(record, Exit::from_passed(passed))
-}
-
-fn read_manifest(path: Option<&std::path::Path>) -> Result<(String, String), InputError> {
-    match path {
-        Some(path) if path != std::path::Path::new("-") => {
-            let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            Ok((text, path.display().to_string()))
-        }
-        _ => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|source| InputError::Io {
-                    path: "<stdin>".into(),
-                    source,
-                })?;
-            Ok((text, "<stdin>".to_string()))
-        }
-    }
 }
 
 fn set_commit(manifest: &mut Value, commit: String, origin: &str) -> Result<(), InputError> {

@@ -1,0 +1,123 @@
+//! Column types inferred from text values (CSV), tolerant of a few bad values.
+//!
+//! A column whose sampled values all parse as one type gets that type. One stray "n/a" in a
+//! million numbers must not turn a numeric column into text: up to `TOLERANCE` of the non-empty
+//! sampled values may fail to parse; they are then counted and reported as bad values when read.
+
+use arrow::compute::kernels::cast_utils::Parser;
+use arrow::datatypes::{Date32Type, Float64Type, Int64Type, TimestampMicrosecondType};
+
+use crate::types::ColumnType;
+
+/// Rows read from the start of a snapshot to infer types: enough that a rare value pattern
+/// (a float among ints) is seen, few enough to take well under a second.
+pub const SAMPLE_ROWS: usize = 100_000;
+
+/// The largest share of sampled values that may fail to parse as the chosen type.
+pub const TOLERANCE: f64 = 0.001;
+
+/// Counts how many sampled values parse as each candidate type.
+#[derive(Debug, Clone, Default)]
+pub struct TypeVotes {
+    non_empty: u64,
+    bools: u64,
+    ints: u64,
+    floats: u64,
+    dates: u64,
+    timestamps: u64,
+}
+
+impl TypeVotes {
+    pub fn add(&mut self, value: &str) {
+        let value = value.trim();
+        if value.is_empty() {
+            return;
+        }
+        self.non_empty += 1;
+        if parses_as(ColumnType::Bool, value) {
+            self.bools += 1;
+        }
+        if parses_as(ColumnType::Int64, value) {
+            self.ints += 1;
+        }
+        if parses_as(ColumnType::Float64, value) {
+            self.floats += 1;
+        }
+        if parses_as(ColumnType::Date, value) {
+            self.dates += 1;
+        }
+        if parses_as(ColumnType::Timestamp, value) {
+            self.timestamps += 1;
+        }
+    }
+
+    /// The most specific type that nearly all values parse as; text otherwise.
+    pub fn decide(&self) -> ColumnType {
+        if self.non_empty == 0 {
+            return ColumnType::String;
+        }
+        let enough = |count: u64| count as f64 >= self.non_empty as f64 * (1.0 - TOLERANCE);
+        [
+            (ColumnType::Bool, self.bools),
+            (ColumnType::Int64, self.ints),
+            (ColumnType::Float64, self.floats),
+            (ColumnType::Date, self.dates),
+            (ColumnType::Timestamp, self.timestamps),
+        ]
+        .into_iter()
+        .find(|(_, count)| enough(*count))
+        .map_or(ColumnType::String, |(column_type, _)| column_type)
+    }
+}
+
+/// Whether `value` (trimmed, non-empty) is a valid literal of `column_type`, by the same parsers
+/// the cast uses.
+pub fn parses_as(column_type: ColumnType, value: &str) -> bool {
+    match column_type {
+        ColumnType::Bool => value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false"),
+        ColumnType::Int64 => Int64Type::parse(value).is_some(),
+        ColumnType::Float64 => Float64Type::parse(value).is_some_and(f64::is_finite) || is_nan_literal(value),
+        // A date is exactly YYYY-MM-DD; longer strings are timestamps.
+        ColumnType::Date => value.len() == 10 && Date32Type::parse(value).is_some(),
+        ColumnType::Timestamp => value.len() > 10 && TimestampMicrosecondType::parse(value).is_some(),
+        ColumnType::String => true,
+    }
+}
+
+fn is_nan_literal(value: &str) -> bool {
+    value.eq_ignore_ascii_case("nan")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn infer(values: &[&str]) -> ColumnType {
+        let mut votes = TypeVotes::default();
+        values.iter().for_each(|v| votes.add(v));
+        votes.decide()
+    }
+
+    #[test]
+    fn picks_the_most_specific_type() {
+        assert_eq!(infer(&["1", "2", "-3", ""]), ColumnType::Int64);
+        assert_eq!(infer(&["1", "2.5", "1e3"]), ColumnType::Float64);
+        assert_eq!(infer(&["true", "FALSE"]), ColumnType::Bool);
+        assert_eq!(infer(&["2026-08-01", "2025-03-01"]), ColumnType::Date);
+        assert_eq!(infer(&["2026-08-01T10:00:00Z", "2026-08-01 11:30:00"]), ColumnType::Timestamp);
+        assert_eq!(infer(&["C0000001", "C0000002"]), ColumnType::String);
+        assert_eq!(infer(&["", ""]), ColumnType::String);
+        assert_eq!(infer(&["2026-08", "2026-09"]), ColumnType::String);
+    }
+
+    #[test]
+    fn a_rare_bad_value_does_not_make_a_numeric_column_text() {
+        let mut values: Vec<String> = (0..5000).map(|i| format!("{}.5", i)).collect();
+        values.push("n/a".into());
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        assert_eq!(infer(&refs), ColumnType::Float64);
+        values.extend((0..100).map(|_| "n/a".to_string()));
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        assert_eq!(infer(&refs), ColumnType::String, "2% text is a text column");
+    }
+}

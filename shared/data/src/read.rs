@@ -1,0 +1,405 @@
+//! Reading a snapshot as typed Arrow batches with one schema across all its files.
+//!
+//! CSV is read as text and cast column by column, so a value that does not parse as its column's
+//! type becomes null and is counted and reported with its file and row, instead of failing the
+//! whole file or vanishing silently.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::compute::{CastOptions, cast_with_options};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde::Serialize;
+
+use crate::error::DataError;
+use crate::infer::{SAMPLE_ROWS, TypeVotes};
+use crate::source::{FileFormat, SourceFile, list_snapshot};
+use crate::types::{Column, ColumnType, arrow_schema};
+
+pub const BATCH_ROWS: usize = 64 * 1024;
+/// Examples of bad values kept per column; the count is always exact.
+const BAD_EXAMPLES: usize = 5;
+
+/// A snapshot: its files and the one schema they are all read as.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub root: PathBuf,
+    pub files: Vec<SourceFile>,
+    pub columns: Vec<Column>,
+    pub schema: SchemaRef,
+}
+
+/// One batch of rows, already cast to the snapshot's schema.
+#[derive(Debug, Clone)]
+pub struct TypedBatch {
+    pub batch: RecordBatch,
+    /// Index into `Snapshot::files`.
+    pub file: usize,
+    /// Row number (0-based, data rows only) of the batch's first row within its file.
+    pub first_row: u64,
+    pub bad_values: BadValues,
+}
+
+/// A value that did not parse as its column's type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct BadValue {
+    pub file: String,
+    /// 1-based data row within the file (the CSV line is one more, for the header).
+    pub row: u64,
+    pub value: String,
+}
+
+/// Bad values per column: exact counts, the first few examples.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct BadValues {
+    pub columns: BTreeMap<String, BadColumn>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct BadColumn {
+    pub count: u64,
+    pub examples: Vec<BadValue>,
+}
+
+impl BadValues {
+    pub fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.columns.values().map(|c| c.count).sum()
+    }
+
+    fn add(&mut self, column: &str, value: BadValue) {
+        let entry = self.columns.entry(column.to_string()).or_default();
+        entry.count += 1;
+        if entry.examples.len() < BAD_EXAMPLES {
+            entry.examples.push(value);
+        }
+    }
+
+    /// Merges `other`, keeping the earliest examples when both come in file order.
+    pub fn merge(&mut self, other: &BadValues) {
+        for (column, bad) in &other.columns {
+            let entry = self.columns.entry(column.clone()).or_default();
+            entry.count += bad.count;
+            let room = BAD_EXAMPLES.saturating_sub(entry.examples.len());
+            entry.examples.extend(bad.examples.iter().take(room).cloned());
+        }
+    }
+}
+
+impl Snapshot {
+    /// Lists the files under `root` and settles the schema: `types` fixes some columns (from a
+    /// schema file); the rest are inferred from the first `SAMPLE_ROWS` rows.
+    pub fn open(root: &Path, types: &BTreeMap<String, ColumnType>) -> Result<Snapshot, DataError> {
+        let files = list_snapshot(root)?;
+        let columns = match files[0].format {
+            FileFormat::Csv => csv_columns(&files, types)?,
+            FileFormat::JsonLines => json_columns(&files, types)?,
+            FileFormat::Parquet => parquet_columns(&files, types)?,
+        };
+        for name in types.keys() {
+            if !columns.iter().any(|c| &c.name == name) {
+                return Err(DataError::column(name, "is in the schema file but not in the snapshot"));
+            }
+        }
+        let schema = arrow_schema(&columns);
+        Ok(Snapshot { root: root.to_path_buf(), files, columns, schema })
+    }
+
+    pub fn column_type(&self, name: &str) -> Option<ColumnType> {
+        self.columns.iter().find(|c| c.name == name).map(|c| c.column_type)
+    }
+
+    /// Total bytes of the snapshot's files.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.bytes).sum()
+    }
+
+    /// The batches of file `file`, in order.
+    pub fn read_file(&self, file: usize) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError> {
+        let source = &self.files[file];
+        let open = || File::open(&source.path).map_err(|e| DataError::Io { path: source.path.clone(), source: e });
+        let path = source.path.clone();
+        let raw: Box<dyn Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + Send> = match source.format {
+            FileFormat::Csv => {
+                let text_schema = text_schema(&self.columns);
+                let reader = arrow::csv::ReaderBuilder::new(text_schema)
+                    .with_header(true)
+                    .with_batch_size(BATCH_ROWS)
+                    .build(open()?)
+                    .map_err(|e| DataError::file(&path, e))?;
+                Box::new(reader)
+            }
+            FileFormat::JsonLines => {
+                let reader = arrow::json::ReaderBuilder::new(self.schema.clone())
+                    .with_batch_size(BATCH_ROWS)
+                    .build(BufReader::new(open()?))
+                    .map_err(|e| DataError::file(&path, e))?;
+                Box::new(reader)
+            }
+            FileFormat::Parquet => {
+                let reader = ParquetRecordBatchReaderBuilder::try_new(open()?)
+                    .and_then(|b| b.with_batch_size(BATCH_ROWS).build())
+                    .map_err(|e| DataError::file(&path, format!("not a readable Parquet file: {e}")))?;
+                Box::new(reader)
+            }
+        };
+        let mut next_row = 0u64;
+        Ok(Box::new(raw.map(move |batch| {
+            let batch = batch.map_err(|e| DataError::file(&path, describe_read_error(e, next_row)))?;
+            let first_row = next_row;
+            next_row += batch.num_rows() as u64;
+            self.type_batch(batch, file, first_row)
+        })))
+    }
+
+    /// Casts a raw batch to the snapshot schema, collecting values that do not parse.
+    fn type_batch(&self, batch: RecordBatch, file: usize, first_row: u64) -> Result<TypedBatch, DataError> {
+        let path = &self.files[file].path;
+        let mut bad_values = BadValues::default();
+        let options = CastOptions { safe: true, ..Default::default() };
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
+        for column in &self.columns {
+            let raw = batch
+                .column_by_name(&column.name)
+                .ok_or_else(|| DataError::file(path, format!("has no column `{}`", column.name)))?;
+            let target = column.column_type.data_type();
+            let typed = cast_with_options(raw, &target, &options)
+                .map_err(|e| DataError::file(path, format!("column `{}`: {e}", column.name)))?;
+            if typed.null_count() > raw.null_count() {
+                collect_bad(raw, &typed, &column.name, path, first_row, &mut bad_values);
+            }
+            arrays.push(typed);
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| DataError::file(path, e))?;
+        Ok(TypedBatch { batch, file, first_row, bad_values })
+    }
+}
+
+/// Values that were present before the cast and null after it did not parse.
+fn collect_bad(raw: &ArrayRef, typed: &ArrayRef, column: &str, path: &Path, first_row: u64, bad: &mut BadValues) {
+    let text = cast_with_options(raw, &DataType::Utf8, &CastOptions::default()).ok();
+    let text = text.as_ref().and_then(|t| t.as_any().downcast_ref::<StringArray>());
+    for row in 0..raw.len() {
+        if raw.is_valid(row) && typed.is_null(row) {
+            let value = text.map(|t| t.value(row).to_string()).unwrap_or_default();
+            if value.trim().is_empty() {
+                continue;
+            }
+            let file = path.display().to_string();
+            bad.add(column, BadValue { file, row: first_row + row as u64 + 1, value });
+        }
+    }
+}
+
+/// arrow-csv counts lines from the start of each batch; say where in the file it was.
+fn describe_read_error(error: arrow::error::ArrowError, rows_before: u64) -> String {
+    let message = error.to_string();
+    if message.contains("incorrect number of fields") {
+        format!("ragged CSV after data row {rows_before}: {message}")
+    } else {
+        message
+    }
+}
+
+fn text_schema(columns: &[Column]) -> SchemaRef {
+    Arc::new(Schema::new(columns.iter().map(|c| Field::new(&c.name, DataType::Utf8, true)).collect::<Vec<_>>()))
+}
+
+fn csv_header(path: &Path) -> Result<Vec<String>, DataError> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| DataError::file(path, e))?;
+    let header = reader.headers().map_err(|e| DataError::file(path, e))?;
+    let names: Vec<String> = header.iter().map(str::to_string).collect();
+    if names.is_empty() || names.iter().all(String::is_empty) {
+        return Err(DataError::file(path, "has no header row"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for name in &names {
+        if name.is_empty() {
+            return Err(DataError::file(path, "the header has an empty column name"));
+        }
+        if !seen.insert(name) {
+            return Err(DataError::file(path, format!("the header names `{name}` twice")));
+        }
+    }
+    Ok(names)
+}
+
+fn csv_columns(files: &[SourceFile], types: &BTreeMap<String, ColumnType>) -> Result<Vec<Column>, DataError> {
+    let names = csv_header(&files[0].path)?;
+    for file in &files[1..] {
+        let other = csv_header(&file.path)?;
+        if other != names {
+            return Err(DataError::file(&file.path, format!("its header differs from {}'s", files[0].path.display())));
+        }
+    }
+    let mut votes = vec![TypeVotes::default(); names.len()];
+    let mut sampled = 0usize;
+    'files: for file in files {
+        let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(&file.path).map_err(|e| DataError::file(&file.path, e))?;
+        for record in reader.records() {
+            let record = record.map_err(|e| DataError::file(&file.path, e))?;
+            for (vote, value) in votes.iter_mut().zip(record.iter()) {
+                vote.add(value);
+            }
+            sampled += 1;
+            if sampled >= SAMPLE_ROWS {
+                break 'files;
+            }
+        }
+    }
+    Ok(names
+        .into_iter()
+        .zip(votes)
+        .map(|(name, vote)| {
+            let column_type = types.get(&name).copied().unwrap_or_else(|| vote.decide());
+            Column { name, column_type }
+        })
+        .collect())
+}
+
+fn json_columns(files: &[SourceFile], types: &BTreeMap<String, ColumnType>) -> Result<Vec<Column>, DataError> {
+    use std::io::BufRead;
+    let file = &files[0];
+    let reader = BufReader::new(File::open(&file.path).map_err(|e| DataError::Io { path: file.path.clone(), source: e })?);
+    let lines = reader.lines().take(SAMPLE_ROWS).map(|line| {
+        line.map_err(|e| arrow::error::ArrowError::ExternalError(Box::new(e)))
+            .and_then(|l| serde_json::from_str::<serde_json::Value>(&l).map_err(|e| arrow::error::ArrowError::JsonError(e.to_string())))
+    });
+    let schema = arrow::json::reader::infer_json_schema_from_iterator(lines).map_err(|e| DataError::file(&file.path, e))?;
+    columns_of_schema(&schema, &file.path, types)
+}
+
+fn parquet_columns(files: &[SourceFile], types: &BTreeMap<String, ColumnType>) -> Result<Vec<Column>, DataError> {
+    let mut result: Option<Vec<Column>> = None;
+    for file in files {
+        let handle = File::open(&file.path).map_err(|e| DataError::Io { path: file.path.clone(), source: e })?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(handle)
+            .map_err(|e| DataError::file(&file.path, format!("not a readable Parquet file: {e}")))?;
+        let columns = columns_of_schema(builder.schema(), &file.path, types)?;
+        match &result {
+            None => result = Some(columns),
+            Some(first) if *first != columns => {
+                return Err(DataError::file(&file.path, format!("its schema differs from {}'s", files[0].path.display())));
+            }
+            Some(_) => {}
+        }
+    }
+    result.ok_or_else(|| DataError::Other("no Parquet files".into()))
+}
+
+fn columns_of_schema(schema: &Schema, path: &Path, types: &BTreeMap<String, ColumnType>) -> Result<Vec<Column>, DataError> {
+    schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let column_type = match types.get(field.name()) {
+                Some(t) => *t,
+                None => ColumnType::from_data_type(field.data_type()).ok_or_else(|| {
+                    DataError::file(path, format!("column `{}` has the unsupported type {}", field.name(), field.data_type()))
+                })?,
+            };
+            Ok(Column { name: field.name().clone(), column_type })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Float64Array, Int64Array};
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+
+    fn read_all(snapshot: &Snapshot) -> Result<Vec<TypedBatch>, DataError> {
+        let mut out = Vec::new();
+        for file in 0..snapshot.files.len() {
+            for batch in snapshot.read_file(file)? {
+                out.push(batch?);
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn csv_types_are_inferred_and_bad_values_reported_with_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::from("id,spend,day,tier\n");
+        for i in 0..2000 {
+            let spend = if i == 1500 { "n/a".to_string() } else { format!("{}.25", i) };
+            text.push_str(&format!("C{i},{spend},2026-08-{:02},gold\n", i % 28 + 1));
+        }
+        write(dir.path(), "part-0.csv", &text);
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        let types: Vec<_> = snapshot.columns.iter().map(|c| c.column_type).collect();
+        assert_eq!(types, [ColumnType::String, ColumnType::Float64, ColumnType::Date, ColumnType::String]);
+        let batches = read_all(&snapshot).unwrap();
+        let bad = &batches[0].bad_values.columns["spend"];
+        assert_eq!(bad.count, 1);
+        assert_eq!((bad.examples[0].row, bad.examples[0].value.as_str()), (1501, "n/a"));
+        let spend = batches[0].batch.column(1).as_any().downcast_ref::<Float64Array>().unwrap();
+        assert!(spend.is_null(1500));
+        assert_eq!(spend.value(3), 3.25);
+    }
+
+    #[test]
+    fn schema_file_types_win() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.csv", "code,n\n001,1\n002,2\n");
+        let types = BTreeMap::from([("code".to_string(), ColumnType::String)]);
+        let snapshot = Snapshot::open(dir.path(), &types).unwrap();
+        assert_eq!(snapshot.column_type("code"), Some(ColumnType::String));
+        assert_eq!(snapshot.column_type("n"), Some(ColumnType::Int64));
+        let batches = read_all(&snapshot).unwrap();
+        let n = batches[0].batch.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(n.values(), &[1, 2]);
+    }
+
+    #[test]
+    fn ragged_csv_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.csv", "x,y\n1,2\n3\n");
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        let err = read_all(&snapshot).unwrap_err().to_string();
+        assert!(err.contains("a.csv: ") && err.contains("ragged CSV"), "{err}");
+    }
+
+    #[test]
+    fn headers_must_agree_and_be_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.csv", "x,y\n1,2\n");
+        write(dir.path(), "b.csv", "x,z\n1,2\n");
+        let err = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("b.csv: its header differs"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.csv", "x,x\n1,2\n");
+        let err = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("names `x` twice"), "{err}");
+    }
+
+    #[test]
+    fn truncated_parquet_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.parquet", "PAR1 this is not really parquet");
+        let err = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap_err().to_string();
+        assert!(err.contains("a.parquet: not a readable Parquet file"), "{err}");
+    }
+
+    #[test]
+    fn json_lines_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.jsonl", "{\"id\": \"a\", \"n\": 1, \"x\": 0.5}\n{\"id\": \"b\", \"n\": 2, \"x\": 1.5}\n");
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        assert_eq!(snapshot.column_type("n"), Some(ColumnType::Int64));
+        assert_eq!(read_all(&snapshot).unwrap()[0].batch.num_rows(), 2);
+    }
+}

@@ -1,0 +1,104 @@
+//! `index.json`: what a shard folder holds, and the proof that it is whole.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::DataError;
+use crate::read::BadValues;
+use crate::types::Column;
+
+pub const INDEX_NAME: &str = "index.json";
+pub const INDEX_FORMAT: &str = "runfn-shards-v1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardIndex {
+    pub format: String,
+    pub seed: u64,
+    pub source: Source,
+    pub columns: Vec<Column>,
+    /// Split name → rule and shards, in manifest order.
+    pub splits: BTreeMap<String, SplitEntry>,
+    /// Rows that matched no split: counted, left out.
+    pub unassigned_rows: u64,
+    /// Values that did not parse as their column's type (stored as nulls).
+    pub bad_values: BadValues,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub path: String,
+    pub files: u64,
+    pub bytes: u64,
+    /// `blake3:<hex>` over the snapshot's files (the `runfn-data-v1` digest of mf-hash).
+    pub digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitEntry {
+    pub rule: String,
+    pub rows: u64,
+    pub shards: Vec<ShardEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardEntry {
+    /// Relative to the shard folder, `/`-separated.
+    pub path: String,
+    pub rows: u64,
+    pub bytes: u64,
+    pub blake3: String,
+}
+
+impl ShardIndex {
+    /// Reads `dir/index.json`; with `verify`, re-hashes every shard and refuses a mismatch.
+    pub fn load(dir: &Path, verify: bool) -> Result<ShardIndex, DataError> {
+        let path = dir.join(INDEX_NAME);
+        let text = std::fs::read_to_string(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                DataError::file(&path, "missing: the folder holds no finished shards (shardify did not complete)")
+            } else {
+                DataError::Io { path: path.clone(), source }
+            }
+        })?;
+        let index: ShardIndex = serde_json::from_str(&text).map_err(|e| DataError::file(&path, format!("not a shard index: {e}")))?;
+        if index.format != INDEX_FORMAT {
+            return Err(DataError::file(&path, format!("format `{}`, expected `{INDEX_FORMAT}`", index.format)));
+        }
+        if verify {
+            index.verify(dir)?;
+        }
+        Ok(index)
+    }
+
+    /// Re-hashes every shard: a missing, truncated or altered shard is an error naming it.
+    pub fn verify(&self, dir: &Path) -> Result<(), DataError> {
+        use rayon::prelude::*;
+        self.splits.values().flat_map(|s| &s.shards).collect::<Vec<_>>().par_iter().try_for_each(|shard| {
+            let path = dir.join(&shard.path);
+            let bytes = std::fs::read(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
+            let hash = blake3::hash(&bytes).to_hex().to_string();
+            if bytes.len() as u64 != shard.bytes || hash != shard.blake3 {
+                return Err(DataError::file(&path, "does not match index.json (changed or truncated since shardify wrote it)"));
+            }
+            Ok(())
+        })
+    }
+
+    /// The shard files of `split`, in order.
+    pub fn shard_paths(&self, dir: &Path, split: &str) -> Vec<PathBuf> {
+        self.splits.get(split).map(|s| s.shards.iter().map(|e| dir.join(&e.path)).collect()).unwrap_or_default()
+    }
+
+    /// blake3 of the index file's bytes: names this exact set of shards.
+    pub fn file_blake3(dir: &Path) -> Result<String, DataError> {
+        let path = dir.join(INDEX_NAME);
+        let bytes = std::fs::read(&path).map_err(|source| DataError::Io { path, source })?;
+        Ok(blake3::hash(&bytes).to_hex().to_string())
+    }
+}

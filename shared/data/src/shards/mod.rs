@@ -1,0 +1,12 @@
+//! Parquet shards: each split written as `OUT/<split>/part-NNNNN.parquet`, rows shuffled by a
+//! permutation derived from the seed, with `OUT/index.json` written last.
+
+mod index;
+mod shuffle;
+mod writer;
+
+pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry};
+pub use shuffle::{ShardOptions, ShardProgress, shardify};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,128 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use arrow::array::AsArray;
+use arrow::datatypes::Int64Type;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::*;
+use crate::read::Snapshot;
+use crate::split::Splits;
+
+fn write_snapshot(dir: &Path, rows: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    for part in 0..2 {
+        let mut text = String::from("id,day,n,note\n");
+        for i in (part * rows / 2)..((part + 1) * rows / 2) {
+            text.push_str(&format!("C{i:07},2026-{:02}-{:02},{i},note {}\n", 6 + i % 4, i % 28 + 1, i % 97));
+        }
+        std::fs::write(dir.join(format!("part-{part}.csv")), text).unwrap();
+    }
+}
+
+fn splits(snapshot: &Snapshot) -> Splits {
+    let rules = [("train", "day < 2026-08-01"), ("val", "2026-08"), ("test", "2026-09")];
+    let rules: Vec<(String, String)> = rules.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    Splits::parse(&rules, Some("day"), |c| snapshot.column_type(c)).unwrap()
+}
+
+fn options(out: &Path, memory_bytes: u64) -> ShardOptions {
+    ShardOptions { out: out.to_path_buf(), seed: 42, memory_bytes, shard_rows: 700, row_group_rows: 256, zstd_level: 3 }
+}
+
+fn run(data: &Path, out: &Path, memory_bytes: u64) -> ShardIndex {
+    let snapshot = Snapshot::open(data, &BTreeMap::new()).unwrap();
+    shardify(&snapshot, &splits(&snapshot), &options(out, memory_bytes), &|_| {}).unwrap().0
+}
+
+fn all_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    for split in ["train", "val", "test"] {
+        for entry in std::fs::read_dir(dir.join(split)).unwrap() {
+            let path = entry.unwrap().path();
+            files.insert(path.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&path).unwrap());
+        }
+    }
+    files.insert("index.json".into(), std::fs::read(dir.join("index.json")).unwrap());
+    files
+}
+
+fn ids(path: &Path) -> Vec<i64> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap().build().unwrap();
+    reader.flat_map(|b| b.unwrap().column(2).as_primitive::<Int64Type>().values().to_vec()).collect()
+}
+
+#[test]
+fn splits_rows_into_shuffled_shards_with_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    write_snapshot(&dir.path().join("data"), 4000);
+    let index = run(&dir.path().join("data"), &dir.path().join("out"), 1 << 30);
+    assert_eq!(index.splits["train"].rows, 2000);
+    assert_eq!(index.splits["val"].rows, 1000);
+    assert_eq!(index.splits["test"].rows, 1000);
+    assert_eq!(index.unassigned_rows, 0);
+    assert_eq!(index.splits["train"].shards.len(), 3, "700-row shards");
+    assert_eq!(index.splits["train"].shards.iter().map(|s| s.rows).collect::<Vec<_>>(), [700, 700, 600]);
+    let out = dir.path().join("out");
+    ShardIndex::load(&out, true).unwrap();
+    let mut train: Vec<i64> = index.shard_paths(&out, "train").iter().flat_map(|p| ids(p)).collect();
+    let shuffled = train.clone();
+    train.sort();
+    assert_ne!(shuffled, train, "rows are shuffled");
+    let expected: Vec<i64> = (0..4000).filter(|i| 6 + i % 4 < 8).collect();
+    assert_eq!(train, expected, "every train row exactly once");
+}
+
+#[test]
+fn same_input_and_seed_give_identical_bytes_whatever_the_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    write_snapshot(&dir.path().join("data"), 6000);
+    run(&dir.path().join("data"), &dir.path().join("a"), 1 << 30);
+    run(&dir.path().join("data"), &dir.path().join("b"), 1 << 30);
+    // A tiny budget forces many buckets and spills to disk.
+    run(&dir.path().join("data"), &dir.path().join("c"), 64 << 10);
+    let a = all_files(&dir.path().join("a"));
+    assert_eq!(a, all_files(&dir.path().join("b")));
+    assert_eq!(a, all_files(&dir.path().join("c")));
+}
+
+#[test]
+fn another_seed_gives_another_order() {
+    let dir = tempfile::tempdir().unwrap();
+    write_snapshot(&dir.path().join("data"), 2000);
+    let snapshot = Snapshot::open(&dir.path().join("data"), &BTreeMap::new()).unwrap();
+    let mut other = options(&dir.path().join("b"), 1 << 30);
+    other.seed = 43;
+    shardify(&snapshot, &splits(&snapshot), &options(&dir.path().join("a"), 1 << 30), &|_| {}).unwrap();
+    shardify(&snapshot, &splits(&snapshot), &other, &|_| {}).unwrap();
+    assert_ne!(ids(&dir.path().join("a/train/part-00000.parquet")), ids(&dir.path().join("b/train/part-00000.parquet")));
+}
+
+#[test]
+fn verify_catches_a_changed_shard_and_a_missing_index() {
+    let dir = tempfile::tempdir().unwrap();
+    write_snapshot(&dir.path().join("data"), 2000);
+    let out = dir.path().join("out");
+    run(&dir.path().join("data"), &out, 1 << 30);
+    let shard = out.join("val/part-00000.parquet");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    bytes.truncate(bytes.len() - 10);
+    std::fs::write(&shard, bytes).unwrap();
+    let err = ShardIndex::load(&out, true).unwrap_err().to_string();
+    assert!(err.contains("val/part-00000.parquet: does not match index.json"), "{err}");
+    std::fs::remove_file(out.join("index.json")).unwrap();
+    let err = ShardIndex::load(&out, false).unwrap_err().to_string();
+    assert!(err.contains("shardify did not complete"), "{err}");
+}
+
+#[test]
+fn a_row_in_two_splits_is_an_error_naming_file_and_row() {
+    let dir = tempfile::tempdir().unwrap();
+    write_snapshot(&dir.path().join("data"), 200);
+    let snapshot = Snapshot::open(&dir.path().join("data"), &BTreeMap::new()).unwrap();
+    let rules = vec![("train".to_string(), "day < 2026-08-15".to_string()), ("val".to_string(), "2026-08".to_string())];
+    let splits = Splits::parse(&rules, Some("day"), |c| snapshot.column_type(c)).unwrap();
+    let err = shardify(&snapshot, &splits, &options(&dir.path().join("out"), 1 << 30), &|_| {}).unwrap_err().to_string();
+    assert!(err.contains("part-0.csv: row 3 falls in both splits `train` and `val`"), "{err}");
+    assert!(!dir.path().join("out/index.json").exists());
+}

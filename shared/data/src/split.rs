@@ -1,0 +1,369 @@
+//! Split expressions from `manifest.data.splits`, and the split each row belongs to.
+//!
+//! Forms (dates as `YYYY-MM-DD`, months as `YYYY-MM`):
+//! - `<column> < 2026-08-01` (also `<=`, `>`, `>=`; a date, timestamp or number on the right);
+//! - a bare period of `manifest.data.time`: `2026-08` (that month), `2026-08-01` (that day),
+//!   `2026-08-01..2026-08-15` or `2026-07..2026-08` (both ends included);
+//! - entity-hash fractions for data without time: `hash(customer_id) < 0.8`,
+//!   `hash(customer_id) >= 0.9`, `0.8 <= hash(customer_id) < 0.9`.
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::compute::cast;
+use arrow::compute::kernels::cast_utils::Parser;
+use arrow::datatypes::{DataType, Date32Type, Float64Type, TimeUnit, TimestampMicrosecondType};
+
+use crate::error::DataError;
+use crate::types::ColumnType;
+
+const MICROS_PER_DAY: f64 = 86_400_000_000.0;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    pub name: String,
+    pub rule: String,
+    condition: Condition,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Condition {
+    /// `lower <= value < upper` (each side optional, inclusive as given) over the column's values,
+    /// temporal values in microseconds since the epoch.
+    Range { column: String, lower: Option<(f64, bool)>, upper: Option<(f64, bool)> },
+    /// `lower <= hash(column) < upper`.
+    Hash { column: String, lower: f64, upper: f64 },
+}
+
+/// The splits of a manifest, checked against the snapshot's columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Splits {
+    pub splits: Vec<Split>,
+}
+
+/// Where rows fall: one split index per row, or `None` for a row in no split.
+pub type Assignment = Vec<Option<u8>>;
+
+/// A row that two splits both claim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overlap {
+    pub row: usize,
+    pub first: String,
+    pub second: String,
+}
+
+impl Splits {
+    /// Parses `(name, rule)` pairs; `time` is `manifest.data.time`, `column_type` looks up columns.
+    pub fn parse(
+        rules: &[(String, String)],
+        time: Option<&str>,
+        column_type: impl Fn(&str) -> Option<ColumnType>,
+    ) -> Result<Splits, DataError> {
+        if rules.len() > u8::MAX as usize {
+            return Err(DataError::Other("too many splits (at most 255)".into()));
+        }
+        let mut splits = Vec::new();
+        for (name, rule) in rules {
+            let field = format!("manifest.data.splits.{name}");
+            let condition = parse_rule(rule, time).map_err(|message| DataError::column(&field, format!("`{rule}`: {message}")))?;
+            let column = match &condition {
+                Condition::Range { column, .. } | Condition::Hash { column, .. } => column,
+            };
+            let column_type = column_type(column).ok_or_else(|| {
+                DataError::column(&field, format!("`{rule}` uses the column `{column}`, which the snapshot does not have"))
+            })?;
+            if matches!(condition, Condition::Range { .. }) && !(column_type.is_temporal() || column_type.is_numeric()) {
+                return Err(DataError::column(&field, format!("`{rule}` compares `{column}`, a {} column; it must hold dates, times or numbers", column_type.name())));
+            }
+            splits.push(Split { name: name.clone(), rule: rule.clone(), condition });
+        }
+        Ok(Splits { splits })
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.splits.iter().map(|s| s.name.as_str())
+    }
+
+    /// The split of each row of `batch`. A row in two splits is an error.
+    pub fn assign(&self, batch: &RecordBatch) -> Result<Assignment, Overlap> {
+        let mut assignment: Assignment = vec![None; batch.num_rows()];
+        for (index, split) in self.splits.iter().enumerate() {
+            let members = split.condition.evaluate(batch);
+            for (row, member) in members.into_iter().enumerate() {
+                if !member {
+                    continue;
+                }
+                if let Some(previous) = assignment[row] {
+                    return Err(Overlap {
+                        row,
+                        first: self.splits[previous as usize].name.clone(),
+                        second: split.name.clone(),
+                    });
+                }
+                assignment[row] = Some(index as u8);
+            }
+        }
+        Ok(assignment)
+    }
+
+    /// Columns the rules read.
+    pub fn columns(&self) -> Vec<&str> {
+        self.splits
+            .iter()
+            .map(|s| match &s.condition {
+                Condition::Range { column, .. } | Condition::Hash { column, .. } => column.as_str(),
+            })
+            .collect()
+    }
+
+    /// True when every rule is a time range over `time`, so splits have a time order.
+    pub fn is_time_split(&self, time: &str) -> bool {
+        self.splits.iter().all(|s| matches!(&s.condition, Condition::Range { column, .. } if column == time))
+    }
+}
+
+impl Condition {
+    fn evaluate(&self, batch: &RecordBatch) -> Vec<bool> {
+        match self {
+            Condition::Range { column, lower, upper } => {
+                let Some(values) = batch.column_by_name(column).map(numeric_values) else {
+                    return vec![false; batch.num_rows()];
+                };
+                values
+                    .into_iter()
+                    .map(|value| {
+                        value.is_some_and(|v| {
+                            lower.is_none_or(|(l, inclusive)| if inclusive { v >= l } else { v > l })
+                                && upper.is_none_or(|(u, inclusive)| if inclusive { v <= u } else { v < u })
+                        })
+                    })
+                    .collect()
+            }
+            Condition::Hash { column, lower, upper } => match batch.column_by_name(column) {
+                Some(array) => entity_fractions(array)
+                    .into_iter()
+                    .map(|f| f.is_some_and(|f| f >= *lower && f < *upper))
+                    .collect(),
+                None => vec![false; batch.num_rows()],
+            },
+        }
+    }
+}
+
+/// The position of an entity in [0, 1): the first 8 bytes of blake3 of its text form. The same
+/// entity always lands in the same split, on every machine.
+pub fn entity_fraction(text: &str) -> f64 {
+    let hash = blake3::hash(text.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash.as_bytes()[..8]);
+    (u64::from_le_bytes(first) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn entity_fractions(array: &ArrayRef) -> Vec<Option<f64>> {
+    let Ok(text) = cast(array, &DataType::Utf8) else { return vec![None; array.len()] };
+    let text = text.as_string::<i32>();
+    (0..text.len()).map(|i| text.is_valid(i).then(|| entity_fraction(text.value(i)))).collect()
+}
+
+/// Column values as f64 (temporal ones in microseconds since the epoch); nulls as `None`.
+pub fn numeric_values(array: &ArrayRef) -> Vec<Option<f64>> {
+    let (target, scale) = match array.data_type() {
+        DataType::Date32 => (DataType::Int64, MICROS_PER_DAY),
+        DataType::Timestamp(_, _) => (DataType::Timestamp(TimeUnit::Microsecond, None), 1.0),
+        _ => (DataType::Float64, 1.0),
+    };
+    let Ok(converted) = cast(array, &target).and_then(|a| cast(&a, &DataType::Float64)) else {
+        return vec![None; array.len()];
+    };
+    let values = converted.as_primitive::<Float64Type>();
+    (0..values.len()).map(|i| values.is_valid(i).then(|| values.value(i) * scale)).collect()
+}
+
+fn parse_rule(rule: &str, time: Option<&str>) -> Result<Condition, String> {
+    let rule = rule.trim();
+    if rule.contains("hash(") {
+        return parse_hash(rule);
+    }
+    for op in ["<=", ">=", "<", ">"] {
+        if let Some((column, literal)) = rule.split_once(op) {
+            let (column, literal) = (column.trim(), literal.trim());
+            if column.is_empty() || column.contains(char::is_whitespace) {
+                return Err(format!("`{column}` is not a column name"));
+            }
+            let value = parse_point(literal).ok_or_else(|| format!("`{literal}` is not a date, timestamp or number"))?;
+            let bound = Some((value, op.len() == 2));
+            let (lower, upper) = if op.starts_with('<') { (None, bound) } else { (bound, None) };
+            return Ok(Condition::Range { column: column.to_string(), lower, upper });
+        }
+    }
+    let time = time.ok_or("a bare period needs manifest.data.time to name the time column")?;
+    let (start, end) = match rule.split_once("..") {
+        Some((start, end)) => (period(start.trim())?.0, period(end.trim())?.1),
+        None => period(rule)?,
+    };
+    if end <= start {
+        return Err("the period ends before it starts".into());
+    }
+    Ok(Condition::Range { column: time.to_string(), lower: Some((start, true)), upper: Some((end, false)) })
+}
+
+/// `[start, end)` in microseconds of a day `YYYY-MM-DD`, a month `YYYY-MM` or a year `YYYY`.
+fn period(text: &str) -> Result<(f64, f64), String> {
+    let day = |s: &str| Date32Type::parse(s).filter(|_| s.len() == 10).map(|d| d as f64 * MICROS_PER_DAY);
+    let bad = || format!("`{text}` is not a period (YYYY, YYYY-MM or YYYY-MM-DD)");
+    match text.len() {
+        10 => {
+            let start = day(text).ok_or_else(bad)?;
+            Ok((start, start + MICROS_PER_DAY))
+        }
+        7 => {
+            let (year, month) = text.split_once('-').ok_or_else(bad)?;
+            let (year, month): (i32, u32) = (year.parse().map_err(|_| bad())?, month.parse().map_err(|_| bad())?);
+            let start = day(&format!("{year:04}-{month:02}-01")).ok_or_else(bad)?;
+            let (next_year, next_month) = if month == 12 { (year + 1, 1) } else { (year, month + 1) };
+            Ok((start, day(&format!("{next_year:04}-{next_month:02}-01")).ok_or_else(bad)?))
+        }
+        4 => {
+            let year: i32 = text.parse().map_err(|_| bad())?;
+            Ok((day(&format!("{year:04}-01-01")).ok_or_else(bad)?, day(&format!("{:04}-01-01", year + 1)).ok_or_else(bad)?))
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// A date (midnight), timestamp or number.
+fn parse_point(text: &str) -> Option<f64> {
+    let text = text.trim_matches(|c| c == '"' || c == '\'');
+    if text.len() == 10 {
+        if let Some(days) = Date32Type::parse(text) {
+            return Some(days as f64 * MICROS_PER_DAY);
+        }
+    }
+    if text.len() > 10 {
+        if let Some(micros) = TimestampMicrosecondType::parse(text) {
+            return Some(micros as f64);
+        }
+    }
+    text.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+fn parse_hash(rule: &str) -> Result<Condition, String> {
+    let start = rule.find("hash(").ok_or("expected hash(<column>)")?;
+    let close = rule[start..].find(')').ok_or("unclosed hash(")? + start;
+    let column = rule[start + 5..close].trim();
+    if column.is_empty() {
+        return Err("hash() needs a column".into());
+    }
+    let fraction = |s: &str| -> Result<f64, String> {
+        let value: f64 = s.trim().parse().map_err(|_| format!("`{}` is not a fraction", s.trim()))?;
+        if (0.0..=1.0).contains(&value) { Ok(value) } else { Err(format!("{value} is not between 0 and 1")) }
+    };
+    let (before, after) = (rule[..start].trim(), rule[close + 1..].trim());
+    let mut lower = 0.0;
+    let mut upper = 1.0 + f64::EPSILON;
+    if !before.is_empty() {
+        let value = before.strip_suffix("<=").ok_or("write `a <= hash(col) < b`")?;
+        lower = fraction(value)?;
+    }
+    if let Some(value) = after.strip_prefix("<") {
+        if value.starts_with('=') {
+            return Err("use `hash(col) < x`: fractions are half-open".into());
+        }
+        upper = fraction(value)?;
+    } else if let Some(value) = after.strip_prefix(">=") {
+        if !before.is_empty() {
+            return Err("write `a <= hash(col) < b`".into());
+        }
+        lower = fraction(value)?;
+    } else if !after.is_empty() {
+        return Err("expected `< x` or `>= x` after hash(col)".into());
+    }
+    if lower >= upper {
+        return Err("the fraction range is empty".into());
+    }
+    Ok(Condition::Hash { column: column.to_string(), lower, upper })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Date32Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
+
+    fn days(date: &str) -> i32 {
+        Date32Type::parse(date).unwrap()
+    }
+
+    fn batch(dates: &[&str], ids: &[&str]) -> RecordBatch {
+        let schema = Schema::new(vec![Field::new("signup_date", DataType::Date32, true), Field::new("id", DataType::Utf8, true)]);
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Date32Array::from(dates.iter().map(|d| days(d)).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(ids.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn types(name: &str) -> Option<ColumnType> {
+        match name {
+            "signup_date" => Some(ColumnType::Date),
+            "id" => Some(ColumnType::String),
+            _ => None,
+        }
+    }
+
+    fn splits(rules: &[(&str, &str)]) -> Result<Splits, DataError> {
+        let rules: Vec<(String, String)> = rules.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        Splits::parse(&rules, Some("signup_date"), types)
+    }
+
+    #[test]
+    fn time_splits_from_the_manifest_example() {
+        let s = splits(&[("train", "signup_date < 2026-08-01"), ("val", "2026-08"), ("test", "2026-09-01..2026-09-15")]).unwrap();
+        let b = batch(&["2026-07-31", "2026-08-01", "2026-08-31", "2026-09-01", "2026-09-15", "2026-09-16"], &["a"; 6]);
+        assert_eq!(s.assign(&b).unwrap(), vec![Some(0), Some(1), Some(1), Some(2), Some(2), None]);
+        assert!(s.is_time_split("signup_date"));
+    }
+
+    #[test]
+    fn months_years_and_comparisons() {
+        let s = splits(&[("a", "2025"), ("b", "2026-01..2026-02"), ("c", "signup_date >= 2026-03-01")]).unwrap();
+        let b = batch(&["2025-12-31", "2026-01-01", "2026-02-28", "2026-03-01"], &["a"; 4]);
+        assert_eq!(s.assign(&b).unwrap(), vec![Some(0), Some(1), Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn entity_hash_fractions_partition_by_entity() {
+        let s = splits(&[("train", "hash(id) < 0.8"), ("val", "0.8 <= hash(id) < 0.9"), ("test", "hash(id) >= 0.9")]).unwrap();
+        let ids: Vec<String> = (0..10_000).map(|i| format!("C{i:07}")).collect();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let b = batch(&vec!["2026-01-01"; refs.len()], &refs);
+        let assignment = s.assign(&b).unwrap();
+        assert!(assignment.iter().all(Option::is_some));
+        let train = assignment.iter().filter(|a| **a == Some(0)).count() as f64 / 10_000.0;
+        assert!((train - 0.8).abs() < 0.02, "{train}");
+        assert!(!s.is_time_split("signup_date"));
+    }
+
+    #[test]
+    fn overlapping_rules_name_the_row_and_splits() {
+        let s = splits(&[("train", "signup_date < 2026-08-15"), ("val", "2026-08")]).unwrap();
+        let overlap = s.assign(&batch(&["2026-07-01", "2026-08-02"], &["a", "b"])).unwrap_err();
+        assert_eq!(overlap, Overlap { row: 1, first: "train".into(), second: "val".into() });
+    }
+
+    #[test]
+    fn bad_rules_are_explained() {
+        let err = splits(&[("train", "created_at < 2026-08-01")]).unwrap_err().to_string();
+        assert!(err.contains("uses the column `created_at`, which the snapshot does not have"), "{err}");
+        let err = splits(&[("train", "id < 2026-08-01")]).unwrap_err().to_string();
+        assert!(err.contains("a string column"), "{err}");
+        let err = splits(&[("val", "2026-13")]).unwrap_err().to_string();
+        assert!(err.contains("is not a period"), "{err}");
+        let err = splits(&[("val", "hash(id) < 1.5")]).unwrap_err().to_string();
+        assert!(err.contains("not between 0 and 1"), "{err}");
+        let no_time = Splits::parse(&[("val".into(), "2026-08".into())], None, types).unwrap_err().to_string();
+        assert!(no_time.contains("needs manifest.data.time"), "{no_time}");
+    }
+}

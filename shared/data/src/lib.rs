@@ -2,11 +2,14 @@
 
 pub mod error;
 pub mod infer;
+pub mod partitioned;
 pub mod read;
 pub mod shards;
 pub mod source;
+pub mod spec;
 pub mod split;
 pub mod types;
+pub mod values;
 
 pub use error::DataError;
 pub use read::{BadValue, Snapshot, TypedBatch};

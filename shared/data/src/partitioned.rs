@@ -1,0 +1,102 @@
+//! A snapshot seen through its splits: from the raw snapshot and the split rules, or from shards
+//! whose folder already says which split each row is in. The checkers fold over it in parallel,
+//! one accumulator per file, merged in file order so results never depend on thread timing.
+
+use std::path::Path;
+
+use arrow::array::RecordBatch;
+use rayon::prelude::*;
+
+use crate::error::DataError;
+use crate::read::{BadValues, Snapshot};
+use crate::shards::ShardIndex;
+use crate::source::{FileFormat, SourceFile};
+use crate::split::Splits;
+use crate::types::arrow_schema;
+
+#[derive(Debug, Clone)]
+pub struct Partitioned {
+    pub snapshot: Snapshot,
+    pub split_names: Vec<String>,
+    how: How,
+}
+
+#[derive(Debug, Clone)]
+enum How {
+    Rules(Splits),
+    /// The split of each file (shards).
+    FileSplits(Vec<u8>),
+}
+
+/// One batch with the split of each of its rows.
+#[derive(Debug)]
+pub struct SplitBatch<'a> {
+    pub batch: &'a RecordBatch,
+    pub splits: &'a [Option<u8>],
+    pub file: &'a Path,
+    /// Index of `file` in the snapshot's files.
+    pub file_index: usize,
+    /// 0-based row of the batch's first row within its file.
+    pub first_row: u64,
+}
+
+impl Partitioned {
+    pub fn from_rules(snapshot: Snapshot, splits: Splits) -> Partitioned {
+        let split_names = splits.names().map(String::from).collect();
+        Partitioned { snapshot, split_names, how: How::Rules(splits) }
+    }
+
+    /// Reads the shard folder `dir` (verifying every shard against its index).
+    pub fn from_shards(dir: &Path) -> Result<Partitioned, DataError> {
+        let index = ShardIndex::load(dir, true)?;
+        let mut files = Vec::new();
+        let mut file_splits = Vec::new();
+        let split_names: Vec<String> = index.splits.keys().cloned().collect();
+        for (split_index, (_, split)) in index.splits.iter().enumerate() {
+            for shard in &split.shards {
+                files.push(SourceFile { path: dir.join(&shard.path), format: FileFormat::Parquet, bytes: shard.bytes });
+                file_splits.push(split_index as u8);
+            }
+        }
+        let schema = arrow_schema(&index.columns);
+        let snapshot = Snapshot { root: dir.to_path_buf(), files, columns: index.columns.clone(), schema };
+        Ok(Partitioned { snapshot, split_names, how: How::FileSplits(file_splits) })
+    }
+
+    /// Folds every batch into a per-file accumulator, files in parallel. Returns the accumulators
+    /// in file order and the bad values met.
+    pub fn fold<A, I, F>(&self, init: I, step: F) -> Result<(Vec<A>, BadValues), DataError>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, &SplitBatch) -> Result<(), DataError> + Sync,
+    {
+        let results: Vec<(A, BadValues)> = (0..self.snapshot.files.len())
+            .into_par_iter()
+            .map(|file| {
+                let path = &self.snapshot.files[file].path;
+                let mut acc = init();
+                let mut bad = BadValues::default();
+                for typed in self.snapshot.read_file(file)? {
+                    let typed = typed?;
+                    bad.merge(&typed.bad_values);
+                    let splits = match &self.how {
+                        How::Rules(rules) => rules.assign(&typed.batch).map_err(|o| {
+                            DataError::file(path, format!("row {} falls in both splits `{}` and `{}`", typed.first_row + o.row as u64 + 1, o.first, o.second))
+                        })?,
+                        How::FileSplits(splits) => vec![Some(splits[file]); typed.batch.num_rows()],
+                    };
+                    step(&mut acc, &SplitBatch { batch: &typed.batch, splits: &splits, file: path, file_index: file, first_row: typed.first_row })?;
+                }
+                Ok((acc, bad))
+            })
+            .collect::<Result<_, DataError>>()?;
+        let mut bad = BadValues::default();
+        let mut accs = Vec::with_capacity(results.len());
+        for (acc, file_bad) in results {
+            bad.merge(&file_bad);
+            accs.push(acc);
+        }
+        Ok((accs, bad))
+    }
+}

@@ -1,0 +1,170 @@
+//! What the data tools need from `manifest.data`, read once from the run record.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use runfn_core::{InputError, Record};
+use runfn_manifest::snapshot::SnapshotRef;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DataSpec {
+    /// The snapshot's location (the part of `manifest.data.snapshot` before `@`).
+    pub snapshot: Option<String>,
+    pub entity: Option<String>,
+    pub time: Option<String>,
+    pub label: Option<String>,
+    /// Column holding the time the label was determined (`manifest.data.label_time`); defaults to `time`.
+    pub label_time: Option<String>,
+    /// `(name, rule)` in manifest order.
+    pub splits: Vec<(String, String)>,
+    /// Free-text columns checked for near-duplicates.
+    pub text: Vec<String>,
+    /// Feature column → column with the time the feature was computed.
+    pub as_of: BTreeMap<String, String>,
+}
+
+impl DataSpec {
+    pub fn from_record(record: &Record) -> Result<DataSpec, InputError> {
+        let Some(data) = record.get_path("manifest.data") else { return Ok(DataSpec::default()) };
+        let data = data.as_object().ok_or_else(|| InputError::field("manifest.data", "must be an object"))?;
+        let string = |key: &str| -> Result<Option<String>, InputError> {
+            match data.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(InputError::field(format!("manifest.data.{key}"), "must be a string")),
+            }
+        };
+        let snapshot = match string("snapshot")? {
+            Some(text) => Some(
+                SnapshotRef::parse(&text)
+                    .map(|r| r.location.to_string())
+                    .map_err(|reason| InputError::field("manifest.data.snapshot", reason))?,
+            ),
+            None => None,
+        };
+        let splits = match data.get("splits") {
+            None => Vec::new(),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(name, rule)| match rule {
+                    Value::String(rule) => Ok((name.clone(), rule.clone())),
+                    _ => Err(InputError::field(format!("manifest.data.splits.{name}"), "must be a string")),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(InputError::field("manifest.data.splits", "must be an object")),
+        };
+        let text = match data.get("text") {
+            None => Vec::new(),
+            Some(Value::String(column)) => vec![column.clone()],
+            Some(Value::Array(columns)) => columns
+                .iter()
+                .map(|c| c.as_str().map(String::from).ok_or_else(|| InputError::field("manifest.data.text", "must list column names")))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(InputError::field("manifest.data.text", "must be a column name or a list of them")),
+        };
+        let as_of = match data.get("as_of") {
+            None => BTreeMap::new(),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(feature, column)| match column {
+                    Value::String(column) => Ok((feature.clone(), column.clone())),
+                    _ => Err(InputError::field(format!("manifest.data.as_of.{feature}"), "must name a timestamp column")),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(InputError::field("manifest.data.as_of", "must map features to their as-of columns")),
+        };
+        Ok(DataSpec {
+            snapshot,
+            entity: string("entity")?,
+            time: string("time")?,
+            label: string("label")?,
+            label_time: string("label_time")?,
+            splits,
+            text,
+            as_of,
+        })
+    }
+
+    /// The snapshot to read: `--in` when given, else the manifest's location when it exists here.
+    pub fn snapshot_path(&self, flag: Option<&std::path::Path>) -> Result<PathBuf, InputError> {
+        if let Some(path) = flag {
+            return Ok(path.to_path_buf());
+        }
+        match &self.snapshot {
+            Some(location) if std::path::Path::new(location).exists() => Ok(PathBuf::from(location)),
+            Some(location) => Err(InputError::field(
+                "manifest.data.snapshot",
+                format!("`{location}` is not a local file or folder; give the snapshot with --in PATH"),
+            )),
+            None => Err(InputError::field("--in", "is missing and the record has no manifest.data.snapshot")),
+        }
+    }
+
+    /// The splits, from `--split NAME=RULE` flags when given, else the manifest.
+    pub fn splits_or(&self, flags: &[String]) -> Result<Vec<(String, String)>, InputError> {
+        if flags.is_empty() {
+            if self.splits.is_empty() {
+                return Err(InputError::field("manifest.data.splits", "is missing; give --split NAME=RULE"));
+            }
+            return Ok(self.splits.clone());
+        }
+        flags
+            .iter()
+            .map(|flag| {
+                flag.split_once('=')
+                    .map(|(name, rule)| (name.trim().to_string(), rule.trim().to_string()))
+                    .ok_or_else(|| InputError::field("--split", format!("`{flag}` is not NAME=RULE")))
+            })
+            .collect()
+    }
+}
+
+/// Parses a size such as `1G`, `512M`, `64KiB` or a plain number of bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().map_err(|_| format!("`{text}` is not a size such as 512M or 2G"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1u64,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("`{text}` has an unknown unit (use K, M, G or T)")),
+    };
+    let bytes = number * scale as f64;
+    if bytes < 1.0 { Err(format!("`{text}` is too small")) } else { Ok(bytes as u64) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_the_manifest_data_section() {
+        let record = Record::from_value(
+            json!({"manifest": {"data": {"snapshot": "./lake/churn@snapshot=1", "entity": "id", "time": "day", "label": "y",
+                "splits": {"train": "day < 2026-08-01", "test": "2026-08"}, "text": ["note"], "as_of": {"tickets": "tickets_as_of"}}}}),
+            "t",
+        )
+        .unwrap();
+        let spec = DataSpec::from_record(&record).unwrap();
+        assert_eq!(spec.snapshot.as_deref(), Some("./lake/churn"));
+        assert_eq!(spec.splits[1], ("test".to_string(), "2026-08".to_string()));
+        assert_eq!(spec.as_of["tickets"], "tickets_as_of");
+        let err = spec.snapshot_path(None).unwrap_err().to_string();
+        assert!(err.contains("give the snapshot with --in PATH"), "{err}");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3X").is_err());
+    }
+}

@@ -1,0 +1,189 @@
+//! Each leak check, from the merged scan.
+
+use std::collections::BTreeMap;
+
+use arrow::temporal_conversions::timestamp_us_to_datetime;
+use runfn_data::partitioned::Partitioned;
+use runfn_stats::auc::auc;
+use runfn_stats::minhash::{MinHashParams, NearDuplicateIndex};
+use serde_json::{Value, json};
+
+use crate::config::LeakConfig;
+use crate::report::LeakCheck;
+use crate::scan::{Loc, Merged, Seen};
+
+fn place(data: &Partitioned, loc: Loc) -> Value {
+    json!({"file": data.snapshot.files[loc.file as usize].path.display().to_string(), "row": loc.row})
+}
+
+fn split_name(data: &Partitioned, split: u8) -> &str {
+    data.split_names.get(split as usize).map_or("?", String::as_str)
+}
+
+fn time_text(micros: f64) -> String {
+    timestamp_us_to_datetime(micros as i64).map_or_else(|| micros.to_string(), |t| t.to_string())
+}
+
+/// Rows in several splits, sorted by where they first appear, so examples are stable.
+fn shared_across_splits(seen: &std::collections::HashMap<u128, Seen>) -> Vec<&Seen> {
+    let mut shared: Vec<&Seen> = seen.values().filter(|s| s.in_several_splits()).collect();
+    shared.sort_by_key(|s| s.first.iter().map(|(_, loc)| *loc).min());
+    shared
+}
+
+pub fn entity_overlap(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
+    let Some(entity) = &config.entity else {
+        return LeakCheck::skipped("entity_overlap", "manifest.data.entity is not set");
+    };
+    let shared = shared_across_splits(&merged.entities);
+    let examples = shared
+        .iter()
+        .take(config.examples)
+        .map(|seen| {
+            json!({entity.as_str(): seen.value, "splits": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()})
+        })
+        .collect();
+    LeakCheck::counted("entity_overlap", shared.len() as u64, examples)
+}
+
+pub fn time_order(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
+    let Some(time) = &config.time else {
+        return LeakCheck::skipped("time_order", "manifest.data.time is not set");
+    };
+    if !config.time_split {
+        return LeakCheck::skipped("time_order", format!("the splits are not ranges of `{time}`"));
+    }
+    let ordered: Vec<(u8, (f64, f64))> = config
+        .split_order
+        .iter()
+        .filter_map(|name| {
+            let index = data.split_names.iter().position(|n| n == name)?;
+            Some((index as u8, merged.time_ranges.get(index).copied().flatten()?))
+        })
+        .collect();
+    let mut examples = Vec::new();
+    for pair in ordered.windows(2) {
+        let ((earlier, (_, earlier_max)), (later, (later_min, _))) = (pair[0], pair[1]);
+        if earlier_max >= later_min {
+            examples.push(json!({
+                "earlier": split_name(data, earlier), "earlier_max": time_text(earlier_max),
+                "later": split_name(data, later), "later_min": time_text(later_min),
+            }));
+        }
+    }
+    LeakCheck::counted("time_order", examples.len() as u64, examples)
+}
+
+pub fn exact_duplicates(merged: &Merged, data: &Partitioned) -> LeakCheck {
+    let shared = shared_across_splits(&merged.rows);
+    let examples = shared
+        .iter()
+        .take(5)
+        .map(|seen| json!({"rows": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()}))
+        .collect();
+    let mut check = LeakCheck::counted("exact_duplicates", shared.len() as u64, examples);
+    check.note = Some("rows equal on every feature column (entity, time, label and as-of columns left out; text normalized)".into());
+    check
+}
+
+pub fn near_duplicates(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
+    if config.text.is_empty() {
+        return LeakCheck::skipped("near_duplicates", "manifest.data.text names no text column");
+    }
+    let mut count = 0u64;
+    let mut examples = Vec::new();
+    for (column, texts) in config.text.iter().zip(&merged.texts) {
+        let mut index = match NearDuplicateIndex::new(MinHashParams::default()) {
+            Ok(index) => index,
+            Err(err) => return LeakCheck::skipped("near_duplicates", err.to_string()),
+        };
+        let mut by_split: BTreeMap<u16, Vec<(u64, &str)>> = BTreeMap::new();
+        for (split, id, text) in texts {
+            by_split.entry(*split).or_default().push((*id, text.as_str()));
+        }
+        for (split, texts) in &by_split {
+            index.add_batch(*split, texts);
+        }
+        let found = index.cross_group_pairs(config.near_duplicate_jaccard);
+        count += found.pairs.len() as u64;
+        let text_of: BTreeMap<u64, &str> = texts.iter().map(|(_, id, text)| (*id, text.as_str())).collect();
+        let loc = |id: u64| Loc { file: (id >> 40) as u32, row: (id & ((1 << 40) - 1)) + 1 };
+        for pair in found.pairs.iter().take(config.examples.saturating_sub(examples.len())) {
+            examples.push(json!({
+                "column": column,
+                "jaccard": (pair.jaccard * 1000.0).round() / 1000.0,
+                "a": {"split": split_name(data, pair.group_a as u8), "at": place(data, loc(pair.id_a)), "text": text_of.get(&pair.id_a)},
+                "b": {"split": split_name(data, pair.group_b as u8), "at": place(data, loc(pair.id_b)), "text": text_of.get(&pair.id_b)},
+            }));
+        }
+    }
+    let mut check = LeakCheck::counted("near_duplicates", count, examples);
+    check.note = Some(format!("MinHash LSH over character 5-grams, pairs verified at Jaccard >= {}", config.near_duplicate_jaccard));
+    check
+}
+
+pub fn future_features(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
+    if config.as_of.is_empty() {
+        return LeakCheck::skipped("future_features", "manifest.data.as_of declares no feature timestamps");
+    }
+    let Some(label_time) = config.label_time_column() else {
+        return LeakCheck::skipped("future_features", "no label time: set manifest.data.label_time or manifest.data.time");
+    };
+    let examples = merged
+        .future
+        .iter()
+        .take(config.examples)
+        .map(|f| json!({"feature": f.feature, "at": place(data, f.loc), "as_of": time_text(f.as_of), label_time: time_text(f.label_time)}))
+        .collect();
+    LeakCheck::counted("future_features", merged.future_count, examples)
+}
+
+/// Category cardinality beyond which a target encoding would fit noise, not signal.
+const MAX_PROXY_CATEGORIES: usize = 1000;
+
+pub fn label_proxies(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
+    if config.label.is_none() {
+        return LeakCheck::skipped("label_proxy", "manifest.data.label is not set");
+    }
+    if !data.split_names.contains(&config.train_split) {
+        return LeakCheck::skipped("label_proxy", format!("there is no `{}` split", config.train_split));
+    }
+    let mut examples = Vec::new();
+    let proxies = data.snapshot.columns.iter().enumerate().filter(|(_, c)| !config.is_non_feature(&c.name) && !c.column_type.is_temporal() && !config.text.contains(&c.name));
+    for (slot, (_, column)) in proxies.enumerate() {
+        let (scores, labels): (Vec<f64>, Vec<bool>) = if column.column_type == runfn_data::ColumnType::String {
+            match target_encoded(&merged.proxy_categories[slot]) {
+                Some(pairs) => pairs.into_iter().unzip(),
+                None => continue,
+            }
+        } else {
+            merged.proxy_numeric[slot].iter().copied().unzip()
+        };
+        if let Ok(value) = auc(&scores, &labels) {
+            if value >= config.proxy_auc || value <= 1.0 - config.proxy_auc {
+                examples.push(json!({"column": column.name, "auc": (value * 10000.0).round() / 10000.0, "rows": scores.len()}));
+            }
+        }
+    }
+    let count = examples.len() as u64;
+    let mut check = LeakCheck::counted("label_proxy", count, examples);
+    check.note = Some(format!("a single feature with univariate AUC >= {} or <= {} on `{}`", config.proxy_auc, ((1.0 - config.proxy_auc) * 1e6).round() / 1e6, config.train_split));
+    check
+}
+
+/// Each category replaced by its label rate; `None` for high-cardinality columns such as ids.
+fn target_encoded(pairs: &[(String, bool)]) -> Option<Vec<(f64, bool)>> {
+    let mut counts: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for (category, label) in pairs {
+        let entry = counts.entry(category).or_default();
+        entry.0 += 1;
+        entry.1 += *label as u64;
+        if counts.len() > MAX_PROXY_CATEGORIES {
+            return None;
+        }
+    }
+    Some(pairs.iter().map(|(category, label)| {
+        let (n, positives) = counts[category.as_str()];
+        (positives as f64 / n as f64, *label)
+    }).collect())
+}

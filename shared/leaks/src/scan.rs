@@ -1,0 +1,337 @@
+//! The one pass over the data: per file, what each check needs; then merged in file order.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use arrow::array::{Array, AsArray};
+use runfn_data::partitioned::{Partitioned, SplitBatch};
+use runfn_data::values::{Label, labels, numeric_values, text_array};
+use runfn_data::{ColumnType, DataError};
+use runfn_stats::minhash::normalize_text;
+
+use crate::config::LeakConfig;
+
+/// Where a row is: file index and 1-based data row within the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Loc {
+    pub file: u32,
+    pub row: u64,
+}
+
+/// Column positions by role, resolved once against the schema.
+#[derive(Debug)]
+pub struct Layout {
+    pub entity: Option<usize>,
+    pub time: Option<usize>,
+    pub label: Option<usize>,
+    pub label_time: Option<usize>,
+    pub train: Option<u8>,
+    /// Text columns (name, index) for near-duplicates.
+    pub text: Vec<(String, usize)>,
+    /// (feature, as_of column index).
+    pub as_of: Vec<(String, usize)>,
+    /// Columns compared for exact duplicates.
+    pub features: Vec<usize>,
+    /// Candidate label proxies: (name, index, categorical).
+    pub proxies: Vec<(String, usize, bool)>,
+}
+
+impl Layout {
+    pub fn new(data: &Partitioned, config: &LeakConfig) -> Result<Layout, DataError> {
+        let columns = &data.snapshot.columns;
+        let find = |name: &Option<String>, role: &str| -> Result<Option<usize>, DataError> {
+            match name {
+                None => Ok(None),
+                Some(name) => columns.iter().position(|c| &c.name == name).map(Some).ok_or_else(|| {
+                    DataError::column(name, format!("is named as manifest.data.{role} but the data has no such column"))
+                }),
+            }
+        };
+        let text = config
+            .text
+            .iter()
+            .map(|name| Ok((name.clone(), find(&Some(name.clone()), "text")?.unwrap_or_default())))
+            .collect::<Result<Vec<_>, DataError>>()?;
+        let mut as_of = Vec::new();
+        for (feature, column) in &config.as_of {
+            find(&Some(feature.clone()), "as_of")?;
+            as_of.push((feature.clone(), find(&Some(column.clone()), "as_of")?.unwrap_or_default()));
+        }
+        let features: Vec<usize> = (0..columns.len()).filter(|&i| !config.is_non_feature(&columns[i].name)).collect();
+        let proxies = features
+            .iter()
+            .filter(|&&i| !columns[i].column_type.is_temporal() && !config.text.contains(&columns[i].name))
+            .map(|&i| (columns[i].name.clone(), i, columns[i].column_type == ColumnType::String))
+            .collect();
+        Ok(Layout {
+            entity: find(&config.entity, "entity")?,
+            time: find(&config.time, "time")?,
+            label: find(&config.label, "label")?,
+            label_time: find(&config.label_time_column().map(String::from), "label_time")?,
+            train: data.split_names.iter().position(|s| *s == config.train_split).map(|i| i as u8),
+            text,
+            as_of,
+            features,
+            proxies,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Bit i set: seen in split i.
+    pub splits: u64,
+    /// First occurrence in each split, in split order.
+    pub first: Vec<(u8, Loc)>,
+    pub value: String,
+}
+
+impl Seen {
+    fn add(&mut self, split: u8, loc: Loc) {
+        if self.splits & (1 << split) == 0 {
+            self.splits |= 1 << split;
+            self.first.push((split, loc));
+        }
+    }
+
+    fn merge(&mut self, other: Seen) {
+        for (split, loc) in other.first {
+            self.add(split, loc);
+        }
+    }
+
+    pub fn in_several_splits(&self) -> bool {
+        self.splits.count_ones() > 1
+    }
+}
+
+/// A feature timestamp later than its label time.
+#[derive(Debug, Clone)]
+pub struct Future {
+    pub feature: String,
+    pub loc: Loc,
+    pub as_of: f64,
+    pub label_time: f64,
+}
+
+#[derive(Debug, Default)]
+pub struct FileScan {
+    pub entities: HashMap<u128, Seen>,
+    pub rows: HashMap<u128, Seen>,
+    /// Per split: (min, max) of the time column, microseconds.
+    pub time_ranges: Vec<Option<(f64, f64)>>,
+    /// Per text column: (split, id, text).
+    pub texts: Vec<Vec<(u16, u64, String)>>,
+    pub future: Vec<Future>,
+    pub future_count: u64,
+    /// Per proxy column: (value, label) on the train split; categories as their text.
+    pub proxy_numeric: Vec<Vec<(f64, bool)>>,
+    pub proxy_categories: Vec<Vec<(String, bool)>>,
+    pub invalid_labels: u64,
+}
+
+fn hash128(bytes: &[u8]) -> u128 {
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&blake3::hash(bytes).as_bytes()[..16]);
+    u128::from_le_bytes(first)
+}
+
+impl FileScan {
+    pub fn new(layout: &Layout) -> FileScan {
+        FileScan {
+            texts: vec![Vec::new(); layout.text.len()],
+            proxy_numeric: vec![Vec::new(); layout.proxies.len()],
+            proxy_categories: vec![Vec::new(); layout.proxies.len()],
+            ..FileScan::default()
+        }
+    }
+
+    pub fn add(&mut self, layout: &Layout, batch: &SplitBatch) -> Result<(), DataError> {
+        let file = batch.file_index as u32;
+        let rows = batch.batch.num_rows();
+        let loc = |row: usize| Loc { file, row: batch.first_row + row as u64 + 1 };
+        let columns = batch.batch.columns();
+
+        if let Some(entity) = layout.entity {
+            let values = text_array(&columns[entity]);
+            for row in 0..rows {
+                let (Some(split), true) = (batch.splits[row], values.is_valid(row)) else { continue };
+                let value = values.value(row);
+                self.entities
+                    .entry(hash128(value.as_bytes()))
+                    .or_insert_with(|| Seen { splits: 0, first: Vec::new(), value: value.to_string() })
+                    .add(split, loc(row));
+            }
+        }
+
+        if let Some(time) = layout.time {
+            for (row, value) in numeric_values(&columns[time]).into_iter().enumerate() {
+                let (Some(split), Some(value)) = (batch.splits[row], value) else { continue };
+                let split = split as usize;
+                if self.time_ranges.len() <= split {
+                    self.time_ranges.resize(split + 1, None);
+                }
+                let range = self.time_ranges[split].get_or_insert((value, value));
+                range.0 = range.0.min(value);
+                range.1 = range.1.max(value);
+            }
+        }
+
+        self.add_row_hashes(layout, batch, &loc);
+
+        for (slot, (_, column)) in layout.text.iter().enumerate() {
+            let values = text_array(&columns[*column]);
+            for row in 0..rows {
+                if let (Some(split), true) = (batch.splits[row], values.is_valid(row)) {
+                    let id = (file as u64) << 40 | (batch.first_row + row as u64);
+                    self.texts[slot].push((split as u16, id, values.value(row).to_string()));
+                }
+            }
+        }
+
+        if let Some(label_time) = layout.label_time {
+            let label_times = numeric_values(&columns[label_time]);
+            for (feature, as_of) in &layout.as_of {
+                for (row, as_of) in numeric_values(&columns[*as_of]).into_iter().enumerate() {
+                    let (Some(as_of), Some(label_time), Some(_)) = (as_of, label_times[row], batch.splits[row]) else { continue };
+                    if as_of > label_time {
+                        self.future_count += 1;
+                        if self.future.len() < 5 {
+                            self.future.push(Future { feature: feature.clone(), loc: loc(row), as_of, label_time });
+                        }
+                    }
+                }
+            }
+        }
+
+        if let (Some(label), Some(train)) = (layout.label, layout.train) {
+            let labels = labels(&columns[label]);
+            self.invalid_labels += labels.iter().filter(|l| **l == Label::Invalid).count() as u64;
+            for (slot, (_, column, categorical)) in layout.proxies.iter().enumerate() {
+                if *categorical {
+                    let values = text_array(&columns[*column]);
+                    for row in 0..rows {
+                        if let (Some(label), true) = (train_label(batch, row, train, &labels), values.is_valid(row)) {
+                            self.proxy_categories[slot].push((values.value(row).to_string(), label));
+                        }
+                    }
+                } else {
+                    for (row, value) in numeric_values(&columns[*column]).into_iter().enumerate() {
+                        if let (Some(label), Some(value)) = (train_label(batch, row, train, &labels), value) {
+                            if !value.is_nan() {
+                                self.proxy_numeric[slot].push((value, label));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hash of a row's feature values, text normalized for case and white space.
+    fn add_row_hashes(&mut self, layout: &Layout, batch: &SplitBatch, loc: &dyn Fn(usize) -> Loc) {
+        if layout.features.is_empty() {
+            return;
+        }
+        let texts: Vec<_> = layout.features.iter().map(|&c| text_array(&batch.batch.columns()[c])).collect();
+        let is_string: Vec<bool> = layout.features.iter().map(|&c| batch.batch.column(c).data_type().is_null() || batch.batch.column(c).as_string_opt::<i32>().is_some()).collect();
+        let mut buffer = Vec::new();
+        for row in 0..batch.batch.num_rows() {
+            let Some(split) = batch.splits[row] else { continue };
+            buffer.clear();
+            for (text, string) in texts.iter().zip(&is_string) {
+                if text.is_valid(row) {
+                    let value = text.value(row);
+                    if *string {
+                        buffer.extend_from_slice(normalize_text(value).as_bytes());
+                    } else {
+                        buffer.extend_from_slice(value.as_bytes());
+                    }
+                } else {
+                    buffer.push(0);
+                }
+                buffer.push(0x1f);
+            }
+            match self.rows.entry(hash128(&buffer)) {
+                Entry::Occupied(mut seen) => seen.get_mut().add(split, loc(row)),
+                Entry::Vacant(slot) => {
+                    let mut seen = Seen { splits: 0, first: Vec::new(), value: String::new() };
+                    seen.add(split, loc(row));
+                    slot.insert(seen);
+                }
+            }
+        }
+    }
+}
+
+fn train_label(batch: &SplitBatch, row: usize, train: u8, labels: &[Label]) -> Option<bool> {
+    if batch.splits[row] != Some(train) {
+        return None;
+    }
+    match labels[row] {
+        Label::Positive => Some(true),
+        Label::Negative => Some(false),
+        Label::Missing | Label::Invalid => None,
+    }
+}
+
+/// Every file's scan merged, in file order.
+#[derive(Debug, Default)]
+pub struct Merged {
+    pub entities: HashMap<u128, Seen>,
+    pub rows: HashMap<u128, Seen>,
+    pub time_ranges: Vec<Option<(f64, f64)>>,
+    pub texts: Vec<Vec<(u16, u64, String)>>,
+    pub future: Vec<Future>,
+    pub future_count: u64,
+    pub proxy_numeric: Vec<Vec<(f64, bool)>>,
+    pub proxy_categories: Vec<Vec<(String, bool)>>,
+    pub invalid_labels: u64,
+}
+
+impl Merged {
+    pub fn merge(files: Vec<FileScan>, layout: &Layout) -> Merged {
+        let mut merged = Merged { texts: vec![Vec::new(); layout.text.len()], ..Merged::default() };
+        merged.proxy_numeric = vec![Vec::new(); layout.proxies.len()];
+        merged.proxy_categories = vec![Vec::new(); layout.proxies.len()];
+        for file in files {
+            merge_seen(&mut merged.entities, file.entities);
+            merge_seen(&mut merged.rows, file.rows);
+            for (split, range) in file.time_ranges.into_iter().enumerate() {
+                if merged.time_ranges.len() <= split {
+                    merged.time_ranges.resize(split + 1, None);
+                }
+                if let Some((low, high)) = range {
+                    let target = merged.time_ranges[split].get_or_insert((low, high));
+                    target.0 = target.0.min(low);
+                    target.1 = target.1.max(high);
+                }
+            }
+            for (target, texts) in merged.texts.iter_mut().zip(file.texts) {
+                target.extend(texts);
+            }
+            merged.future.extend(file.future);
+            merged.future_count += file.future_count;
+            for (target, values) in merged.proxy_numeric.iter_mut().zip(file.proxy_numeric) {
+                target.extend(values);
+            }
+            for (target, values) in merged.proxy_categories.iter_mut().zip(file.proxy_categories) {
+                target.extend(values);
+            }
+            merged.invalid_labels += file.invalid_labels;
+        }
+        merged
+    }
+}
+
+fn merge_seen(target: &mut HashMap<u128, Seen>, source: HashMap<u128, Seen>) {
+    for (key, seen) in source {
+        match target.entry(key) {
+            Entry::Occupied(mut existing) => existing.get_mut().merge(seen),
+            Entry::Vacant(slot) => {
+                slot.insert(seen);
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! shardify: write a snapshot's splits as large, deterministic, hashed Parquet shards.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::record::RecordInput;
+use runfn_core::{Exit, InputError, Record};
+use runfn_data::read::Snapshot;
+use runfn_data::shards::{ShardOptions, shardify};
+use runfn_data::spec::{DataSpec, parse_size};
+use runfn_data::split::Splits;
+use runfn_data::types::read_schema_file;
+use serde_json::{Map, Value, json};
+
+const AFTER_HELP: &str = "\
+Examples:
+  mf-hash manifest.yaml | shardify --out runs/churn/shards > runs/churn/shards.json
+  shardify --in lake/churn --split 'train=hash(customer_id) < 0.8' --split 'test=hash(customer_id) >= 0.8' \\
+           --seed 7 --out shards/ < /dev/null
+
+Reads the snapshot (CSV with a header, JSON Lines or Parquet; a file or a folder of them) at --in,
+or at manifest.data.snapshot when that is a local path, assigns each row to a split of
+manifest.data.splits (a row in two splits is an error; rows in none are counted and left out),
+shuffles each split by a permutation derived from the seed, and writes
+OUT/<split>/part-NNNNN.parquet (zstd) and then OUT/index.json, atomically, with every shard's rows,
+bytes and blake3, the schema, the seed and the source digest. Same input and seed: byte-identical
+shards. Memory stays within --memory: the shuffle spills to temporary files under OUT.
+
+Output: the input record plus
+  \"shards\": {\"dir\", \"index_blake3\", \"splits\": {\"<split>\": {\"rows\", \"shards\"}},
+             \"unassigned_rows\", \"bad_values\", \"seed\"}
+
+Exit: 0 done, 2 bad usage or input (unreadable snapshot, unknown split column, overlapping splits).";
+
+/// Write a snapshot's splits as large, deterministic, hashed Parquet shards with an index.
+#[derive(Debug, Parser)]
+#[command(name = "shardify", version, after_help = AFTER_HELP)]
+struct Args {
+    /// The snapshot (default: manifest.data.snapshot when it is a local path).
+    #[arg(long = "in", value_name = "PATH")]
+    input: Option<PathBuf>,
+    /// Output folder (default: runs/<run_id>/shards).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Shuffle seed (default: manifest.seed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// A split as NAME=RULE, overriding manifest.data.splits (repeatable).
+    #[arg(long = "split", value_name = "NAME=RULE")]
+    splits: Vec<String>,
+    /// The time column for bare periods such as `2026-08` (default: manifest.data.time).
+    #[arg(long, value_name = "COLUMN")]
+    time: Option<String>,
+    /// A schema file fixing column types: {"columns": {"name": "int64|float64|bool|date|timestamp|string"}}.
+    #[arg(long, value_name = "FILE")]
+    schema: Option<PathBuf>,
+    /// Memory the shuffle may use.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    memory: u64,
+    /// Rows per shard.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    shard_rows: u64,
+    /// Rows per Parquet row group.
+    #[arg(long, value_name = "N", default_value_t = 250_000, value_parser = clap::value_parser!(u64).range(1..))]
+    row_group_rows: u64,
+    /// zstd level (1 fastest .. 22 smallest).
+    #[arg(long, value_name = "LEVEL", default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+    zstd_level: i32,
+    /// Read the record from FILE instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    runfn_core::cli::main("shardify", args.common.clone(), |tool| run(tool, args))
+}
+
+fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
+    let mut record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
+    record.refuse_failed_checks("shards")?;
+    let spec = DataSpec::from_record(&record)?;
+    let input = spec.snapshot_path(args.input.as_deref())?;
+    let types = match &args.schema {
+        Some(path) => read_schema_file(path)?,
+        None => Default::default(),
+    };
+    let snapshot = Snapshot::open(&input, &types)?;
+    let rules = spec.splits_or(&args.splits)?;
+    let time = args.time.as_deref().or(spec.time.as_deref());
+    let splits = Splits::parse(&rules, time, |c| snapshot.column_type(c))?;
+    let seed = match args.seed {
+        Some(seed) => seed,
+        None => record
+            .get_path("manifest.seed")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| InputError::field("--seed", "is missing and the record has no manifest.seed"))?,
+    };
+    let out = match args.out {
+        Some(out) => out,
+        None => match record.get_path("manifest.run_id").and_then(Value::as_str) {
+            Some(run_id) => PathBuf::from("runs").join(run_id).join("shards"),
+            None => return Err(InputError::field("--out", "is missing and the record has no manifest.run_id").into()),
+        },
+    };
+    let options = ShardOptions {
+        out: out.clone(),
+        seed,
+        memory_bytes: args.memory,
+        shard_rows: args.shard_rows as usize,
+        row_group_rows: args.row_group_rows as usize,
+        zstd_level: args.zstd_level,
+    };
+    tool.info(format!("{}: {} files, {} bytes -> {}", input.display(), snapshot.files.len(), snapshot.bytes(), out.display()));
+    let bar = tool.progress_bar(0, "{pos} rows");
+    let (index, index_blake3) = shardify(&snapshot, &splits, &options, &|rows| bar.set_position(rows))?;
+    bar.finish_and_clear();
+
+    let bad = index.bad_values.total();
+    if bad > 0 {
+        for (column, values) in &index.bad_values.columns {
+            let first = &values.examples[0];
+            tool.warn(format!("column `{column}`: {} values did not parse (first: {:?} at {} row {}); stored as null", values.count, first.value, first.file, first.row));
+        }
+    }
+    if index.unassigned_rows > 0 {
+        tool.warn(format!("{} rows fall in no split and were left out", index.unassigned_rows));
+    }
+    let mut split_summary = Map::new();
+    for (name, split) in &index.splits {
+        tool.info(format!("{name}: {} rows in {} shards", split.rows, split.shards.len()));
+        split_summary.insert(name.clone(), json!({"rows": split.rows, "shards": split.shards.len()}));
+    }
+    record.set_section(
+        "shards",
+        json!({
+            "dir": out.display().to_string(),
+            "index_blake3": index_blake3,
+            "splits": split_summary,
+            "unassigned_rows": index.unassigned_rows,
+            "bad_values": bad,
+            "seed": seed,
+        }),
+    );
+    tool.finish(record, Exit::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flags_are_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}

@@ -29,6 +29,8 @@ where
     })?;
     let mut temp = tempfile::Builder::new()
         .prefix(&format!(".{}.tmp", name.to_string_lossy()))
+        // Outputs are data to share, not secrets: the usual 0644 rather than tempfile's 0600.
+        .permissions(readable_by_all())
         .tempfile_in(dir)
         .map_err(io_error)?;
     {
@@ -41,6 +43,12 @@ where
     File::open(dir)
         .and_then(|dir| dir.sync_all())
         .map_err(io_error)
+}
+
+/// `rw-r--r--`, the mode files normally get.
+pub fn readable_by_all() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o644)
 }
 
 /// Writes `bytes` to `path` atomically.

@@ -76,6 +76,7 @@ impl<'a> SplitWriter<'a> {
         let parent = path.parent().unwrap_or(self.dir);
         let temp = tempfile::Builder::new()
             .prefix(".part.tmp")
+            .permissions(runfn_core::atomic::readable_by_all())
             .tempfile_in(parent)
             .map_err(|source| DataError::Io { path: path.clone(), source })?;
         let level = ZstdLevel::try_new(self.options.zstd_level).map_err(|e| DataError::Other(format!("--zstd-level: {e}")))?;

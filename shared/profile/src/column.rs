@@ -1,0 +1,243 @@
+//! One column's profile: mergeable accumulators, and the summary people read.
+
+use arrow::array::{Array, ArrayRef};
+use runfn_data::ColumnType;
+use runfn_data::values::{Label, labels, numeric_values, text_array};
+use runfn_stats::sketch::frequencies::Frequencies;
+use runfn_stats::sketch::hll::{HyperLogLog, hash_bytes};
+use runfn_stats::sketch::quantiles::QuantileSketch;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// HyperLogLog precision: 2^12 registers, about 1.6% error, 4 KiB per column in a profile.
+const HLL_PRECISION: u8 = 12;
+const TOP_CATEGORIES: usize = 10;
+const MICROS_PER_DAY: f64 = 86_400_000_000.0;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnProfile {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub column_type: ColumnType,
+    pub count: u64,
+    pub nulls: u64,
+    /// NaN values of a float column (not counted in the moments or quantiles).
+    pub nans: u64,
+    pub moments: Moments,
+    pub quantiles: Option<QuantileSketch>,
+    pub distinct: HyperLogLog,
+    pub frequencies: Option<Frequencies>,
+    pub label: Option<LabelCounts>,
+}
+
+/// Count, mean and sum of squared deviations, merged with Chan et al.'s parallel formula, so
+/// the merge of many files gives the same mean and variance as one pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Moments {
+    pub n: u64,
+    pub mean: f64,
+    pub m2: f64,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Moments {
+    fn add(&mut self, x: f64) {
+        self.n += 1;
+        let delta = x - self.mean;
+        self.mean += delta / self.n as f64;
+        self.m2 += delta * (x - self.mean);
+        self.min = Some(self.min.map_or(x, |m| m.min(x)));
+        self.max = Some(self.max.map_or(x, |m| m.max(x)));
+    }
+
+    pub fn merge(&mut self, other: &Moments) {
+        if other.n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = *other;
+            return;
+        }
+        let n = self.n + other.n;
+        let delta = other.mean - self.mean;
+        self.m2 += other.m2 + delta * delta * self.n as f64 * other.n as f64 / n as f64;
+        self.mean += delta * other.n as f64 / n as f64;
+        self.n = n;
+        self.min = self.min.zip(other.min).map(|(a, b)| a.min(b));
+        self.max = self.max.zip(other.max).map(|(a, b)| a.max(b));
+    }
+
+    pub fn std(&self) -> Option<f64> {
+        (self.n > 1).then(|| (self.m2 / (self.n - 1) as f64).sqrt())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelCounts {
+    pub positives: u64,
+    pub negatives: u64,
+    /// Present but not 0/1 or true/false (NaN, 2, text).
+    pub invalid: u64,
+}
+
+impl LabelCounts {
+    pub fn rate(&self) -> Option<f64> {
+        let known = self.positives + self.negatives;
+        (known > 0).then(|| self.positives as f64 / known as f64)
+    }
+}
+
+impl ColumnProfile {
+    pub fn new(name: &str, column_type: ColumnType, is_label: bool) -> ColumnProfile {
+        let numeric = column_type.is_numeric() || column_type.is_temporal();
+        ColumnProfile {
+            name: name.to_string(),
+            column_type,
+            count: 0,
+            nulls: 0,
+            nans: 0,
+            moments: Moments::default(),
+            quantiles: numeric.then(QuantileSketch::default),
+            distinct: HyperLogLog::new(HLL_PRECISION).unwrap_or_default(),
+            frequencies: matches!(column_type, ColumnType::String | ColumnType::Bool).then(Frequencies::default),
+            label: is_label.then(LabelCounts::default),
+        }
+    }
+
+    pub fn add(&mut self, array: &ArrayRef) {
+        self.count += array.len() as u64;
+        self.nulls += array.null_count() as u64;
+        if self.quantiles.is_some() {
+            let values = numeric_values(array);
+            let mut finite = Vec::with_capacity(values.len());
+            for value in values.into_iter().flatten() {
+                if value.is_nan() {
+                    self.nans += 1;
+                } else {
+                    self.moments.add(value);
+                    finite.push(value);
+                }
+            }
+            for value in &finite {
+                self.distinct.insert(hash_bytes(&value.to_le_bytes()));
+            }
+            if let Some(quantiles) = self.quantiles.as_mut() {
+                quantiles.add_batch(&finite);
+            }
+        }
+        if self.quantiles.is_none() || self.frequencies.is_some() {
+            let text = text_array(array);
+            for row in 0..text.len() {
+                if text.is_valid(row) {
+                    let value = text.value(row);
+                    if self.quantiles.is_none() {
+                        self.distinct.insert(hash_bytes(value.as_bytes()));
+                    }
+                    if let Some(frequencies) = self.frequencies.as_mut() {
+                        frequencies.add(value);
+                    }
+                }
+            }
+        }
+        if let Some(counts) = self.label.as_mut() {
+            for label in labels(array) {
+                match label {
+                    Label::Positive => counts.positives += 1,
+                    Label::Negative => counts.negatives += 1,
+                    Label::Invalid => counts.invalid += 1,
+                    Label::Missing => {}
+                }
+            }
+        }
+    }
+
+    pub fn merge(&mut self, other: &ColumnProfile) -> Result<(), String> {
+        // A file whose column happened to hold only integers merges into a float column: both
+        // are profiled as doubles.
+        let numbers = [ColumnType::Int64, ColumnType::Float64];
+        if numbers.contains(&self.column_type) && numbers.contains(&other.column_type) {
+            self.column_type = ColumnType::Float64.max(self.column_type).max(other.column_type);
+        } else if other.column_type != self.column_type {
+            return Err(format!("column `{}` is {} in one profile and {} in the other", self.name, self.column_type.name(), other.column_type.name()));
+        }
+        self.count += other.count;
+        self.nulls += other.nulls;
+        self.nans += other.nans;
+        self.moments.merge(&other.moments);
+        if let (Some(mine), Some(theirs)) = (self.quantiles.as_ref(), other.quantiles.as_ref()) {
+            self.quantiles = Some(QuantileSketch::merge([mine, theirs]));
+        }
+        self.distinct.merge(&other.distinct).map_err(|e| format!("column `{}`: {e}", self.name))?;
+        if let (Some(mine), Some(theirs)) = (self.frequencies.as_mut(), other.frequencies.as_ref()) {
+            mine.merge(theirs);
+        }
+        if let (Some(mine), Some(theirs)) = (self.label.as_mut(), other.label.as_ref()) {
+            mine.positives += theirs.positives;
+            mine.negatives += theirs.negatives;
+            mine.invalid += theirs.invalid;
+        }
+        Ok(())
+    }
+
+    pub fn null_rate(&self) -> f64 {
+        if self.count == 0 { 0.0 } else { self.nulls as f64 / self.count as f64 }
+    }
+
+    /// What a person reads: no sketch internals, dates shown as dates.
+    pub fn summary(&self) -> Value {
+        let show = |v: f64| -> Value {
+            match self.column_type {
+                ColumnType::Date | ColumnType::Timestamp => json!(date_text(v, self.column_type)),
+                _ => json!(v),
+            }
+        };
+        let mut summary = json!({
+            "type": self.column_type.name(),
+            "count": self.count,
+            "nulls": self.nulls,
+            "null_rate": self.null_rate(),
+            "distinct": self.distinct.estimate().round(),
+        });
+        if self.nans > 0 {
+            summary["nans"] = json!(self.nans);
+        }
+        if let (Some(min), Some(max)) = (self.moments.min, self.moments.max) {
+            summary["min"] = show(min);
+            summary["max"] = show(max);
+            if !self.column_type.is_temporal() {
+                summary["mean"] = json!(self.moments.mean);
+                summary["std"] = json!(self.moments.std());
+            }
+        }
+        if let Some(quantiles) = &self.quantiles {
+            let mut q = serde_json::Map::new();
+            for (name, p) in [("p01", 0.01), ("p05", 0.05), ("p25", 0.25), ("p50", 0.5), ("p75", 0.75), ("p95", 0.95), ("p99", 0.99)] {
+                if let Some(value) = quantiles.quantile(p) {
+                    q.insert(name.into(), show(value));
+                }
+            }
+            summary["quantiles"] = Value::Object(q);
+        }
+        if let Some(frequencies) = &self.frequencies {
+            let total = frequencies.total().max(1) as f64;
+            summary["top"] = frequencies.top(TOP_CATEGORIES).into_iter().map(|(value, count)| json!({"value": value, "count": count, "share": count as f64 / total})).collect();
+        }
+        if let Some(label) = &self.label {
+            summary["label_rate"] = json!(label.rate());
+            summary["label_invalid"] = json!(label.invalid);
+        }
+        summary
+    }
+}
+
+fn date_text(value: f64, column_type: ColumnType) -> String {
+    let days = (value / MICROS_PER_DAY).floor() as i64;
+    let seconds = (value / 1e6).floor() as i64;
+    match arrow::temporal_conversions::timestamp_s_to_datetime(seconds) {
+        Some(time) if column_type == ColumnType::Date => time.date().to_string(),
+        Some(time) => time.to_string(),
+        None => format!("{days} days"),
+    }
+}

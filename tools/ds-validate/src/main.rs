@@ -1,0 +1,284 @@
+//! ds-validate: profile a snapshot, compare it with the previous profile, fail on unexplained drift.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args as ClapArgs, Parser, Subcommand};
+use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::record::{RecordInput, read_text};
+use runfn_core::{Exit, InputError, Record};
+use runfn_data::read::Snapshot;
+use runfn_data::spec::DataSpec;
+use runfn_data::types::read_schema_file;
+use runfn_profile::compare::Roles;
+use runfn_profile::{Explanation, PROFILE_FORMAT, Profile, Thresholds, compare, profile_snapshot};
+use serde_json::{Value, json};
+
+const AFTER_HELP: &str = "\
+Examples:
+  mf-hash manifest.yaml | ds-validate --previous runs/last/profile.json > runs/churn/validate.json
+  ds-validate --explained explained.json --previous old.json < record.json
+  ds-validate profile --in lake/churn/part-00003.csv --label churned > p3.json   # one file, any machine
+  ds-validate merge p*.json > profile.json
+  ds-validate compare --previous old.json --current profile.json --label churned
+
+Profiles every column of the snapshot (--in, else manifest.data.snapshot): type, count, nulls,
+min, max, mean, std, quantiles (t-digest), distinct count (HyperLogLog), top categories, and the
+label's rate; files in parallel, merged. Then checks it, alone and against --previous, with the
+thresholds of manifest.validate (defaults in brackets): bad_values [0.001 share], label_missing,
+label_invalid (NaN or not 0/1), schema_change, row_count_change [0.5 relative], label_rate_shift
+[0.03], null_rate_rise [0.05], out_of_range [0.01 share], numeric_drift [Jensen-Shannon 0.01],
+new_categories [0.01 share], categorical_drift [L-infinity 0.05]. Dates are not range- or
+drift-checked; entity and text columns are not category-checked. --explained lists accepted drifts:
+[{\"column\": \"monthly_spend\", \"check\": \"numeric_drift\", \"reason\": \"price change\"}].
+
+Output: the input record plus
+  \"validate\": {\"passed\": bool, \"profile\": {rows, files, label, label_rate, bad_values,
+               columns: {<name>: {type, count, nulls, null_rate, distinct, min, max, mean, std,
+               quantiles, top, label_rate}}}, \"profile_file\", \"previous\",
+               \"checks\": [{\"name\", \"column\", \"value\", \"threshold\", \"passed\", \"detail\"?, \"explained\"?}]}
+`profile` and `merge` print a full profile (with its sketches); `compare` prints the record.
+
+Exit: 0 passed, 1 an unexplained check failed (record still on stdout), 2 bad usage or input.";
+
+/// Profile a data snapshot, compare it with the previous profile, fail on unexplained drift.
+#[derive(Debug, Parser)]
+#[command(name = "ds-validate", version, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    validate: ValidateArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Profile a snapshot (or one file of it) and print the full, mergeable profile.
+    Profile {
+        #[command(flatten)]
+        source: SourceArgs,
+        /// The label column (default: manifest.data.label of a record given with --record).
+        #[arg(long, value_name = "COLUMN")]
+        label: Option<String>,
+        /// Write the profile to FILE (atomically) instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Merge profiles of parts of a snapshot into one.
+    Merge {
+        /// Profiles to merge, in order.
+        #[arg(required = true)]
+        profiles: Vec<PathBuf>,
+        /// Write the merged profile to FILE (atomically) instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Check a profile against a previous one and print a record with the `validate` section.
+    Compare {
+        #[arg(long, value_name = "FILE")]
+        previous: Option<PathBuf>,
+        #[arg(long, value_name = "FILE")]
+        current: PathBuf,
+        #[arg(long, value_name = "COLUMN")]
+        label: Option<String>,
+        #[arg(long, value_name = "FILE")]
+        explained: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, ClapArgs)]
+struct SourceArgs {
+    /// The snapshot: a file or a folder (default: manifest.data.snapshot).
+    #[arg(long = "in", value_name = "PATH")]
+    input: Option<PathBuf>,
+    /// A schema file fixing column types.
+    #[arg(long, value_name = "FILE")]
+    schema: Option<PathBuf>,
+    /// Read the record from FILE instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, ClapArgs)]
+struct ValidateArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// The previous snapshot's profile, to check drift against.
+    #[arg(long, value_name = "FILE")]
+    previous: Option<PathBuf>,
+    /// Where to save this snapshot's full profile (default: runs/<run_id>/profile.json).
+    #[arg(long, value_name = "FILE")]
+    profile_out: Option<PathBuf>,
+    /// Drifts a person has explained: [{"column", "check", "reason"}].
+    #[arg(long, value_name = "FILE")]
+    explained: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    runfn_core::cli::main("ds-validate", args.common.clone(), |tool| match args.command {
+        None => validate(tool, args.validate),
+        Some(Command::Profile { source, label, output }) => profile_command(tool, &source, label, output.as_deref()),
+        Some(Command::Merge { profiles, output }) => merge_command(tool, &profiles, output.as_deref()),
+        Some(Command::Compare { previous, current, label, explained }) => {
+            compare_command(tool, previous.as_deref(), &current, label, explained.as_deref())
+        }
+    })
+}
+
+fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
+    let mut record = Record::read(args.source.record.as_deref(), RecordInput::Optional)?;
+    record.refuse_failed_checks("validate")?;
+    let spec = DataSpec::from_record(&record)?;
+    let thresholds = Thresholds::from_manifest(record.get_path("manifest.validate")).map_err(|m| InputError::field("manifest.validate", m))?;
+    let current = profile_source(tool, &args.source, &spec, spec.label.clone())?;
+    let profile_out = args.profile_out.or_else(|| {
+        record.get_path("manifest.run_id").and_then(Value::as_str).map(|id| PathBuf::from("runs").join(id).join("profile.json"))
+    });
+    if let Some(path) = &profile_out {
+        write_profile(path, &current)?;
+    }
+    let previous = args.previous.as_deref().map(read_profile).transpose()?;
+    if previous.is_none() {
+        tool.info("no --previous profile: drift checks skipped, only this snapshot's own checks run");
+    }
+    let explanations = read_explanations(args.explained.as_deref())?;
+    let roles = Roles { label: spec.label.clone(), identifiers: spec.entity.iter().chain(&spec.text).cloned().collect() };
+    let comparison = compare(previous.as_ref(), &current, &thresholds, &roles, &explanations);
+    report(tool, &comparison);
+    let passed = comparison.passed;
+    record.set_section(
+        "validate",
+        json!({
+            "passed": passed,
+            "profile": current.summary(),
+            "profile_file": profile_out.map(|p| p.display().to_string()),
+            "previous": args.previous.map(|p| p.display().to_string()),
+            "checks": comparison.checks,
+        }),
+    );
+    tool.finish(record, Exit::from_passed(passed))
+}
+
+fn profile_source(tool: &Tool, source: &SourceArgs, spec: &DataSpec, label: Option<String>) -> anyhow::Result<Profile> {
+    let input = spec.snapshot_path(source.input.as_deref())?;
+    let types = match &source.schema {
+        Some(path) => read_schema_file(path)?,
+        None => Default::default(),
+    };
+    let snapshot = Snapshot::open(&input, &types)?;
+    tool.info(format!("profiling {} ({} files, {} bytes)", input.display(), snapshot.files.len(), snapshot.bytes()));
+    Ok(profile_snapshot(&snapshot, label.as_deref())?)
+}
+
+fn report(tool: &Tool, comparison: &runfn_profile::Comparison) {
+    for check in &comparison.checks {
+        if check.passed {
+            continue;
+        }
+        let column = check.column.as_deref().map(|c| format!(" `{c}`")).unwrap_or_default();
+        let value = match (check.value, check.threshold) {
+            (Some(v), Some(t)) => format!(": {v:.4} > {t}"),
+            _ => String::new(),
+        };
+        let detail = check.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+        match &check.explained {
+            Some(reason) => tool.info(format!("explained: {}{column}{value}{detail}: {reason}", check.name)),
+            None => tool.info(format!("failed: {}{column}{value}{detail}", check.name)),
+        }
+    }
+}
+
+fn profile_command(tool: &Tool, source: &SourceArgs, label: Option<String>, output: Option<&Path>) -> anyhow::Result<Exit> {
+    let record = match &source.record {
+        Some(path) => Record::read(Some(path), RecordInput::Required)?,
+        None => Record::new(),
+    };
+    let spec = DataSpec::from_record(&record)?;
+    let profile = profile_source(tool, source, &spec, label.or(spec.label.clone()))?;
+    emit_profile(&profile, output)
+}
+
+fn merge_command(tool: &Tool, paths: &[PathBuf], output: Option<&Path>) -> anyhow::Result<Exit> {
+    let mut merged: Option<Profile> = None;
+    for path in paths {
+        let profile = read_profile(path)?;
+        match merged.as_mut() {
+            None => merged = Some(profile),
+            Some(merged) => merged.merge(&profile).map_err(|m| InputError::field(path.display().to_string(), m))?,
+        }
+    }
+    let merged = merged.ok_or_else(|| InputError::field("merge", "needs at least one profile"))?;
+    tool.info(format!("merged {} profiles: {} rows", paths.len(), merged.rows));
+    emit_profile(&merged, output)
+}
+
+fn compare_command(tool: &Tool, previous: Option<&Path>, current: &Path, label: Option<String>, explained: Option<&Path>) -> anyhow::Result<Exit> {
+    let current_profile = read_profile(current)?;
+    let previous_profile = previous.map(read_profile).transpose()?;
+    let roles = Roles { label: label.or(current_profile.label.clone()), identifiers: Vec::new() };
+    let comparison = compare(previous_profile.as_ref(), &current_profile, &Thresholds::default(), &roles, &read_explanations(explained)?);
+    report(tool, &comparison);
+    let passed = comparison.passed;
+    let mut record = Record::new();
+    record.set_section(
+        "validate",
+        json!({"passed": passed, "profile": current_profile.summary(), "profile_file": current.display().to_string(),
+               "previous": previous.map(|p| p.display().to_string()), "checks": comparison.checks}),
+    );
+    tool.finish(record, Exit::from_passed(passed))
+}
+
+fn emit_profile(profile: &Profile, output: Option<&Path>) -> anyhow::Result<Exit> {
+    match output {
+        Some(path) => write_profile(path, profile)?,
+        None => {
+            let mut text = serde_json::to_string(profile)?;
+            text.push('\n');
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            if let Err(err) = stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()) {
+                if err.kind() != std::io::ErrorKind::BrokenPipe {
+                    return Err(err.into());
+                }
+            }
+        }
+    }
+    Ok(Exit::Passed)
+}
+
+fn write_profile(path: &Path, profile: &Profile) -> Result<(), InputError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|source| InputError::Io { path: parent.into(), source })?;
+    }
+    let text = serde_json::to_string(profile).map_err(|e| InputError::field(path.display().to_string(), e.to_string()))?;
+    runfn_core::atomic::write_bytes_atomic(path, format!("{text}\n").as_bytes())
+}
+
+fn read_profile(path: &Path) -> Result<Profile, InputError> {
+    let (text, origin) = read_text(Some(path))?;
+    let profile: Profile = serde_json::from_str(&text).map_err(|e| InputError::field(&origin, format!("not a {PROFILE_FORMAT} profile: {e}")))?;
+    if profile.format != PROFILE_FORMAT {
+        return Err(InputError::field(origin, format!("format `{}`, expected `{PROFILE_FORMAT}`", profile.format)));
+    }
+    Ok(profile)
+}
+
+fn read_explanations(path: Option<&Path>) -> Result<Vec<Explanation>, InputError> {
+    let Some(path) = path else { return Ok(Vec::new()) };
+    let (text, origin) = read_text(Some(path))?;
+    serde_json::from_str(&text).map_err(|e| {
+        InputError::field(origin, format!("expected [{{\"column\": ..., \"check\": ..., \"reason\": ...}}]: {e}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flags_are_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}

@@ -1,0 +1,187 @@
+//! Exact ROC AUC with ties: the Mann–Whitney U statistic over average ranks.
+//!
+//! Equivalently, the probability that a random positive scores above a random negative,
+//! counting ties as one half. Computed in O(n log n) with integer counts, so the only rounding
+//! is the final division.
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AucError {
+    #[error("{scores} scores but {labels} labels")]
+    LengthMismatch { scores: usize, labels: usize },
+    #[error("score {index} is NaN")]
+    NanScore { index: usize },
+    /// Not a failure of the data so much as an undefined metric: callers report null with
+    /// this message as the reason.
+    #[error(
+        "AUC is undefined with {positives} positive and {negatives} negative labels: both classes are needed"
+    )]
+    OneClass { positives: usize, negatives: usize },
+}
+
+/// ROC AUC of `scores` against `labels` (true = positive). ±∞ scores are fine; NaN is not.
+pub fn auc(scores: &[f64], labels: &[bool]) -> Result<f64, AucError> {
+    if scores.len() != labels.len() {
+        return Err(AucError::LengthMismatch {
+            scores: scores.len(),
+            labels: labels.len(),
+        });
+    }
+    if let Some(index) = scores.iter().position(|s| s.is_nan()) {
+        return Err(AucError::NanScore { index });
+    }
+    let positives = labels.iter().filter(|&&l| l).count();
+    let negatives = labels.len() - positives;
+    if positives == 0 || negatives == 0 {
+        return Err(AucError::OneClass {
+            positives,
+            negatives,
+        });
+    }
+
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    // total_cmp puts −0.0 just before +0.0; grouping below uses ==, so they still tie.
+    order.sort_unstable_by(|&a, &b| scores[a].total_cmp(&scores[b]));
+
+    // 2·U = Σ over tie groups of positives_in_group · (2·negatives_below + negatives_in_group):
+    // each positive beats the negatives below its group and ties half of those inside it.
+    let mut twice_u: u128 = 0;
+    let mut negatives_below: u128 = 0;
+    let mut start = 0;
+    while start < order.len() {
+        let score = scores[order[start]];
+        let end = start
+            + order[start..]
+                .iter()
+                .take_while(|&&i| scores[i] == score)
+                .count();
+        let group_positives = order[start..end].iter().filter(|&&i| labels[i]).count() as u128;
+        let group_negatives = (end - start) as u128 - group_positives;
+        twice_u += group_positives * (2 * negatives_below + group_negatives);
+        negatives_below += group_negatives;
+        start = end;
+    }
+    Ok(twice_u as f64 / (2.0 * positives as f64 * negatives as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn labels(bits: &[u8]) -> Vec<bool> {
+        bits.iter().map(|&b| b == 1).collect()
+    }
+
+    /// The definition, pair by pair.
+    fn brute_force(scores: &[f64], labels: &[bool]) -> f64 {
+        let mut wins = 0.0;
+        let mut pairs = 0.0;
+        for (s_pos, _) in scores.iter().zip(labels).filter(|(_, l)| **l) {
+            for (s_neg, _) in scores.iter().zip(labels).filter(|(_, l)| !**l) {
+                pairs += 1.0;
+                wins += if s_pos > s_neg {
+                    1.0
+                } else if s_pos == s_neg {
+                    0.5
+                } else {
+                    0.0
+                };
+            }
+        }
+        wins / pairs
+    }
+
+    #[test]
+    fn hand_computed_values() {
+        assert_eq!(
+            auc(&[0.1, 0.4, 0.35, 0.8], &labels(&[0, 0, 1, 1])),
+            Ok(0.75)
+        );
+        assert_eq!(auc(&[0.5; 4], &labels(&[0, 1, 0, 1])), Ok(0.5));
+        assert_eq!(auc(&[1.0, 2.0, 3.0], &labels(&[0, 0, 1])), Ok(1.0));
+        assert_eq!(auc(&[1.0, 2.0, 3.0], &labels(&[1, 0, 0])), Ok(0.0));
+        // Positives 0.3, 0.5; negatives 0.3, 0.1: 0.5 + 1 + 1 + 1 wins over 4 pairs.
+        assert_eq!(
+            auc(&[0.3, 0.5, 0.3, 0.1], &labels(&[1, 1, 0, 0])),
+            Ok(0.875)
+        );
+    }
+
+    #[test]
+    fn signed_zeros_tie() {
+        assert_eq!(auc(&[-0.0, 0.0], &labels(&[1, 0])), Ok(0.5));
+        assert_eq!(auc(&[0.0, -0.0], &labels(&[1, 0])), Ok(0.5));
+    }
+
+    #[test]
+    fn infinities_rank_at_the_ends() {
+        let scores = [f64::NEG_INFINITY, 0.0, f64::INFINITY];
+        assert_eq!(auc(&scores, &labels(&[0, 1, 1])), Ok(1.0));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        assert_eq!(
+            auc(&[0.1, 0.2], &[true]),
+            Err(AucError::LengthMismatch {
+                scores: 2,
+                labels: 1
+            })
+        );
+        assert_eq!(
+            auc(&[0.1, f64::NAN], &[true, false]),
+            Err(AucError::NanScore { index: 1 })
+        );
+        assert_eq!(
+            auc(&[0.1, 0.2], &[true, true]),
+            Err(AucError::OneClass {
+                positives: 2,
+                negatives: 0
+            })
+        );
+        assert_eq!(
+            auc(&[], &[]),
+            Err(AucError::OneClass {
+                positives: 0,
+                negatives: 0
+            })
+        );
+    }
+
+    /// Small integer scores, so ties are common.
+    fn scored() -> impl Strategy<Value = (Vec<f64>, Vec<bool>)> {
+        proptest::collection::vec((-20i32..20, any::<bool>()), 2..200)
+            .prop_map(|rows| rows.into_iter().map(|(s, l)| (f64::from(s), l)).unzip())
+            .prop_filter("both classes", |(_, l): &(Vec<f64>, Vec<bool>)| {
+                l.iter().any(|&x| x) && l.iter().any(|&x| !x)
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn matches_the_pairwise_definition((scores, labels) in scored()) {
+            let exact = auc(&scores, &labels).expect("both classes");
+            prop_assert!((exact - brute_force(&scores, &labels)).abs() < 1e-12);
+        }
+
+        #[test]
+        fn negated_scores_give_the_complement((scores, labels) in scored()) {
+            let negated: Vec<f64> = scores.iter().map(|s| -s).collect();
+            let sum = auc(&scores, &labels).expect("both classes")
+                + auc(&negated, &labels).expect("both classes");
+            prop_assert!((sum - 1.0).abs() < 1e-12);
+        }
+
+        #[test]
+        fn strictly_increasing_transforms_change_nothing((scores, labels) in scored()) {
+            let base = auc(&scores, &labels).expect("both classes");
+            // Each is strictly increasing and keeps distinct small integers distinct in f64.
+            let transforms: [fn(f64) -> f64; 3] =
+                [|s| s.powi(3) + s, |s| (s / 4.0).exp(), |s| 1e6 * s - 7.0];
+            for transform in transforms {
+                let moved: Vec<f64> = scores.iter().map(|&s| transform(s)).collect();
+                prop_assert_eq!(auc(&moved, &labels).expect("both classes"), base);
+            }
+        }
+    }
+}

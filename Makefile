@@ -28,20 +28,34 @@ lint:
 bench:
 	scripts/bench-mf-hash.sh
 
-## The pipeline on the demo manifest, one file per stage under runs/demo/.
-## Stages depend on the binaries as files, so an unchanged build and manifest redo nothing.
+## The pipeline on the built-in demo: one record per stage under runs/demo/, each stage reading
+## the previous stage's record. Stages depend on the binaries as files, so a second `make run`
+## with nothing changed does nothing.
 run: build
 	@$(MAKE) --no-print-directory stages
-	@echo "run: records under $(RUN_DIR)/"
+	@echo "run: records under $(RUN_DIR)/ (the last one: $(RUN_DIR)/ckpt.json)"
 
 .PHONY: stages
 stages: $(RUN_DIR)/ckpt.json
 
-$(RUN_DIR)/manifest.json: $(DEMO_MANIFEST) $(BIN)/mf-hash
+# The snapshot the demo manifest names (./runs/demo/snapshot), generated deterministically.
+$(RUN_DIR)/snapshot.json: $(BIN)/demo-data
 	@mkdir -p $(@D)
-	$(BIN)/mf-hash $(DEMO_MANIFEST) > $@
+	$(BIN)/demo-data --out $(RUN_DIR)/snapshot --rows 200000 --seed 7 -q > $@
 
-$(RUN_DIR)/ckpt.json: $(RUN_DIR)/manifest.json $(BIN)/ckpt-interval
+$(RUN_DIR)/manifest.json: $(DEMO_MANIFEST) $(RUN_DIR)/snapshot.json $(BIN)/mf-hash
+	$(BIN)/mf-hash $(DEMO_MANIFEST) --data-digest $(RUN_DIR)/snapshot > $@
+
+$(RUN_DIR)/validate.json: $(RUN_DIR)/manifest.json $(BIN)/ds-validate
+	$(BIN)/ds-validate --profile-out $(RUN_DIR)/profile.json < $< > $@
+
+$(RUN_DIR)/leaks.json: $(RUN_DIR)/validate.json $(BIN)/leak-check
+	$(BIN)/leak-check < $< > $@
+
+$(RUN_DIR)/shards.json: $(RUN_DIR)/leaks.json $(BIN)/shardify
+	$(BIN)/shardify --out $(RUN_DIR)/shards < $< > $@
+
+$(RUN_DIR)/ckpt.json: $(RUN_DIR)/shards.json $(BIN)/ckpt-interval
 	$(BIN)/ckpt-interval --cost 90 --mtbf 43200 --restart 120 < $< > $@
 
 ## Rewrite the golden files under testdata/ from the current tools; review the diff.

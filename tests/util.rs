@@ -174,3 +174,45 @@ pub fn assert_golden(tool: &str, case: &str, actual: Value) {
     let expected: Value = serde_json::from_str(&text).expect("golden file is JSON");
     assert_eq!(actual, expected, "output differs from {}", path.display());
 }
+
+/// Generates a demo snapshot with `demo-data` into `dir` (small, so tests stay fast).
+pub fn demo_snapshot(dir: &Path, rows: usize, flags: &[&str]) -> PathBuf {
+    let out = tool("demo-data")
+        .args(["--out".as_ref(), dir.as_os_str()])
+        .args(["--rows", &rows.to_string(), "--parts", "2", "-q"])
+        .args(flags)
+        .run();
+    assert_eq!(out.code, 0, "demo-data failed: {}", out.stderr);
+    dir.to_path_buf()
+}
+
+/// The record mf-hash makes of the demo manifest, as stdin for the data tools.
+pub fn demo_record() -> String {
+    let out = tool("mf-hash")
+        .args(["testdata/demo/manifest.yaml", "-q"])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.stdout
+}
+
+/// The named check of a `leaks` or `validate` section.
+pub fn named_check<'a>(section: &'a Value, name: &str) -> &'a Value {
+    section["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no check {name} in {section}"))
+}
+
+/// A Python with pyarrow, from the project's own set-up script (a cached virtualenv).
+pub fn python_with_pyarrow() -> PathBuf {
+    let out = Command::new("scripts/python-env.sh")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("scripts/python-env.sh runs");
+    assert!(
+        out.status.success(),
+        "scripts/python-env.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).expect("a path").trim())
+}

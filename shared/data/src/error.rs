@@ -20,10 +20,16 @@ pub enum DataError {
 
 impl DataError {
     pub fn file(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> DataError {
-        DataError::File { path: path.into(), message: message.to_string() }
+        DataError::File {
+            path: path.into(),
+            message: message.to_string(),
+        }
     }
 
     pub fn column(column: impl Into<String>, message: impl std::fmt::Display) -> DataError {
-        DataError::Column { column: column.into(), message: message.to_string() }
+        DataError::Column {
+            column: column.into(),
+            message: message.to_string(),
+        }
     }
 }

@@ -14,7 +14,7 @@ use crate::types::ColumnType;
 pub const SAMPLE_ROWS: usize = 100_000;
 
 /// The largest share of sampled values that may fail to parse as the chosen type.
-pub const TOLERANCE: f64 = 0.001;
+pub const TOLERANCE: f64 = 0.01;
 
 /// Counts how many sampled values parse as each candidate type.
 #[derive(Debug, Clone, Default)]
@@ -25,6 +25,7 @@ pub struct TypeVotes {
     floats: u64,
     dates: u64,
     timestamps: u64,
+    nans: u64,
 }
 
 impl TypeVotes {
@@ -42,6 +43,9 @@ impl TypeVotes {
         }
         if parses_as(ColumnType::Float64, value) {
             self.floats += 1;
+        }
+        if is_nan_literal(value) {
+            self.nans += 1;
         }
         if parses_as(ColumnType::Date, value) {
             self.dates += 1;
@@ -65,6 +69,9 @@ impl TypeVotes {
             (ColumnType::Timestamp, self.timestamps),
         ]
         .into_iter()
+        // A NaN among integers makes the column a float column holding a NaN, not an integer
+        // column with a bad value: NaN must reach the checks that look for it.
+        .filter(|(column_type, _)| *column_type != ColumnType::Int64 || self.nans == 0)
         .find(|(_, count)| enough(*count))
         .map_or(ColumnType::String, |(column_type, _)| column_type)
     }
@@ -74,12 +81,18 @@ impl TypeVotes {
 /// the cast uses.
 pub fn parses_as(column_type: ColumnType, value: &str) -> bool {
     match column_type {
-        ColumnType::Bool => value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false"),
+        ColumnType::Bool => {
+            value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false")
+        }
         ColumnType::Int64 => Int64Type::parse(value).is_some(),
-        ColumnType::Float64 => Float64Type::parse(value).is_some_and(f64::is_finite) || is_nan_literal(value),
+        ColumnType::Float64 => {
+            Float64Type::parse(value).is_some_and(f64::is_finite) || is_nan_literal(value)
+        }
         // A date is exactly YYYY-MM-DD; longer strings are timestamps.
         ColumnType::Date => value.len() == 10 && Date32Type::parse(value).is_some(),
-        ColumnType::Timestamp => value.len() > 10 && TimestampMicrosecondType::parse(value).is_some(),
+        ColumnType::Timestamp => {
+            value.len() > 10 && TimestampMicrosecondType::parse(value).is_some()
+        }
         ColumnType::String => true,
     }
 }
@@ -101,10 +114,16 @@ mod tests {
     #[test]
     fn picks_the_most_specific_type() {
         assert_eq!(infer(&["1", "2", "-3", ""]), ColumnType::Int64);
+        let mut labels = vec!["0"; 300];
+        labels.push("NaN");
+        assert_eq!(infer(&labels), ColumnType::Float64);
         assert_eq!(infer(&["1", "2.5", "1e3"]), ColumnType::Float64);
         assert_eq!(infer(&["true", "FALSE"]), ColumnType::Bool);
         assert_eq!(infer(&["2026-08-01", "2025-03-01"]), ColumnType::Date);
-        assert_eq!(infer(&["2026-08-01T10:00:00Z", "2026-08-01 11:30:00"]), ColumnType::Timestamp);
+        assert_eq!(
+            infer(&["2026-08-01T10:00:00Z", "2026-08-01 11:30:00"]),
+            ColumnType::Timestamp
+        );
         assert_eq!(infer(&["C0000001", "C0000002"]), ColumnType::String);
         assert_eq!(infer(&["", ""]), ColumnType::String);
         assert_eq!(infer(&["2026-08", "2026-09"]), ColumnType::String);

@@ -43,7 +43,11 @@ pub struct SplitBatch<'a> {
 impl Partitioned {
     pub fn from_rules(snapshot: Snapshot, splits: Splits) -> Partitioned {
         let split_names = splits.names().map(String::from).collect();
-        Partitioned { snapshot, split_names, how: How::Rules(splits) }
+        Partitioned {
+            snapshot,
+            split_names,
+            how: How::Rules(splits),
+        }
     }
 
     /// Reads the shard folder `dir` (verifying every shard against its index).
@@ -54,13 +58,26 @@ impl Partitioned {
         let split_names: Vec<String> = index.splits.keys().cloned().collect();
         for (split_index, (_, split)) in index.splits.iter().enumerate() {
             for shard in &split.shards {
-                files.push(SourceFile { path: dir.join(&shard.path), format: FileFormat::Parquet, bytes: shard.bytes });
+                files.push(SourceFile {
+                    path: dir.join(&shard.path),
+                    format: FileFormat::Parquet,
+                    bytes: shard.bytes,
+                });
                 file_splits.push(split_index as u8);
             }
         }
         let schema = arrow_schema(&index.columns);
-        let snapshot = Snapshot { root: dir.to_path_buf(), files, columns: index.columns.clone(), schema };
-        Ok(Partitioned { snapshot, split_names, how: How::FileSplits(file_splits) })
+        let snapshot = Snapshot {
+            root: dir.to_path_buf(),
+            files,
+            columns: index.columns.clone(),
+            schema,
+        };
+        Ok(Partitioned {
+            snapshot,
+            split_names,
+            how: How::FileSplits(file_splits),
+        })
     }
 
     /// Folds every batch into a per-file accumulator, files in parallel. Returns the accumulators
@@ -82,14 +99,34 @@ impl Partitioned {
                     bad.merge(&typed.bad_values);
                     let splits = match &self.how {
                         How::Rules(rules) => rules.assign(&typed.batch).map_err(|o| {
-                            DataError::file(path, format!("row {} falls in both splits `{}` and `{}`", typed.first_row + o.row as u64 + 1, o.first, o.second))
+                            DataError::file(
+                                path,
+                                format!(
+                                    "row {} falls in both splits `{}` and `{}`",
+                                    typed.first_row + o.row as u64 + 1,
+                                    o.first,
+                                    o.second
+                                ),
+                            )
                         })?,
                         How::FileSplits(splits) => vec![Some(splits[file]); typed.batch.num_rows()],
                     };
-                    step(&mut acc, &SplitBatch { batch: &typed.batch, splits: &splits, file: path, file_index: file, first_row: typed.first_row })?;
+                    step(
+                        &mut acc,
+                        &SplitBatch {
+                            batch: &typed.batch,
+                            splits: &splits,
+                            file: path,
+                            file_index: file,
+                            first_row: typed.first_row,
+                        },
+                    )?;
                 }
                 Ok((acc, bad))
             })
+            .collect::<Vec<Result<_, DataError>>>()
+            // The first failing file in file order, so the error is the same on every run.
+            .into_iter()
             .collect::<Result<_, DataError>>()?;
         let mut bad = BadValues::default();
         let mut accs = Vec::with_capacity(results.len());

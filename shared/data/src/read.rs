@@ -89,7 +89,9 @@ impl BadValues {
             let entry = self.columns.entry(column.clone()).or_default();
             entry.count += bad.count;
             let room = BAD_EXAMPLES.saturating_sub(entry.examples.len());
-            entry.examples.extend(bad.examples.iter().take(room).cloned());
+            entry
+                .examples
+                .extend(bad.examples.iter().take(room).cloned());
         }
     }
 }
@@ -106,15 +108,26 @@ impl Snapshot {
         };
         for name in types.keys() {
             if !columns.iter().any(|c| &c.name == name) {
-                return Err(DataError::column(name, "is in the schema file but not in the snapshot"));
+                return Err(DataError::column(
+                    name,
+                    "is in the schema file but not in the snapshot",
+                ));
             }
         }
         let schema = arrow_schema(&columns);
-        Ok(Snapshot { root: root.to_path_buf(), files, columns, schema })
+        Ok(Snapshot {
+            root: root.to_path_buf(),
+            files,
+            columns,
+            schema,
+        })
     }
 
     pub fn column_type(&self, name: &str) -> Option<ColumnType> {
-        self.columns.iter().find(|c| c.name == name).map(|c| c.column_type)
+        self.columns
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.column_type)
     }
 
     /// Total bytes of the snapshot's files.
@@ -123,37 +136,50 @@ impl Snapshot {
     }
 
     /// The batches of file `file`, in order.
-    pub fn read_file(&self, file: usize) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError> {
+    pub fn read_file(
+        &self,
+        file: usize,
+    ) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError>
+    {
         let source = &self.files[file];
-        let open = || File::open(&source.path).map_err(|e| DataError::Io { path: source.path.clone(), source: e });
-        let path = source.path.clone();
-        let raw: Box<dyn Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + Send> = match source.format {
-            FileFormat::Csv => {
-                let text_schema = text_schema(&self.columns);
-                let reader = arrow::csv::ReaderBuilder::new(text_schema)
-                    .with_header(true)
-                    .with_batch_size(BATCH_ROWS)
-                    .build(open()?)
-                    .map_err(|e| DataError::file(&path, e))?;
-                Box::new(reader)
-            }
-            FileFormat::JsonLines => {
-                let reader = arrow::json::ReaderBuilder::new(self.schema.clone())
-                    .with_batch_size(BATCH_ROWS)
-                    .build(BufReader::new(open()?))
-                    .map_err(|e| DataError::file(&path, e))?;
-                Box::new(reader)
-            }
-            FileFormat::Parquet => {
-                let reader = ParquetRecordBatchReaderBuilder::try_new(open()?)
-                    .and_then(|b| b.with_batch_size(BATCH_ROWS).build())
-                    .map_err(|e| DataError::file(&path, format!("not a readable Parquet file: {e}")))?;
-                Box::new(reader)
-            }
+        let open = || {
+            File::open(&source.path).map_err(|e| DataError::Io {
+                path: source.path.clone(),
+                source: e,
+            })
         };
+        let path = source.path.clone();
+        let raw: Box<dyn Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + Send> =
+            match source.format {
+                FileFormat::Csv => {
+                    let text_schema = text_schema(&self.columns);
+                    let reader = arrow::csv::ReaderBuilder::new(text_schema)
+                        .with_header(true)
+                        .with_batch_size(BATCH_ROWS)
+                        .build(open()?)
+                        .map_err(|e| DataError::file(&path, e))?;
+                    Box::new(reader)
+                }
+                FileFormat::JsonLines => {
+                    let reader = arrow::json::ReaderBuilder::new(self.schema.clone())
+                        .with_batch_size(BATCH_ROWS)
+                        .build(BufReader::new(open()?))
+                        .map_err(|e| DataError::file(&path, e))?;
+                    Box::new(reader)
+                }
+                FileFormat::Parquet => {
+                    let reader = ParquetRecordBatchReaderBuilder::try_new(open()?)
+                        .and_then(|b| b.with_batch_size(BATCH_ROWS).build())
+                        .map_err(|e| {
+                            DataError::file(&path, format!("not a readable Parquet file: {e}"))
+                        })?;
+                    Box::new(reader)
+                }
+            };
         let mut next_row = 0u64;
         Ok(Box::new(raw.map(move |batch| {
-            let batch = batch.map_err(|e| DataError::file(&path, describe_read_error(e, next_row)))?;
+            let batch =
+                batch.map_err(|e| DataError::file(&path, describe_read_error(e, next_row)))?;
             let first_row = next_row;
             next_row += batch.num_rows() as u64;
             self.type_batch(batch, file, first_row)
@@ -161,10 +187,18 @@ impl Snapshot {
     }
 
     /// Casts a raw batch to the snapshot schema, collecting values that do not parse.
-    fn type_batch(&self, batch: RecordBatch, file: usize, first_row: u64) -> Result<TypedBatch, DataError> {
+    fn type_batch(
+        &self,
+        batch: RecordBatch,
+        file: usize,
+        first_row: u64,
+    ) -> Result<TypedBatch, DataError> {
         let path = &self.files[file].path;
         let mut bad_values = BadValues::default();
-        let options = CastOptions { safe: true, ..Default::default() };
+        let options = CastOptions {
+            safe: true,
+            ..Default::default()
+        };
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
         for column in &self.columns {
             let raw = batch
@@ -178,15 +212,30 @@ impl Snapshot {
             }
             arrays.push(typed);
         }
-        let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| DataError::file(path, e))?;
-        Ok(TypedBatch { batch, file, first_row, bad_values })
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays)
+            .map_err(|e| DataError::file(path, e))?;
+        Ok(TypedBatch {
+            batch,
+            file,
+            first_row,
+            bad_values,
+        })
     }
 }
 
 /// Values that were present before the cast and null after it did not parse.
-fn collect_bad(raw: &ArrayRef, typed: &ArrayRef, column: &str, path: &Path, first_row: u64, bad: &mut BadValues) {
+fn collect_bad(
+    raw: &ArrayRef,
+    typed: &ArrayRef,
+    column: &str,
+    path: &Path,
+    first_row: u64,
+    bad: &mut BadValues,
+) {
     let text = cast_with_options(raw, &DataType::Utf8, &CastOptions::default()).ok();
-    let text = text.as_ref().and_then(|t| t.as_any().downcast_ref::<StringArray>());
+    let text = text
+        .as_ref()
+        .and_then(|t| t.as_any().downcast_ref::<StringArray>());
     for row in 0..raw.len() {
         if raw.is_valid(row) && typed.is_null(row) {
             let value = text.map(|t| t.value(row).to_string()).unwrap_or_default();
@@ -194,7 +243,14 @@ fn collect_bad(raw: &ArrayRef, typed: &ArrayRef, column: &str, path: &Path, firs
                 continue;
             }
             let file = path.display().to_string();
-            bad.add(column, BadValue { file, row: first_row + row as u64 + 1, value });
+            bad.add(
+                column,
+                BadValue {
+                    file,
+                    row: first_row + row as u64 + 1,
+                    value,
+                },
+            );
         }
     }
 }
@@ -210,7 +266,12 @@ fn describe_read_error(error: arrow::error::ArrowError, rows_before: u64) -> Str
 }
 
 fn text_schema(columns: &[Column]) -> SchemaRef {
-    Arc::new(Schema::new(columns.iter().map(|c| Field::new(&c.name, DataType::Utf8, true)).collect::<Vec<_>>()))
+    Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|c| Field::new(&c.name, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 fn csv_header(path: &Path) -> Result<Vec<String>, DataError> {
@@ -226,24 +287,36 @@ fn csv_header(path: &Path) -> Result<Vec<String>, DataError> {
             return Err(DataError::file(path, "the header has an empty column name"));
         }
         if !seen.insert(name) {
-            return Err(DataError::file(path, format!("the header names `{name}` twice")));
+            return Err(DataError::file(
+                path,
+                format!("the header names `{name}` twice"),
+            ));
         }
     }
     Ok(names)
 }
 
-fn csv_columns(files: &[SourceFile], types: &BTreeMap<String, ColumnType>) -> Result<Vec<Column>, DataError> {
+fn csv_columns(
+    files: &[SourceFile],
+    types: &BTreeMap<String, ColumnType>,
+) -> Result<Vec<Column>, DataError> {
     let names = csv_header(&files[0].path)?;
     for file in &files[1..] {
         let other = csv_header(&file.path)?;
         if other != names {
-            return Err(DataError::file(&file.path, format!("its header differs from {}'s", files[0].path.display())));
+            return Err(DataError::file(
+                &file.path,
+                format!("its header differs from {}'s", files[0].path.display()),
+            ));
         }
     }
     let mut votes = vec![TypeVotes::default(); names.len()];
     let mut sampled = 0usize;
     'files: for file in files {
-        let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(&file.path).map_err(|e| DataError::file(&file.path, e))?;
+        let mut reader = csv::ReaderBuilder::new()
+            .flexible(true)
+            .from_path(&file.path)
+            .map_err(|e| DataError::file(&file.path, e))?;
         for record in reader.records() {
             let record = record.map_err(|e| DataError::file(&file.path, e))?;
             for (vote, value) in votes.iter_mut().zip(record.iter()) {
@@ -265,29 +338,49 @@ fn csv_columns(files: &[SourceFile], types: &BTreeMap<String, ColumnType>) -> Re
         .collect())
 }
 
-fn json_columns(files: &[SourceFile], types: &BTreeMap<String, ColumnType>) -> Result<Vec<Column>, DataError> {
+fn json_columns(
+    files: &[SourceFile],
+    types: &BTreeMap<String, ColumnType>,
+) -> Result<Vec<Column>, DataError> {
     use std::io::BufRead;
     let file = &files[0];
-    let reader = BufReader::new(File::open(&file.path).map_err(|e| DataError::Io { path: file.path.clone(), source: e })?);
+    let reader = BufReader::new(File::open(&file.path).map_err(|e| DataError::Io {
+        path: file.path.clone(),
+        source: e,
+    })?);
     let lines = reader.lines().take(SAMPLE_ROWS).map(|line| {
         line.map_err(|e| arrow::error::ArrowError::ExternalError(Box::new(e)))
-            .and_then(|l| serde_json::from_str::<serde_json::Value>(&l).map_err(|e| arrow::error::ArrowError::JsonError(e.to_string())))
+            .and_then(|l| {
+                serde_json::from_str::<serde_json::Value>(&l)
+                    .map_err(|e| arrow::error::ArrowError::JsonError(e.to_string()))
+            })
     });
-    let schema = arrow::json::reader::infer_json_schema_from_iterator(lines).map_err(|e| DataError::file(&file.path, e))?;
+    let schema = arrow::json::reader::infer_json_schema_from_iterator(lines)
+        .map_err(|e| DataError::file(&file.path, e))?;
     columns_of_schema(&schema, &file.path, types)
 }
 
-fn parquet_columns(files: &[SourceFile], types: &BTreeMap<String, ColumnType>) -> Result<Vec<Column>, DataError> {
+fn parquet_columns(
+    files: &[SourceFile],
+    types: &BTreeMap<String, ColumnType>,
+) -> Result<Vec<Column>, DataError> {
     let mut result: Option<Vec<Column>> = None;
     for file in files {
-        let handle = File::open(&file.path).map_err(|e| DataError::Io { path: file.path.clone(), source: e })?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(handle)
-            .map_err(|e| DataError::file(&file.path, format!("not a readable Parquet file: {e}")))?;
+        let handle = File::open(&file.path).map_err(|e| DataError::Io {
+            path: file.path.clone(),
+            source: e,
+        })?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| {
+            DataError::file(&file.path, format!("not a readable Parquet file: {e}"))
+        })?;
         let columns = columns_of_schema(builder.schema(), &file.path, types)?;
         match &result {
             None => result = Some(columns),
             Some(first) if *first != columns => {
-                return Err(DataError::file(&file.path, format!("its schema differs from {}'s", files[0].path.display())));
+                return Err(DataError::file(
+                    &file.path,
+                    format!("its schema differs from {}'s", files[0].path.display()),
+                ));
             }
             Some(_) => {}
         }
@@ -295,7 +388,11 @@ fn parquet_columns(files: &[SourceFile], types: &BTreeMap<String, ColumnType>) -
     result.ok_or_else(|| DataError::Other("no Parquet files".into()))
 }
 
-fn columns_of_schema(schema: &Schema, path: &Path, types: &BTreeMap<String, ColumnType>) -> Result<Vec<Column>, DataError> {
+fn columns_of_schema(
+    schema: &Schema,
+    path: &Path,
+    types: &BTreeMap<String, ColumnType>,
+) -> Result<Vec<Column>, DataError> {
     schema
         .fields()
         .iter()
@@ -303,10 +400,20 @@ fn columns_of_schema(schema: &Schema, path: &Path, types: &BTreeMap<String, Colu
             let column_type = match types.get(field.name()) {
                 Some(t) => *t,
                 None => ColumnType::from_data_type(field.data_type()).ok_or_else(|| {
-                    DataError::file(path, format!("column `{}` has the unsupported type {}", field.name(), field.data_type()))
+                    DataError::file(
+                        path,
+                        format!(
+                            "column `{}` has the unsupported type {}",
+                            field.name(),
+                            field.data_type()
+                        ),
+                    )
                 })?,
             };
-            Ok(Column { name: field.name().clone(), column_type })
+            Ok(Column {
+                name: field.name().clone(),
+                column_type,
+            })
         })
         .collect()
 }
@@ -335,18 +442,38 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut text = String::from("id,spend,day,tier\n");
         for i in 0..2000 {
-            let spend = if i == 1500 { "n/a".to_string() } else { format!("{}.25", i) };
+            let spend = if i == 1500 {
+                "n/a".to_string()
+            } else {
+                format!("{}.25", i)
+            };
             text.push_str(&format!("C{i},{spend},2026-08-{:02},gold\n", i % 28 + 1));
         }
         write(dir.path(), "part-0.csv", &text);
         let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
         let types: Vec<_> = snapshot.columns.iter().map(|c| c.column_type).collect();
-        assert_eq!(types, [ColumnType::String, ColumnType::Float64, ColumnType::Date, ColumnType::String]);
+        assert_eq!(
+            types,
+            [
+                ColumnType::String,
+                ColumnType::Float64,
+                ColumnType::Date,
+                ColumnType::String
+            ]
+        );
         let batches = read_all(&snapshot).unwrap();
         let bad = &batches[0].bad_values.columns["spend"];
         assert_eq!(bad.count, 1);
-        assert_eq!((bad.examples[0].row, bad.examples[0].value.as_str()), (1501, "n/a"));
-        let spend = batches[0].batch.column(1).as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!(
+            (bad.examples[0].row, bad.examples[0].value.as_str()),
+            (1501, "n/a")
+        );
+        let spend = batches[0]
+            .batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
         assert!(spend.is_null(1500));
         assert_eq!(spend.value(3), 3.25);
     }
@@ -360,7 +487,12 @@ mod tests {
         assert_eq!(snapshot.column_type("code"), Some(ColumnType::String));
         assert_eq!(snapshot.column_type("n"), Some(ColumnType::Int64));
         let batches = read_all(&snapshot).unwrap();
-        let n = batches[0].batch.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+        let n = batches[0]
+            .batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
         assert_eq!(n.values(), &[1, 2]);
     }
 
@@ -370,7 +502,10 @@ mod tests {
         write(dir.path(), "a.csv", "x,y\n1,2\n3\n");
         let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
         let err = read_all(&snapshot).unwrap_err().to_string();
-        assert!(err.contains("a.csv: ") && err.contains("ragged CSV"), "{err}");
+        assert!(
+            err.contains("a.csv: ") && err.contains("ragged CSV"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -378,11 +513,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "a.csv", "x,y\n1,2\n");
         write(dir.path(), "b.csv", "x,z\n1,2\n");
-        let err = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap_err().to_string();
+        let err = Snapshot::open(dir.path(), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("b.csv: its header differs"), "{err}");
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "a.csv", "x,x\n1,2\n");
-        let err = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap_err().to_string();
+        let err = Snapshot::open(dir.path(), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("names `x` twice"), "{err}");
     }
 
@@ -390,14 +529,23 @@ mod tests {
     fn truncated_parquet_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "a.parquet", "PAR1 this is not really parquet");
-        let err = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap_err().to_string();
-        assert!(err.contains("a.parquet: not a readable Parquet file"), "{err}");
+        let err = Snapshot::open(dir.path(), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a.parquet: not a readable Parquet file"),
+            "{err}"
+        );
     }
 
     #[test]
     fn json_lines_are_read() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "a.jsonl", "{\"id\": \"a\", \"n\": 1, \"x\": 0.5}\n{\"id\": \"b\", \"n\": 2, \"x\": 1.5}\n");
+        write(
+            dir.path(),
+            "a.jsonl",
+            "{\"id\": \"a\", \"n\": 1, \"x\": 0.5}\n{\"id\": \"b\", \"n\": 2, \"x\": 1.5}\n",
+        );
         let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
         assert_eq!(snapshot.column_type("n"), Some(ColumnType::Int64));
         assert_eq!(read_all(&snapshot).unwrap()[0].batch.num_rows(), 2);

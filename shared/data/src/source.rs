@@ -33,7 +33,10 @@ pub struct SourceFile {
 /// Hidden files and files starting with `_` (markers such as `_SUCCESS`) are skipped; any other
 /// file of an unknown kind is an error rather than data silently left out.
 pub fn list_snapshot(root: &Path) -> Result<Vec<SourceFile>, DataError> {
-    let metadata = std::fs::metadata(root).map_err(|source| DataError::Io { path: root.into(), source })?;
+    let metadata = std::fs::metadata(root).map_err(|source| DataError::Io {
+        path: root.into(),
+        source,
+    })?;
     let mut paths = Vec::new();
     if metadata.is_dir() {
         collect(root, &mut paths)?;
@@ -44,17 +47,32 @@ pub fn list_snapshot(root: &Path) -> Result<Vec<SourceFile>, DataError> {
     let mut files = Vec::new();
     for path in paths {
         let format = FileFormat::of(&path).ok_or_else(|| {
-            DataError::file(&path, "not a snapshot file: expected .csv, .jsonl or .parquet")
+            DataError::file(
+                &path,
+                "not a snapshot file: expected .csv, .jsonl or .parquet",
+            )
         })?;
-        let bytes = std::fs::metadata(&path).map_err(|source| DataError::Io { path: path.clone(), source })?.len();
-        files.push(SourceFile { path, format, bytes });
+        let bytes = std::fs::metadata(&path)
+            .map_err(|source| DataError::Io {
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        files.push(SourceFile {
+            path,
+            format,
+            bytes,
+        });
     }
     match files.first() {
         None => Err(DataError::file(root, "the snapshot holds no data files")),
         Some(first) => match files.iter().find(|f| f.format != first.format) {
             Some(other) => Err(DataError::file(
                 &other.path,
-                format!("the snapshot mixes {:?} and {:?} files; use one format", first.format, other.format),
+                format!(
+                    "the snapshot mixes {:?} and {:?} files; use one format",
+                    first.format, other.format
+                ),
             )),
             None => Ok(files),
         },
@@ -62,9 +80,15 @@ pub fn list_snapshot(root: &Path) -> Result<Vec<SourceFile>, DataError> {
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), DataError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io { path: dir.into(), source })?;
+    let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io {
+        path: dir.into(),
+        source,
+    })?;
     for entry in entries {
-        let entry = entry.map_err(|source| DataError::Io { path: dir.into(), source })?;
+        let entry = entry.map_err(|source| DataError::Io {
+            path: dir.into(),
+            source,
+        })?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.starts_with('.') || name.starts_with('_') {
@@ -93,10 +117,19 @@ mod tests {
         std::fs::write(dir.path().join("_SUCCESS"), "").unwrap();
         std::fs::write(dir.path().join(".hidden"), "").unwrap();
         let files = list_snapshot(dir.path()).unwrap();
-        let names: Vec<_> = files.iter().map(|f| f.path.strip_prefix(dir.path()).unwrap().to_path_buf()).collect();
-        assert_eq!(names, [PathBuf::from("a.csv"), PathBuf::from("b/part-1.csv")]);
+        let names: Vec<_> = files
+            .iter()
+            .map(|f| f.path.strip_prefix(dir.path()).unwrap().to_path_buf())
+            .collect();
+        assert_eq!(
+            names,
+            [PathBuf::from("a.csv"), PathBuf::from("b/part-1.csv")]
+        );
         std::fs::write(dir.path().join("notes.txt"), "").unwrap();
         let err = list_snapshot(dir.path()).unwrap_err();
-        assert!(err.to_string().contains("notes.txt: not a snapshot file"), "{err}");
+        assert!(
+            err.to_string().contains("notes.txt: not a snapshot file"),
+            "{err}"
+        );
     }
 }

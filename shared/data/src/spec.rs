@@ -26,13 +26,20 @@ pub struct DataSpec {
 
 impl DataSpec {
     pub fn from_record(record: &Record) -> Result<DataSpec, InputError> {
-        let Some(data) = record.get_path("manifest.data") else { return Ok(DataSpec::default()) };
-        let data = data.as_object().ok_or_else(|| InputError::field("manifest.data", "must be an object"))?;
+        let Some(data) = record.get_path("manifest.data") else {
+            return Ok(DataSpec::default());
+        };
+        let data = data
+            .as_object()
+            .ok_or_else(|| InputError::field("manifest.data", "must be an object"))?;
         let string = |key: &str| -> Result<Option<String>, InputError> {
             match data.get(key) {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(InputError::field(format!("manifest.data.{key}"), "must be a string")),
+                Some(_) => Err(InputError::field(
+                    format!("manifest.data.{key}"),
+                    "must be a string",
+                )),
             }
         };
         let snapshot = match string("snapshot")? {
@@ -49,19 +56,36 @@ impl DataSpec {
                 .iter()
                 .map(|(name, rule)| match rule {
                     Value::String(rule) => Ok((name.clone(), rule.clone())),
-                    _ => Err(InputError::field(format!("manifest.data.splits.{name}"), "must be a string")),
+                    _ => Err(InputError::field(
+                        format!("manifest.data.splits.{name}"),
+                        "must be a string",
+                    )),
                 })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(InputError::field("manifest.data.splits", "must be an object")),
+            Some(_) => {
+                return Err(InputError::field(
+                    "manifest.data.splits",
+                    "must be an object",
+                ));
+            }
         };
         let text = match data.get("text") {
             None => Vec::new(),
             Some(Value::String(column)) => vec![column.clone()],
             Some(Value::Array(columns)) => columns
                 .iter()
-                .map(|c| c.as_str().map(String::from).ok_or_else(|| InputError::field("manifest.data.text", "must list column names")))
+                .map(|c| {
+                    c.as_str().map(String::from).ok_or_else(|| {
+                        InputError::field("manifest.data.text", "must list column names")
+                    })
+                })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(InputError::field("manifest.data.text", "must be a column name or a list of them")),
+            Some(_) => {
+                return Err(InputError::field(
+                    "manifest.data.text",
+                    "must be a column name or a list of them",
+                ));
+            }
         };
         let as_of = match data.get("as_of") {
             None => BTreeMap::new(),
@@ -69,10 +93,18 @@ impl DataSpec {
                 .iter()
                 .map(|(feature, column)| match column {
                     Value::String(column) => Ok((feature.clone(), column.clone())),
-                    _ => Err(InputError::field(format!("manifest.data.as_of.{feature}"), "must name a timestamp column")),
+                    _ => Err(InputError::field(
+                        format!("manifest.data.as_of.{feature}"),
+                        "must name a timestamp column",
+                    )),
                 })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(InputError::field("manifest.data.as_of", "must map features to their as-of columns")),
+            Some(_) => {
+                return Err(InputError::field(
+                    "manifest.data.as_of",
+                    "must map features to their as-of columns",
+                ));
+            }
         };
         Ok(DataSpec {
             snapshot,
@@ -86,18 +118,47 @@ impl DataSpec {
         })
     }
 
+    /// Every column the manifest names (entity, time, label, label_time) must exist: a label the
+    /// data lacks is a manifest and a snapshot that disagree, not something to validate.
+    pub fn require_columns(&self, has_column: impl Fn(&str) -> bool) -> Result<(), InputError> {
+        let named = [
+            ("entity", &self.entity),
+            ("time", &self.time),
+            ("label", &self.label),
+            ("label_time", &self.label_time),
+        ];
+        for (role, column) in named {
+            if let Some(column) = column
+                && !has_column(column)
+            {
+                return Err(InputError::field(
+                    format!("manifest.data.{role}"),
+                    format!("names the column `{column}`, which the snapshot does not have"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The snapshot to read: `--in` when given, else the manifest's location when it exists here.
     pub fn snapshot_path(&self, flag: Option<&std::path::Path>) -> Result<PathBuf, InputError> {
         if let Some(path) = flag {
             return Ok(path.to_path_buf());
         }
         match &self.snapshot {
-            Some(location) if std::path::Path::new(location).exists() => Ok(PathBuf::from(location)),
+            Some(location) if std::path::Path::new(location).exists() => {
+                Ok(PathBuf::from(location))
+            }
             Some(location) => Err(InputError::field(
                 "manifest.data.snapshot",
-                format!("`{location}` is not a local file or folder; give the snapshot with --in PATH"),
+                format!(
+                    "`{location}` is not a local file or folder; give the snapshot with --in PATH"
+                ),
             )),
-            None => Err(InputError::field("--in", "is missing and the record has no manifest.data.snapshot")),
+            None => Err(InputError::field(
+                "--in",
+                "is missing and the record has no manifest.data.snapshot",
+            )),
         }
     }
 
@@ -105,7 +166,10 @@ impl DataSpec {
     pub fn splits_or(&self, flags: &[String]) -> Result<Vec<(String, String)>, InputError> {
         if flags.is_empty() {
             if self.splits.is_empty() {
-                return Err(InputError::field("manifest.data.splits", "is missing; give --split NAME=RULE"));
+                return Err(InputError::field(
+                    "manifest.data.splits",
+                    "is missing; give --split NAME=RULE",
+                ));
             }
             return Ok(self.splits.clone());
         }
@@ -114,7 +178,9 @@ impl DataSpec {
             .map(|flag| {
                 flag.split_once('=')
                     .map(|(name, rule)| (name.trim().to_string(), rule.trim().to_string()))
-                    .ok_or_else(|| InputError::field("--split", format!("`{flag}` is not NAME=RULE")))
+                    .ok_or_else(|| {
+                        InputError::field("--split", format!("`{flag}` is not NAME=RULE"))
+                    })
             })
             .collect()
     }
@@ -123,9 +189,13 @@ impl DataSpec {
 /// Parses a size such as `1G`, `512M`, `64KiB` or a plain number of bytes.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().map_err(|_| format!("`{text}` is not a size such as 512M or 2G"))?;
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size such as 512M or 2G"))?;
     let scale = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1u64,
         "k" | "kb" | "kib" => 1 << 10,
@@ -135,7 +205,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         _ => return Err(format!("`{text}` has an unknown unit (use K, M, G or T)")),
     };
     let bytes = number * scale as f64;
-    if bytes < 1.0 { Err(format!("`{text}` is too small")) } else { Ok(bytes as u64) }
+    if bytes < 1.0 {
+        Err(format!("`{text}` is too small"))
+    } else {
+        Ok(bytes as u64)
+    }
 }
 
 #[cfg(test)]

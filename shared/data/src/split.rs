@@ -28,9 +28,17 @@ pub struct Split {
 enum Condition {
     /// `lower <= value < upper` (each side optional, inclusive as given) over the column's values,
     /// temporal values in microseconds since the epoch.
-    Range { column: String, lower: Option<(f64, bool)>, upper: Option<(f64, bool)> },
+    Range {
+        column: String,
+        lower: Option<(f64, bool)>,
+        upper: Option<(f64, bool)>,
+    },
     /// `lower <= hash(column) < upper`.
-    Hash { column: String, lower: f64, upper: f64 },
+    Hash {
+        column: String,
+        lower: f64,
+        upper: f64,
+    },
 }
 
 /// The splits of a manifest, checked against the snapshot's columns.
@@ -63,17 +71,29 @@ impl Splits {
         let mut splits = Vec::new();
         for (name, rule) in rules {
             let field = format!("manifest.data.splits.{name}");
-            let condition = parse_rule(rule, time).map_err(|message| DataError::column(&field, format!("`{rule}`: {message}")))?;
+            let condition = parse_rule(rule, time)
+                .map_err(|message| DataError::Other(format!("{field}: `{rule}`: {message}")))?;
             let column = match &condition {
                 Condition::Range { column, .. } | Condition::Hash { column, .. } => column,
             };
             let column_type = column_type(column).ok_or_else(|| {
-                DataError::column(&field, format!("`{rule}` uses the column `{column}`, which the snapshot does not have"))
+                DataError::Other(format!(
+                    "{field}: `{rule}` uses the column `{column}`, which the snapshot does not have"
+                ))
             })?;
-            if matches!(condition, Condition::Range { .. }) && !(column_type.is_temporal() || column_type.is_numeric()) {
-                return Err(DataError::column(&field, format!("`{rule}` compares `{column}`, a {} column; it must hold dates, times or numbers", column_type.name())));
+            if matches!(condition, Condition::Range { .. })
+                && !(column_type.is_temporal() || column_type.is_numeric())
+            {
+                return Err(DataError::Other(format!(
+                    "{field}: `{rule}` compares `{column}`, a {} column; it must hold dates, times or numbers",
+                    column_type.name()
+                )));
             }
-            splits.push(Split { name: name.clone(), rule: rule.clone(), condition });
+            splits.push(Split {
+                name: name.clone(),
+                rule: rule.clone(),
+                condition,
+            });
         }
         Ok(Splits { splits })
     }
@@ -116,14 +136,20 @@ impl Splits {
 
     /// True when every rule is a time range over `time`, so splits have a time order.
     pub fn is_time_split(&self, time: &str) -> bool {
-        self.splits.iter().all(|s| matches!(&s.condition, Condition::Range { column, .. } if column == time))
+        self.splits
+            .iter()
+            .all(|s| matches!(&s.condition, Condition::Range { column, .. } if column == time))
     }
 }
 
 impl Condition {
     fn evaluate(&self, batch: &RecordBatch) -> Vec<bool> {
         match self {
-            Condition::Range { column, lower, upper } => {
+            Condition::Range {
+                column,
+                lower,
+                upper,
+            } => {
                 let Some(values) = batch.column_by_name(column).map(numeric_values) else {
                     return vec![false; batch.num_rows()];
                 };
@@ -131,13 +157,20 @@ impl Condition {
                     .into_iter()
                     .map(|value| {
                         value.is_some_and(|v| {
-                            lower.is_none_or(|(l, inclusive)| if inclusive { v >= l } else { v > l })
-                                && upper.is_none_or(|(u, inclusive)| if inclusive { v <= u } else { v < u })
+                            lower
+                                .is_none_or(|(l, inclusive)| if inclusive { v >= l } else { v > l })
+                                && upper.is_none_or(
+                                    |(u, inclusive)| if inclusive { v <= u } else { v < u },
+                                )
                         })
                     })
                     .collect()
             }
-            Condition::Hash { column, lower, upper } => match batch.column_by_name(column) {
+            Condition::Hash {
+                column,
+                lower,
+                upper,
+            } => match batch.column_by_name(column) {
                 Some(array) => entity_fractions(array)
                     .into_iter()
                     .map(|f| f.is_some_and(|f| f >= *lower && f < *upper))
@@ -158,9 +191,13 @@ pub fn entity_fraction(text: &str) -> f64 {
 }
 
 fn entity_fractions(array: &ArrayRef) -> Vec<Option<f64>> {
-    let Ok(text) = cast(array, &DataType::Utf8) else { return vec![None; array.len()] };
+    let Ok(text) = cast(array, &DataType::Utf8) else {
+        return vec![None; array.len()];
+    };
     let text = text.as_string::<i32>();
-    (0..text.len()).map(|i| text.is_valid(i).then(|| entity_fraction(text.value(i)))).collect()
+    (0..text.len())
+        .map(|i| text.is_valid(i).then(|| entity_fraction(text.value(i))))
+        .collect()
 }
 
 /// Column values as f64 (temporal ones in microseconds since the epoch); nulls as `None`.
@@ -174,7 +211,9 @@ pub fn numeric_values(array: &ArrayRef) -> Vec<Option<f64>> {
         return vec![None; array.len()];
     };
     let values = converted.as_primitive::<Float64Type>();
-    (0..values.len()).map(|i| values.is_valid(i).then(|| values.value(i) * scale)).collect()
+    (0..values.len())
+        .map(|i| values.is_valid(i).then(|| values.value(i) * scale))
+        .collect()
 }
 
 fn parse_rule(rule: &str, time: Option<&str>) -> Result<Condition, String> {
@@ -188,10 +227,19 @@ fn parse_rule(rule: &str, time: Option<&str>) -> Result<Condition, String> {
             if column.is_empty() || column.contains(char::is_whitespace) {
                 return Err(format!("`{column}` is not a column name"));
             }
-            let value = parse_point(literal).ok_or_else(|| format!("`{literal}` is not a date, timestamp or number"))?;
+            let value = parse_point(literal)
+                .ok_or_else(|| format!("`{literal}` is not a date, timestamp or number"))?;
             let bound = Some((value, op.len() == 2));
-            let (lower, upper) = if op.starts_with('<') { (None, bound) } else { (bound, None) };
-            return Ok(Condition::Range { column: column.to_string(), lower, upper });
+            let (lower, upper) = if op.starts_with('<') {
+                (None, bound)
+            } else {
+                (bound, None)
+            };
+            return Ok(Condition::Range {
+                column: column.to_string(),
+                lower,
+                upper,
+            });
         }
     }
     let time = time.ok_or("a bare period needs manifest.data.time to name the time column")?;
@@ -202,12 +250,20 @@ fn parse_rule(rule: &str, time: Option<&str>) -> Result<Condition, String> {
     if end <= start {
         return Err("the period ends before it starts".into());
     }
-    Ok(Condition::Range { column: time.to_string(), lower: Some((start, true)), upper: Some((end, false)) })
+    Ok(Condition::Range {
+        column: time.to_string(),
+        lower: Some((start, true)),
+        upper: Some((end, false)),
+    })
 }
 
 /// `[start, end)` in microseconds of a day `YYYY-MM-DD`, a month `YYYY-MM` or a year `YYYY`.
 fn period(text: &str) -> Result<(f64, f64), String> {
-    let day = |s: &str| Date32Type::parse(s).filter(|_| s.len() == 10).map(|d| d as f64 * MICROS_PER_DAY);
+    let day = |s: &str| {
+        Date32Type::parse(s)
+            .filter(|_| s.len() == 10)
+            .map(|d| d as f64 * MICROS_PER_DAY)
+    };
     let bad = || format!("`{text}` is not a period (YYYY, YYYY-MM or YYYY-MM-DD)");
     match text.len() {
         10 => {
@@ -216,14 +272,27 @@ fn period(text: &str) -> Result<(f64, f64), String> {
         }
         7 => {
             let (year, month) = text.split_once('-').ok_or_else(bad)?;
-            let (year, month): (i32, u32) = (year.parse().map_err(|_| bad())?, month.parse().map_err(|_| bad())?);
+            let (year, month): (i32, u32) = (
+                year.parse().map_err(|_| bad())?,
+                month.parse().map_err(|_| bad())?,
+            );
             let start = day(&format!("{year:04}-{month:02}-01")).ok_or_else(bad)?;
-            let (next_year, next_month) = if month == 12 { (year + 1, 1) } else { (year, month + 1) };
-            Ok((start, day(&format!("{next_year:04}-{next_month:02}-01")).ok_or_else(bad)?))
+            let (next_year, next_month) = if month == 12 {
+                (year + 1, 1)
+            } else {
+                (year, month + 1)
+            };
+            Ok((
+                start,
+                day(&format!("{next_year:04}-{next_month:02}-01")).ok_or_else(bad)?,
+            ))
         }
         4 => {
             let year: i32 = text.parse().map_err(|_| bad())?;
-            Ok((day(&format!("{year:04}-01-01")).ok_or_else(bad)?, day(&format!("{:04}-01-01", year + 1)).ok_or_else(bad)?))
+            Ok((
+                day(&format!("{year:04}-01-01")).ok_or_else(bad)?,
+                day(&format!("{:04}-01-01", year + 1)).ok_or_else(bad)?,
+            ))
         }
         _ => Err(bad()),
     }
@@ -232,15 +301,15 @@ fn period(text: &str) -> Result<(f64, f64), String> {
 /// A date (midnight), timestamp or number.
 fn parse_point(text: &str) -> Option<f64> {
     let text = text.trim_matches(|c| c == '"' || c == '\'');
-    if text.len() == 10 {
-        if let Some(days) = Date32Type::parse(text) {
-            return Some(days as f64 * MICROS_PER_DAY);
-        }
+    if text.len() == 10
+        && let Some(days) = Date32Type::parse(text)
+    {
+        return Some(days as f64 * MICROS_PER_DAY);
     }
-    if text.len() > 10 {
-        if let Some(micros) = TimestampMicrosecondType::parse(text) {
-            return Some(micros as f64);
-        }
+    if text.len() > 10
+        && let Some(micros) = TimestampMicrosecondType::parse(text)
+    {
+        return Some(micros as f64);
     }
     text.parse::<f64>().ok().filter(|v| v.is_finite())
 }
@@ -253,14 +322,23 @@ fn parse_hash(rule: &str) -> Result<Condition, String> {
         return Err("hash() needs a column".into());
     }
     let fraction = |s: &str| -> Result<f64, String> {
-        let value: f64 = s.trim().parse().map_err(|_| format!("`{}` is not a fraction", s.trim()))?;
-        if (0.0..=1.0).contains(&value) { Ok(value) } else { Err(format!("{value} is not between 0 and 1")) }
+        let value: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{}` is not a fraction", s.trim()))?;
+        if (0.0..=1.0).contains(&value) {
+            Ok(value)
+        } else {
+            Err(format!("{value} is not between 0 and 1"))
+        }
     };
     let (before, after) = (rule[..start].trim(), rule[close + 1..].trim());
     let mut lower = 0.0;
     let mut upper = 1.0 + f64::EPSILON;
     if !before.is_empty() {
-        let value = before.strip_suffix("<=").ok_or("write `a <= hash(col) < b`")?;
+        let value = before
+            .strip_suffix("<=")
+            .ok_or("write `a <= hash(col) < b`")?;
         lower = fraction(value)?;
     }
     if let Some(value) = after.strip_prefix("<") {
@@ -279,7 +357,11 @@ fn parse_hash(rule: &str) -> Result<Condition, String> {
     if lower >= upper {
         return Err("the fraction range is empty".into());
     }
-    Ok(Condition::Hash { column: column.to_string(), lower, upper })
+    Ok(Condition::Hash {
+        column: column.to_string(),
+        lower,
+        upper,
+    })
 }
 
 #[cfg(test)]
@@ -294,11 +376,16 @@ mod tests {
     }
 
     fn batch(dates: &[&str], ids: &[&str]) -> RecordBatch {
-        let schema = Schema::new(vec![Field::new("signup_date", DataType::Date32, true), Field::new("id", DataType::Utf8, true)]);
+        let schema = Schema::new(vec![
+            Field::new("signup_date", DataType::Date32, true),
+            Field::new("id", DataType::Utf8, true),
+        ]);
         RecordBatch::try_new(
             Arc::new(schema),
             vec![
-                Arc::new(Date32Array::from(dates.iter().map(|d| days(d)).collect::<Vec<_>>())),
+                Arc::new(Date32Array::from(
+                    dates.iter().map(|d| days(d)).collect::<Vec<_>>(),
+                )),
                 Arc::new(StringArray::from(ids.to_vec())),
             ],
         )
@@ -314,28 +401,65 @@ mod tests {
     }
 
     fn splits(rules: &[(&str, &str)]) -> Result<Splits, DataError> {
-        let rules: Vec<(String, String)> = rules.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        let rules: Vec<(String, String)> = rules
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
         Splits::parse(&rules, Some("signup_date"), types)
     }
 
     #[test]
     fn time_splits_from_the_manifest_example() {
-        let s = splits(&[("train", "signup_date < 2026-08-01"), ("val", "2026-08"), ("test", "2026-09-01..2026-09-15")]).unwrap();
-        let b = batch(&["2026-07-31", "2026-08-01", "2026-08-31", "2026-09-01", "2026-09-15", "2026-09-16"], &["a"; 6]);
-        assert_eq!(s.assign(&b).unwrap(), vec![Some(0), Some(1), Some(1), Some(2), Some(2), None]);
+        let s = splits(&[
+            ("train", "signup_date < 2026-08-01"),
+            ("val", "2026-08"),
+            ("test", "2026-09-01..2026-09-15"),
+        ])
+        .unwrap();
+        let b = batch(
+            &[
+                "2026-07-31",
+                "2026-08-01",
+                "2026-08-31",
+                "2026-09-01",
+                "2026-09-15",
+                "2026-09-16",
+            ],
+            &["a"; 6],
+        );
+        assert_eq!(
+            s.assign(&b).unwrap(),
+            vec![Some(0), Some(1), Some(1), Some(2), Some(2), None]
+        );
         assert!(s.is_time_split("signup_date"));
     }
 
     #[test]
     fn months_years_and_comparisons() {
-        let s = splits(&[("a", "2025"), ("b", "2026-01..2026-02"), ("c", "signup_date >= 2026-03-01")]).unwrap();
-        let b = batch(&["2025-12-31", "2026-01-01", "2026-02-28", "2026-03-01"], &["a"; 4]);
-        assert_eq!(s.assign(&b).unwrap(), vec![Some(0), Some(1), Some(1), Some(2)]);
+        let s = splits(&[
+            ("a", "2025"),
+            ("b", "2026-01..2026-02"),
+            ("c", "signup_date >= 2026-03-01"),
+        ])
+        .unwrap();
+        let b = batch(
+            &["2025-12-31", "2026-01-01", "2026-02-28", "2026-03-01"],
+            &["a"; 4],
+        );
+        assert_eq!(
+            s.assign(&b).unwrap(),
+            vec![Some(0), Some(1), Some(1), Some(2)]
+        );
     }
 
     #[test]
     fn entity_hash_fractions_partition_by_entity() {
-        let s = splits(&[("train", "hash(id) < 0.8"), ("val", "0.8 <= hash(id) < 0.9"), ("test", "hash(id) >= 0.9")]).unwrap();
+        let s = splits(&[
+            ("train", "hash(id) < 0.8"),
+            ("val", "0.8 <= hash(id) < 0.9"),
+            ("test", "hash(id) >= 0.9"),
+        ])
+        .unwrap();
         let ids: Vec<String> = (0..10_000).map(|i| format!("C{i:07}")).collect();
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let b = batch(&vec!["2026-01-01"; refs.len()], &refs);
@@ -349,21 +473,41 @@ mod tests {
     #[test]
     fn overlapping_rules_name_the_row_and_splits() {
         let s = splits(&[("train", "signup_date < 2026-08-15"), ("val", "2026-08")]).unwrap();
-        let overlap = s.assign(&batch(&["2026-07-01", "2026-08-02"], &["a", "b"])).unwrap_err();
-        assert_eq!(overlap, Overlap { row: 1, first: "train".into(), second: "val".into() });
+        let overlap = s
+            .assign(&batch(&["2026-07-01", "2026-08-02"], &["a", "b"]))
+            .unwrap_err();
+        assert_eq!(
+            overlap,
+            Overlap {
+                row: 1,
+                first: "train".into(),
+                second: "val".into()
+            }
+        );
     }
 
     #[test]
     fn bad_rules_are_explained() {
-        let err = splits(&[("train", "created_at < 2026-08-01")]).unwrap_err().to_string();
-        assert!(err.contains("uses the column `created_at`, which the snapshot does not have"), "{err}");
-        let err = splits(&[("train", "id < 2026-08-01")]).unwrap_err().to_string();
+        let err = splits(&[("train", "created_at < 2026-08-01")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("uses the column `created_at`, which the snapshot does not have"),
+            "{err}"
+        );
+        let err = splits(&[("train", "id < 2026-08-01")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("a string column"), "{err}");
         let err = splits(&[("val", "2026-13")]).unwrap_err().to_string();
         assert!(err.contains("is not a period"), "{err}");
-        let err = splits(&[("val", "hash(id) < 1.5")]).unwrap_err().to_string();
+        let err = splits(&[("val", "hash(id) < 1.5")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not between 0 and 1"), "{err}");
-        let no_time = Splits::parse(&[("val".into(), "2026-08".into())], None, types).unwrap_err().to_string();
+        let no_time = Splits::parse(&[("val".into(), "2026-08".into())], None, types)
+            .unwrap_err()
+            .to_string();
         assert!(no_time.contains("needs manifest.data.time"), "{no_time}");
     }
 }

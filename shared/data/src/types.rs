@@ -39,7 +39,9 @@ impl ColumnType {
         Some(match data_type {
             Boolean => ColumnType::Bool,
             Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 => ColumnType::Int64,
-            Float16 | Float32 | Float64 | Decimal128(_, _) | Decimal256(_, _) => ColumnType::Float64,
+            Float16 | Float32 | Float64 | Decimal128(_, _) | Decimal256(_, _) => {
+                ColumnType::Float64
+            }
             Date32 | Date64 => ColumnType::Date,
             Timestamp(_, _) => ColumnType::Timestamp,
             Utf8 | LargeUtf8 | Utf8View | Dictionary(_, _) => ColumnType::String,
@@ -48,7 +50,10 @@ impl ColumnType {
     }
 
     pub fn is_numeric(self) -> bool {
-        matches!(self, ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool)
+        matches!(
+            self,
+            ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool
+        )
     }
 
     pub fn is_temporal(self) -> bool {
@@ -91,7 +96,10 @@ pub fn read_schema_file(path: &Path) -> Result<BTreeMap<String, ColumnType>, Dat
     struct SchemaFile {
         columns: BTreeMap<String, ColumnType>,
     }
-    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
+        path: path.into(),
+        source,
+    })?;
     let file: SchemaFile = serde_json::from_str(&text).map_err(|e| {
         DataError::file(path, format!("not a schema file ({e}); expected {{\"columns\": {{\"name\": \"int64|float64|bool|date|timestamp|string\"}}}}"))
     })?;

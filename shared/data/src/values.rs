@@ -35,15 +35,26 @@ pub fn labels(array: &ArrayRef) -> Vec<Label> {
             })
             .collect();
     }
-    if matches!(array.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
-        return (0..array.len()).map(|i| if array.is_valid(i) { Label::Invalid } else { Label::Missing }).collect();
+    if matches!(
+        array.data_type(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    ) {
+        return (0..array.len())
+            .map(|i| {
+                if array.is_valid(i) {
+                    Label::Invalid
+                } else {
+                    Label::Missing
+                }
+            })
+            .collect();
     }
     numeric_values(array)
         .into_iter()
         .map(|value| match value {
             None => Label::Missing,
-            Some(v) if v == 1.0 => Label::Positive,
-            Some(v) if v == 0.0 => Label::Negative,
+            Some(1.0) => Label::Positive,
+            Some(0.0) => Label::Negative,
             Some(_) => Label::Invalid,
         })
         .collect()
@@ -57,8 +68,23 @@ mod tests {
 
     #[test]
     fn labels_from_numbers_flag_nan_and_other_values() {
-        let array: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), Some(0.0), None, Some(f64::NAN), Some(2.0)]));
-        assert_eq!(labels(&array), [Label::Positive, Label::Negative, Label::Missing, Label::Invalid, Label::Invalid]);
+        let array: ArrayRef = Arc::new(Float64Array::from(vec![
+            Some(1.0),
+            Some(0.0),
+            None,
+            Some(f64::NAN),
+            Some(2.0),
+        ]));
+        assert_eq!(
+            labels(&array),
+            [
+                Label::Positive,
+                Label::Negative,
+                Label::Missing,
+                Label::Invalid,
+                Label::Invalid
+            ]
+        );
         let ints: ArrayRef = Arc::new(Int64Array::from(vec![0, 1]));
         assert_eq!(labels(&ints), [Label::Negative, Label::Positive]);
     }

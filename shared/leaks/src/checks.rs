@@ -17,7 +17,9 @@ fn place(data: &Partitioned, loc: Loc) -> Value {
 }
 
 fn split_name(data: &Partitioned, split: u8) -> &str {
-    data.split_names.get(split as usize).map_or("?", String::as_str)
+    data.split_names
+        .get(split as usize)
+        .map_or("?", String::as_str)
 }
 
 fn time_text(micros: f64) -> String {
@@ -51,14 +53,20 @@ pub fn time_order(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> L
         return LeakCheck::skipped("time_order", "manifest.data.time is not set");
     };
     if !config.time_split {
-        return LeakCheck::skipped("time_order", format!("the splits are not ranges of `{time}`"));
+        return LeakCheck::skipped(
+            "time_order",
+            format!("the splits are not ranges of `{time}`"),
+        );
     }
     let ordered: Vec<(u8, (f64, f64))> = config
         .split_order
         .iter()
         .filter_map(|name| {
             let index = data.split_names.iter().position(|n| n == name)?;
-            Some((index as u8, merged.time_ranges.get(index).copied().flatten()?))
+            Some((
+                index as u8,
+                merged.time_ranges.get(index).copied().flatten()?,
+            ))
         })
         .collect();
     let mut examples = Vec::new();
@@ -99,16 +107,29 @@ pub fn near_duplicates(merged: &Merged, data: &Partitioned, config: &LeakConfig)
         };
         let mut by_split: BTreeMap<u16, Vec<(u64, &str)>> = BTreeMap::new();
         for (split, id, text) in texts {
-            by_split.entry(*split).or_default().push((*id, text.as_str()));
+            by_split
+                .entry(*split)
+                .or_default()
+                .push((*id, text.as_str()));
         }
         for (split, texts) in &by_split {
             index.add_batch(*split, texts);
         }
         let found = index.cross_group_pairs(config.near_duplicate_jaccard);
         count += found.pairs.len() as u64;
-        let text_of: BTreeMap<u64, &str> = texts.iter().map(|(_, id, text)| (*id, text.as_str())).collect();
-        let loc = |id: u64| Loc { file: (id >> 40) as u32, row: (id & ((1 << 40) - 1)) + 1 };
-        for pair in found.pairs.iter().take(config.examples.saturating_sub(examples.len())) {
+        let text_of: BTreeMap<u64, &str> = texts
+            .iter()
+            .map(|(_, id, text)| (*id, text.as_str()))
+            .collect();
+        let loc = |id: u64| Loc {
+            file: (id >> 40) as u32,
+            row: (id & ((1 << 40) - 1)) + 1,
+        };
+        for pair in found
+            .pairs
+            .iter()
+            .take(config.examples.saturating_sub(examples.len()))
+        {
             examples.push(json!({
                 "column": column,
                 "jaccard": (pair.jaccard * 1000.0).round() / 1000.0,
@@ -118,16 +139,25 @@ pub fn near_duplicates(merged: &Merged, data: &Partitioned, config: &LeakConfig)
         }
     }
     let mut check = LeakCheck::counted("near_duplicates", count, examples);
-    check.note = Some(format!("MinHash LSH over character 5-grams, pairs verified at Jaccard >= {}", config.near_duplicate_jaccard));
+    check.note = Some(format!(
+        "MinHash LSH over character 5-grams, pairs verified at Jaccard >= {}",
+        config.near_duplicate_jaccard
+    ));
     check
 }
 
 pub fn future_features(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
     if config.as_of.is_empty() {
-        return LeakCheck::skipped("future_features", "manifest.data.as_of declares no feature timestamps");
+        return LeakCheck::skipped(
+            "future_features",
+            "manifest.data.as_of declares no feature timestamps",
+        );
     }
     let Some(label_time) = config.label_time_column() else {
-        return LeakCheck::skipped("future_features", "no label time: set manifest.data.label_time or manifest.data.time");
+        return LeakCheck::skipped(
+            "future_features",
+            "no label time: set manifest.data.label_time or manifest.data.time",
+        );
     };
     let examples = merged
         .future
@@ -146,28 +176,41 @@ pub fn label_proxies(merged: &Merged, data: &Partitioned, config: &LeakConfig) -
         return LeakCheck::skipped("label_proxy", "manifest.data.label is not set");
     }
     if !data.split_names.contains(&config.train_split) {
-        return LeakCheck::skipped("label_proxy", format!("there is no `{}` split", config.train_split));
+        return LeakCheck::skipped(
+            "label_proxy",
+            format!("there is no `{}` split", config.train_split),
+        );
     }
     let mut examples = Vec::new();
-    let proxies = data.snapshot.columns.iter().enumerate().filter(|(_, c)| !config.is_non_feature(&c.name) && !c.column_type.is_temporal() && !config.text.contains(&c.name));
+    let proxies = data.snapshot.columns.iter().enumerate().filter(|(_, c)| {
+        !config.is_non_feature(&c.name)
+            && !c.column_type.is_temporal()
+            && !config.text.contains(&c.name)
+    });
     for (slot, (_, column)) in proxies.enumerate() {
-        let (scores, labels): (Vec<f64>, Vec<bool>) = if column.column_type == runfn_data::ColumnType::String {
-            match target_encoded(&merged.proxy_categories[slot]) {
-                Some(pairs) => pairs.into_iter().unzip(),
-                None => continue,
-            }
-        } else {
-            merged.proxy_numeric[slot].iter().copied().unzip()
-        };
-        if let Ok(value) = auc(&scores, &labels) {
-            if value >= config.proxy_auc || value <= 1.0 - config.proxy_auc {
-                examples.push(json!({"column": column.name, "auc": (value * 10000.0).round() / 10000.0, "rows": scores.len()}));
-            }
+        let (scores, labels): (Vec<f64>, Vec<bool>) =
+            if column.column_type == runfn_data::ColumnType::String {
+                match target_encoded(&merged.proxy_categories[slot]) {
+                    Some(pairs) => pairs.into_iter().unzip(),
+                    None => continue,
+                }
+            } else {
+                merged.proxy_numeric[slot].iter().copied().unzip()
+            };
+        if let Ok(value) = auc(&scores, &labels)
+            && (value >= config.proxy_auc || value <= 1.0 - config.proxy_auc)
+        {
+            examples.push(json!({"column": column.name, "auc": (value * 10000.0).round() / 10000.0, "rows": scores.len()}));
         }
     }
     let count = examples.len() as u64;
     let mut check = LeakCheck::counted("label_proxy", count, examples);
-    check.note = Some(format!("a single feature with univariate AUC >= {} or <= {} on `{}`", config.proxy_auc, ((1.0 - config.proxy_auc) * 1e6).round() / 1e6, config.train_split));
+    check.note = Some(format!(
+        "a single feature with univariate AUC >= {} or <= {} on `{}`",
+        config.proxy_auc,
+        ((1.0 - config.proxy_auc) * 1e6).round() / 1e6,
+        config.train_split
+    ));
     check
 }
 
@@ -182,8 +225,13 @@ fn target_encoded(pairs: &[(String, bool)]) -> Option<Vec<(f64, bool)>> {
             return None;
         }
     }
-    Some(pairs.iter().map(|(category, label)| {
-        let (n, positives) = counts[category.as_str()];
-        (positives as f64 / n as f64, *label)
-    }).collect())
+    Some(
+        pairs
+            .iter()
+            .map(|(category, label)| {
+                let (n, positives) = counts[category.as_str()];
+                (positives as f64 / n as f64, *label)
+            })
+            .collect(),
+    )
 }

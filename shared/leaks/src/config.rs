@@ -50,7 +50,9 @@ impl LeakConfig {
 
     /// Columns that are not features: identity, time, label and the times features were taken.
     pub fn is_non_feature(&self, column: &str) -> bool {
-        [&self.entity, &self.time, &self.label, &self.label_time].iter().any(|c| c.as_deref() == Some(column))
+        [&self.entity, &self.time, &self.label, &self.label_time]
+            .iter()
+            .any(|c| c.as_deref() == Some(column))
             || self.as_of.values().any(|c| c == column)
     }
 }

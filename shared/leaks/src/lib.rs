@@ -17,7 +17,10 @@ use runfn_data::partitioned::Partitioned;
 /// Runs every leak check over `data`.
 pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, DataError> {
     let layout = scan::Layout::new(data, config)?;
-    let (files, bad_values) = data.fold(|| scan::FileScan::new(&layout), |scan, batch| scan.add(&layout, batch))?;
+    let (files, bad_values) = data.fold(
+        || scan::FileScan::new(&layout),
+        |scan, batch| scan.add(&layout, batch),
+    )?;
     let merged = scan::Merged::merge(files, &layout);
     let checks = vec![
         checks::entity_overlap(&merged, data, config),

@@ -23,16 +23,32 @@ pub struct LeakCheck {
 
 impl LeakCheck {
     pub fn skipped(name: &'static str, why: impl Into<String>) -> LeakCheck {
-        LeakCheck { name, passed: true, count: 0, examples: Vec::new(), note: Some(format!("skipped: {}", why.into())) }
+        LeakCheck {
+            name,
+            passed: true,
+            count: 0,
+            examples: Vec::new(),
+            note: Some(format!("skipped: {}", why.into())),
+        }
     }
 
     pub fn counted(name: &'static str, count: u64, examples: Vec<Value>) -> LeakCheck {
-        LeakCheck { name, passed: count == 0, count, examples, note: None }
+        LeakCheck {
+            name,
+            passed: count == 0,
+            count,
+            examples,
+            note: None,
+        }
     }
 }
 
 impl LeakReport {
     pub fn new(checks: Vec<LeakCheck>, bad_values: u64) -> LeakReport {
-        LeakReport { passed: checks.iter().all(|c| c.passed), checks, bad_values }
+        LeakReport {
+            passed: checks.iter().all(|c| c.passed),
+            checks,
+            bad_values,
+        }
     }
 }

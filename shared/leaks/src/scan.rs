@@ -42,33 +42,64 @@ impl Layout {
         let find = |name: &Option<String>, role: &str| -> Result<Option<usize>, DataError> {
             match name {
                 None => Ok(None),
-                Some(name) => columns.iter().position(|c| &c.name == name).map(Some).ok_or_else(|| {
-                    DataError::column(name, format!("is named as manifest.data.{role} but the data has no such column"))
-                }),
+                Some(name) => columns
+                    .iter()
+                    .position(|c| &c.name == name)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        DataError::column(
+                            name,
+                            format!(
+                                "is named as manifest.data.{role} but the data has no such column"
+                            ),
+                        )
+                    }),
             }
         };
         let text = config
             .text
             .iter()
-            .map(|name| Ok((name.clone(), find(&Some(name.clone()), "text")?.unwrap_or_default())))
+            .map(|name| {
+                Ok((
+                    name.clone(),
+                    find(&Some(name.clone()), "text")?.unwrap_or_default(),
+                ))
+            })
             .collect::<Result<Vec<_>, DataError>>()?;
         let mut as_of = Vec::new();
         for (feature, column) in &config.as_of {
             find(&Some(feature.clone()), "as_of")?;
-            as_of.push((feature.clone(), find(&Some(column.clone()), "as_of")?.unwrap_or_default()));
+            as_of.push((
+                feature.clone(),
+                find(&Some(column.clone()), "as_of")?.unwrap_or_default(),
+            ));
         }
-        let features: Vec<usize> = (0..columns.len()).filter(|&i| !config.is_non_feature(&columns[i].name)).collect();
+        let features: Vec<usize> = (0..columns.len())
+            .filter(|&i| !config.is_non_feature(&columns[i].name))
+            .collect();
         let proxies = features
             .iter()
-            .filter(|&&i| !columns[i].column_type.is_temporal() && !config.text.contains(&columns[i].name))
-            .map(|&i| (columns[i].name.clone(), i, columns[i].column_type == ColumnType::String))
+            .filter(|&&i| {
+                !columns[i].column_type.is_temporal() && !config.text.contains(&columns[i].name)
+            })
+            .map(|&i| {
+                (
+                    columns[i].name.clone(),
+                    i,
+                    columns[i].column_type == ColumnType::String,
+                )
+            })
             .collect();
         Ok(Layout {
             entity: find(&config.entity, "entity")?,
             time: find(&config.time, "time")?,
             label: find(&config.label, "label")?,
             label_time: find(&config.label_time_column().map(String::from), "label_time")?,
-            train: data.split_names.iter().position(|s| *s == config.train_split).map(|i| i as u8),
+            train: data
+                .split_names
+                .iter()
+                .position(|s| *s == config.train_split)
+                .map(|i| i as u8),
             text,
             as_of,
             features,
@@ -149,24 +180,35 @@ impl FileScan {
     pub fn add(&mut self, layout: &Layout, batch: &SplitBatch) -> Result<(), DataError> {
         let file = batch.file_index as u32;
         let rows = batch.batch.num_rows();
-        let loc = |row: usize| Loc { file, row: batch.first_row + row as u64 + 1 };
+        let loc = |row: usize| Loc {
+            file,
+            row: batch.first_row + row as u64 + 1,
+        };
         let columns = batch.batch.columns();
 
         if let Some(entity) = layout.entity {
             let values = text_array(&columns[entity]);
             for row in 0..rows {
-                let (Some(split), true) = (batch.splits[row], values.is_valid(row)) else { continue };
+                let (Some(split), true) = (batch.splits[row], values.is_valid(row)) else {
+                    continue;
+                };
                 let value = values.value(row);
                 self.entities
                     .entry(hash128(value.as_bytes()))
-                    .or_insert_with(|| Seen { splits: 0, first: Vec::new(), value: value.to_string() })
+                    .or_insert_with(|| Seen {
+                        splits: 0,
+                        first: Vec::new(),
+                        value: value.to_string(),
+                    })
                     .add(split, loc(row));
             }
         }
 
         if let Some(time) = layout.time {
             for (row, value) in numeric_values(&columns[time]).into_iter().enumerate() {
-                let (Some(split), Some(value)) = (batch.splits[row], value) else { continue };
+                let (Some(split), Some(value)) = (batch.splits[row], value) else {
+                    continue;
+                };
                 let split = split as usize;
                 if self.time_ranges.len() <= split {
                     self.time_ranges.resize(split + 1, None);
@@ -193,11 +235,20 @@ impl FileScan {
             let label_times = numeric_values(&columns[label_time]);
             for (feature, as_of) in &layout.as_of {
                 for (row, as_of) in numeric_values(&columns[*as_of]).into_iter().enumerate() {
-                    let (Some(as_of), Some(label_time), Some(_)) = (as_of, label_times[row], batch.splits[row]) else { continue };
+                    let (Some(as_of), Some(label_time), Some(_)) =
+                        (as_of, label_times[row], batch.splits[row])
+                    else {
+                        continue;
+                    };
                     if as_of > label_time {
                         self.future_count += 1;
                         if self.future.len() < 5 {
-                            self.future.push(Future { feature: feature.clone(), loc: loc(row), as_of, label_time });
+                            self.future.push(Future {
+                                feature: feature.clone(),
+                                loc: loc(row),
+                                as_of,
+                                label_time,
+                            });
                         }
                     }
                 }
@@ -211,16 +262,21 @@ impl FileScan {
                 if *categorical {
                     let values = text_array(&columns[*column]);
                     for row in 0..rows {
-                        if let (Some(label), true) = (train_label(batch, row, train, &labels), values.is_valid(row)) {
-                            self.proxy_categories[slot].push((values.value(row).to_string(), label));
+                        if let (Some(label), true) = (
+                            train_label(batch, row, train, &labels),
+                            values.is_valid(row),
+                        ) {
+                            self.proxy_categories[slot]
+                                .push((values.value(row).to_string(), label));
                         }
                     }
                 } else {
                     for (row, value) in numeric_values(&columns[*column]).into_iter().enumerate() {
-                        if let (Some(label), Some(value)) = (train_label(batch, row, train, &labels), value) {
-                            if !value.is_nan() {
-                                self.proxy_numeric[slot].push((value, label));
-                            }
+                        if let (Some(label), Some(value)) =
+                            (train_label(batch, row, train, &labels), value)
+                            && !value.is_nan()
+                        {
+                            self.proxy_numeric[slot].push((value, label));
                         }
                     }
                 }
@@ -234,11 +290,24 @@ impl FileScan {
         if layout.features.is_empty() {
             return;
         }
-        let texts: Vec<_> = layout.features.iter().map(|&c| text_array(&batch.batch.columns()[c])).collect();
-        let is_string: Vec<bool> = layout.features.iter().map(|&c| batch.batch.column(c).data_type().is_null() || batch.batch.column(c).as_string_opt::<i32>().is_some()).collect();
+        let texts: Vec<_> = layout
+            .features
+            .iter()
+            .map(|&c| text_array(&batch.batch.columns()[c]))
+            .collect();
+        let is_string: Vec<bool> = layout
+            .features
+            .iter()
+            .map(|&c| {
+                batch.batch.column(c).data_type().is_null()
+                    || batch.batch.column(c).as_string_opt::<i32>().is_some()
+            })
+            .collect();
         let mut buffer = Vec::new();
         for row in 0..batch.batch.num_rows() {
-            let Some(split) = batch.splits[row] else { continue };
+            let Some(split) = batch.splits[row] else {
+                continue;
+            };
             buffer.clear();
             for (text, string) in texts.iter().zip(&is_string) {
                 if text.is_valid(row) {
@@ -256,7 +325,11 @@ impl FileScan {
             match self.rows.entry(hash128(&buffer)) {
                 Entry::Occupied(mut seen) => seen.get_mut().add(split, loc(row)),
                 Entry::Vacant(slot) => {
-                    let mut seen = Seen { splits: 0, first: Vec::new(), value: String::new() };
+                    let mut seen = Seen {
+                        splits: 0,
+                        first: Vec::new(),
+                        value: String::new(),
+                    };
                     seen.add(split, loc(row));
                     slot.insert(seen);
                 }
@@ -292,7 +365,10 @@ pub struct Merged {
 
 impl Merged {
     pub fn merge(files: Vec<FileScan>, layout: &Layout) -> Merged {
-        let mut merged = Merged { texts: vec![Vec::new(); layout.text.len()], ..Merged::default() };
+        let mut merged = Merged {
+            texts: vec![Vec::new(); layout.text.len()],
+            ..Merged::default()
+        };
         merged.proxy_numeric = vec![Vec::new(); layout.proxies.len()];
         merged.proxy_categories = vec![Vec::new(); layout.proxies.len()];
         for file in files {
@@ -316,7 +392,11 @@ impl Merged {
             for (target, values) in merged.proxy_numeric.iter_mut().zip(file.proxy_numeric) {
                 target.extend(values);
             }
-            for (target, values) in merged.proxy_categories.iter_mut().zip(file.proxy_categories) {
+            for (target, values) in merged
+                .proxy_categories
+                .iter_mut()
+                .zip(file.proxy_categories)
+            {
                 target.extend(values);
             }
             merged.invalid_labels += file.invalid_labels;

@@ -101,7 +101,8 @@ impl ColumnProfile {
             moments: Moments::default(),
             quantiles: numeric.then(QuantileSketch::default),
             distinct: HyperLogLog::new(HLL_PRECISION).unwrap_or_default(),
-            frequencies: matches!(column_type, ColumnType::String | ColumnType::Bool).then(Frequencies::default),
+            frequencies: matches!(column_type, ColumnType::String | ColumnType::Bool)
+                .then(Frequencies::default),
             label: is_label.then(LabelCounts::default),
         }
     }
@@ -158,9 +159,14 @@ impl ColumnProfile {
         // are profiled as doubles.
         let numbers = [ColumnType::Int64, ColumnType::Float64];
         if numbers.contains(&self.column_type) && numbers.contains(&other.column_type) {
-            self.column_type = ColumnType::Float64.max(self.column_type).max(other.column_type);
+            self.column_type = self.column_type.max(other.column_type);
         } else if other.column_type != self.column_type {
-            return Err(format!("column `{}` is {} in one profile and {} in the other", self.name, self.column_type.name(), other.column_type.name()));
+            return Err(format!(
+                "column `{}` is {} in one profile and {} in the other",
+                self.name,
+                self.column_type.name(),
+                other.column_type.name()
+            ));
         }
         self.count += other.count;
         self.nulls += other.nulls;
@@ -169,8 +175,11 @@ impl ColumnProfile {
         if let (Some(mine), Some(theirs)) = (self.quantiles.as_ref(), other.quantiles.as_ref()) {
             self.quantiles = Some(QuantileSketch::merge([mine, theirs]));
         }
-        self.distinct.merge(&other.distinct).map_err(|e| format!("column `{}`: {e}", self.name))?;
-        if let (Some(mine), Some(theirs)) = (self.frequencies.as_mut(), other.frequencies.as_ref()) {
+        self.distinct
+            .merge(&other.distinct)
+            .map_err(|e| format!("column `{}`: {e}", self.name))?;
+        if let (Some(mine), Some(theirs)) = (self.frequencies.as_mut(), other.frequencies.as_ref())
+        {
             mine.merge(theirs);
         }
         if let (Some(mine), Some(theirs)) = (self.label.as_mut(), other.label.as_ref()) {
@@ -182,7 +191,11 @@ impl ColumnProfile {
     }
 
     pub fn null_rate(&self) -> f64 {
-        if self.count == 0 { 0.0 } else { self.nulls as f64 / self.count as f64 }
+        if self.count == 0 {
+            0.0
+        } else {
+            self.nulls as f64 / self.count as f64
+        }
     }
 
     /// What a person reads: no sketch internals, dates shown as dates.
@@ -213,7 +226,15 @@ impl ColumnProfile {
         }
         if let Some(quantiles) = &self.quantiles {
             let mut q = serde_json::Map::new();
-            for (name, p) in [("p01", 0.01), ("p05", 0.05), ("p25", 0.25), ("p50", 0.5), ("p75", 0.75), ("p95", 0.95), ("p99", 0.99)] {
+            for (name, p) in [
+                ("p01", 0.01),
+                ("p05", 0.05),
+                ("p25", 0.25),
+                ("p50", 0.5),
+                ("p75", 0.75),
+                ("p95", 0.95),
+                ("p99", 0.99),
+            ] {
                 if let Some(value) = quantiles.quantile(p) {
                     q.insert(name.into(), show(value));
                 }

@@ -1,8 +1,8 @@
 //! A snapshot's profile: every column, computed per file in parallel and merged in file order.
 
 use rayon::prelude::*;
-use runfn_data::read::{BadValues, Snapshot};
 use runfn_data::DataError;
+use runfn_data::read::{BadValues, Snapshot};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -30,7 +30,11 @@ impl Profile {
             rows: 0,
             label: label.map(String::from),
             bad_values: BadValues::default(),
-            columns: snapshot.columns.iter().map(|c| ColumnProfile::new(&c.name, c.column_type, Some(c.name.as_str()) == label)).collect(),
+            columns: snapshot
+                .columns
+                .iter()
+                .map(|c| ColumnProfile::new(&c.name, c.column_type, Some(c.name.as_str()) == label))
+                .collect(),
         }
     }
 
@@ -42,10 +46,16 @@ impl Profile {
     /// side has are kept (a schema change shows up in `compare`, not here).
     pub fn merge(&mut self, other: &Profile) -> Result<(), String> {
         if other.format != self.format {
-            return Err(format!("profile format `{}` cannot merge with `{}`", other.format, self.format));
+            return Err(format!(
+                "profile format `{}` cannot merge with `{}`",
+                other.format, self.format
+            ));
         }
         if other.label != self.label {
-            return Err(format!("the profiles name different labels ({:?} and {:?})", self.label, other.label));
+            return Err(format!(
+                "the profiles name different labels ({:?} and {:?})",
+                self.label, other.label
+            ));
         }
         self.rows += other.rows;
         self.sources.extend(other.sources.iter().cloned());
@@ -61,8 +71,17 @@ impl Profile {
 
     /// The profile without sketch internals, for the run record.
     pub fn summary(&self) -> Value {
-        let columns: Map<String, Value> = self.columns.iter().map(|c| (c.name.clone(), c.summary())).collect();
-        let label_rate = self.label.as_deref().and_then(|l| self.column(l)).and_then(|c| c.label).and_then(|l| l.rate());
+        let columns: Map<String, Value> = self
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.summary()))
+            .collect();
+        let label_rate = self
+            .label
+            .as_deref()
+            .and_then(|l| self.column(l))
+            .and_then(|c| c.label)
+            .and_then(|l| l.rate());
         json!({
             "rows": self.rows,
             "files": self.sources.len(),
@@ -82,7 +101,9 @@ pub fn profile_snapshot(snapshot: &Snapshot, label: Option<&str>) -> Result<Prof
         .into_par_iter()
         .map(|file| {
             let mut profile = Profile::empty(snapshot, label);
-            profile.sources.push(snapshot.files[file].path.display().to_string());
+            profile
+                .sources
+                .push(snapshot.files[file].path.display().to_string());
             for typed in snapshot.read_file(file)? {
                 let typed = typed?;
                 profile.rows += typed.batch.num_rows() as u64;
@@ -93,6 +114,9 @@ pub fn profile_snapshot(snapshot: &Snapshot, label: Option<&str>) -> Result<Prof
             }
             Ok(profile)
         })
+        .collect::<Vec<Result<_, DataError>>>()
+        // The first failing file in file order, so the error is the same on every run.
+        .into_iter()
         .collect::<Result<_, DataError>>()?;
     let mut merged = Profile::empty(snapshot, label);
     for profile in &per_file {

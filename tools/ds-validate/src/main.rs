@@ -118,12 +118,29 @@ struct ValidateArgs {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    runfn_core::cli::main("ds-validate", args.common.clone(), |tool| match args.command {
-        None => validate(tool, args.validate),
-        Some(Command::Profile { source, label, output }) => profile_command(tool, &source, label, output.as_deref()),
-        Some(Command::Merge { profiles, output }) => merge_command(tool, &profiles, output.as_deref()),
-        Some(Command::Compare { previous, current, label, explained }) => {
-            compare_command(tool, previous.as_deref(), &current, label, explained.as_deref())
+    runfn_core::cli::main("ds-validate", args.common.clone(), |tool| {
+        match args.command {
+            None => validate(tool, args.validate),
+            Some(Command::Profile {
+                source,
+                label,
+                output,
+            }) => profile_command(tool, &source, label, output.as_deref()),
+            Some(Command::Merge { profiles, output }) => {
+                merge_command(tool, &profiles, output.as_deref())
+            }
+            Some(Command::Compare {
+                previous,
+                current,
+                label,
+                explained,
+            }) => compare_command(
+                tool,
+                previous.as_deref(),
+                &current,
+                label,
+                explained.as_deref(),
+            ),
         }
     })
 }
@@ -132,21 +149,36 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     let mut record = Record::read(args.source.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("validate")?;
     let spec = DataSpec::from_record(&record)?;
-    let thresholds = Thresholds::from_manifest(record.get_path("manifest.validate")).map_err(|m| InputError::field("manifest.validate", m))?;
+    let thresholds = Thresholds::from_manifest(record.get_path("manifest.validate"))
+        .map_err(|m| InputError::field("manifest.validate", m))?;
     let current = profile_source(tool, &args.source, &spec, spec.label.clone())?;
     let profile_out = args.profile_out.or_else(|| {
-        record.get_path("manifest.run_id").and_then(Value::as_str).map(|id| PathBuf::from("runs").join(id).join("profile.json"))
+        record
+            .get_path("manifest.run_id")
+            .and_then(Value::as_str)
+            .map(|id| PathBuf::from("runs").join(id).join("profile.json"))
     });
     if let Some(path) = &profile_out {
         write_profile(path, &current)?;
     }
     let previous = args.previous.as_deref().map(read_profile).transpose()?;
     if previous.is_none() {
-        tool.info("no --previous profile: drift checks skipped, only this snapshot's own checks run");
+        tool.info(
+            "no --previous profile: drift checks skipped, only this snapshot's own checks run",
+        );
     }
     let explanations = read_explanations(args.explained.as_deref())?;
-    let roles = Roles { label: spec.label.clone(), identifiers: spec.entity.iter().chain(&spec.text).cloned().collect() };
-    let comparison = compare(previous.as_ref(), &current, &thresholds, &roles, &explanations);
+    let roles = Roles {
+        label: spec.label.clone(),
+        identifiers: spec.entity.iter().chain(&spec.text).cloned().collect(),
+    };
+    let comparison = compare(
+        previous.as_ref(),
+        &current,
+        &thresholds,
+        &roles,
+        &explanations,
+    );
     report(tool, &comparison);
     let passed = comparison.passed;
     record.set_section(
@@ -162,14 +194,35 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     tool.finish(record, Exit::from_passed(passed))
 }
 
-fn profile_source(tool: &Tool, source: &SourceArgs, spec: &DataSpec, label: Option<String>) -> anyhow::Result<Profile> {
+fn profile_source(
+    tool: &Tool,
+    source: &SourceArgs,
+    spec: &DataSpec,
+    label: Option<String>,
+) -> anyhow::Result<Profile> {
     let input = spec.snapshot_path(source.input.as_deref())?;
     let types = match &source.schema {
         Some(path) => read_schema_file(path)?,
         None => Default::default(),
     };
     let snapshot = Snapshot::open(&input, &types)?;
-    tool.info(format!("profiling {} ({} files, {} bytes)", input.display(), snapshot.files.len(), snapshot.bytes()));
+    spec.require_columns(|c| snapshot.column_type(c).is_some())?;
+    if let Some(label) = label
+        .as_deref()
+        .filter(|l| snapshot.column_type(l).is_none())
+    {
+        return Err(InputError::field(
+            "--label",
+            format!("names the column `{label}`, which the snapshot does not have"),
+        )
+        .into());
+    }
+    tool.info(format!(
+        "profiling {} ({} files, {} bytes)",
+        input.display(),
+        snapshot.files.len(),
+        snapshot.bytes()
+    ));
     Ok(profile_snapshot(&snapshot, label.as_deref())?)
 }
 
@@ -178,20 +231,36 @@ fn report(tool: &Tool, comparison: &runfn_profile::Comparison) {
         if check.passed {
             continue;
         }
-        let column = check.column.as_deref().map(|c| format!(" `{c}`")).unwrap_or_default();
+        let column = check
+            .column
+            .as_deref()
+            .map(|c| format!(" `{c}`"))
+            .unwrap_or_default();
         let value = match (check.value, check.threshold) {
             (Some(v), Some(t)) => format!(": {v:.4} > {t}"),
             _ => String::new(),
         };
-        let detail = check.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+        let detail = check
+            .detail
+            .as_deref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default();
         match &check.explained {
-            Some(reason) => tool.info(format!("explained: {}{column}{value}{detail}: {reason}", check.name)),
+            Some(reason) => tool.info(format!(
+                "explained: {}{column}{value}{detail}: {reason}",
+                check.name
+            )),
             None => tool.info(format!("failed: {}{column}{value}{detail}", check.name)),
         }
     }
 }
 
-fn profile_command(tool: &Tool, source: &SourceArgs, label: Option<String>, output: Option<&Path>) -> anyhow::Result<Exit> {
+fn profile_command(
+    tool: &Tool,
+    source: &SourceArgs,
+    label: Option<String>,
+    output: Option<&Path>,
+) -> anyhow::Result<Exit> {
     let record = match &source.record {
         Some(path) => Record::read(Some(path), RecordInput::Required)?,
         None => Record::new(),
@@ -207,19 +276,40 @@ fn merge_command(tool: &Tool, paths: &[PathBuf], output: Option<&Path>) -> anyho
         let profile = read_profile(path)?;
         match merged.as_mut() {
             None => merged = Some(profile),
-            Some(merged) => merged.merge(&profile).map_err(|m| InputError::field(path.display().to_string(), m))?,
+            Some(merged) => merged
+                .merge(&profile)
+                .map_err(|m| InputError::field(path.display().to_string(), m))?,
         }
     }
     let merged = merged.ok_or_else(|| InputError::field("merge", "needs at least one profile"))?;
-    tool.info(format!("merged {} profiles: {} rows", paths.len(), merged.rows));
+    tool.info(format!(
+        "merged {} profiles: {} rows",
+        paths.len(),
+        merged.rows
+    ));
     emit_profile(&merged, output)
 }
 
-fn compare_command(tool: &Tool, previous: Option<&Path>, current: &Path, label: Option<String>, explained: Option<&Path>) -> anyhow::Result<Exit> {
+fn compare_command(
+    tool: &Tool,
+    previous: Option<&Path>,
+    current: &Path,
+    label: Option<String>,
+    explained: Option<&Path>,
+) -> anyhow::Result<Exit> {
     let current_profile = read_profile(current)?;
     let previous_profile = previous.map(read_profile).transpose()?;
-    let roles = Roles { label: label.or(current_profile.label.clone()), identifiers: Vec::new() };
-    let comparison = compare(previous_profile.as_ref(), &current_profile, &Thresholds::default(), &roles, &read_explanations(explained)?);
+    let roles = Roles {
+        label: label.or(current_profile.label.clone()),
+        identifiers: Vec::new(),
+    };
+    let comparison = compare(
+        previous_profile.as_ref(),
+        &current_profile,
+        &Thresholds::default(),
+        &roles,
+        &read_explanations(explained)?,
+    );
     report(tool, &comparison);
     let passed = comparison.passed;
     let mut record = Record::new();
@@ -239,10 +329,12 @@ fn emit_profile(profile: &Profile, output: Option<&Path>) -> anyhow::Result<Exit
             text.push('\n');
             use std::io::Write;
             let mut stdout = std::io::stdout().lock();
-            if let Err(err) = stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()) {
-                if err.kind() != std::io::ErrorKind::BrokenPipe {
-                    return Err(err.into());
-                }
+            if let Err(err) = stdout
+                .write_all(text.as_bytes())
+                .and_then(|_| stdout.flush())
+                && err.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                return Err(err.into());
             }
         }
     }
@@ -251,26 +343,39 @@ fn emit_profile(profile: &Profile, output: Option<&Path>) -> anyhow::Result<Exit
 
 fn write_profile(path: &Path, profile: &Profile) -> Result<(), InputError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|source| InputError::Io { path: parent.into(), source })?;
+        std::fs::create_dir_all(parent).map_err(|source| InputError::Io {
+            path: parent.into(),
+            source,
+        })?;
     }
-    let text = serde_json::to_string(profile).map_err(|e| InputError::field(path.display().to_string(), e.to_string()))?;
+    let text = serde_json::to_string(profile)
+        .map_err(|e| InputError::field(path.display().to_string(), e.to_string()))?;
     runfn_core::atomic::write_bytes_atomic(path, format!("{text}\n").as_bytes())
 }
 
 fn read_profile(path: &Path) -> Result<Profile, InputError> {
     let (text, origin) = read_text(Some(path))?;
-    let profile: Profile = serde_json::from_str(&text).map_err(|e| InputError::field(&origin, format!("not a {PROFILE_FORMAT} profile: {e}")))?;
+    let profile: Profile = serde_json::from_str(&text)
+        .map_err(|e| InputError::field(&origin, format!("not a {PROFILE_FORMAT} profile: {e}")))?;
     if profile.format != PROFILE_FORMAT {
-        return Err(InputError::field(origin, format!("format `{}`, expected `{PROFILE_FORMAT}`", profile.format)));
+        return Err(InputError::field(
+            origin,
+            format!("format `{}`, expected `{PROFILE_FORMAT}`", profile.format),
+        ));
     }
     Ok(profile)
 }
 
 fn read_explanations(path: Option<&Path>) -> Result<Vec<Explanation>, InputError> {
-    let Some(path) = path else { return Ok(Vec::new()) };
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
     let (text, origin) = read_text(Some(path))?;
     serde_json::from_str(&text).map_err(|e| {
-        InputError::field(origin, format!("expected [{{\"column\": ..., \"check\": ..., \"reason\": ...}}]: {e}"))
+        InputError::field(
+            origin,
+            format!("expected [{{\"column\": ..., \"check\": ..., \"reason\": ...}}]: {e}"),
+        )
     })
 }
 

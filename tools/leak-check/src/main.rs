@@ -91,7 +91,14 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let rules = spec.splits_or(&args.splits).ok();
     let time = args.time.clone().or(spec.time.clone());
     let shard_dir = args.shards.clone().or_else(|| {
-        (args.input.is_none()).then(|| record.get_path("shards.dir").and_then(Value::as_str).map(PathBuf::from)).flatten()
+        (args.input.is_none())
+            .then(|| {
+                record
+                    .get_path("shards.dir")
+                    .and_then(Value::as_str)
+                    .map(PathBuf::from)
+            })
+            .flatten()
     });
     let data = match shard_dir {
         Some(dir) => {
@@ -105,18 +112,23 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 None => Default::default(),
             };
             let snapshot = Snapshot::open(&input, &types)?;
+            spec.require_columns(|c| snapshot.column_type(c).is_some())?;
             let rules = spec.splits_or(&args.splits)?;
             let splits = Splits::parse(&rules, time.as_deref(), |c| snapshot.column_type(c))?;
-            tool.info(format!("reading {} ({} files)", input.display(), snapshot.files.len()));
+            tool.info(format!(
+                "reading {} ({} files)",
+                input.display(),
+                snapshot.files.len()
+            ));
             Partitioned::from_rules(snapshot, splits)
         }
     };
-    let split_order: Vec<String> = match &rules {
-        Some(rules) => rules.iter().map(|(name, _)| name.clone()).collect(),
-        None => data.split_names.clone(),
-    };
+    let split_order = conventional_order(&data.split_names);
     let time_split = match (&rules, &time) {
-        (Some(rules), Some(time)) => Splits::parse(rules, Some(time), |c| data.snapshot.column_type(c)).is_ok_and(|s| s.is_time_split(time)),
+        (Some(rules), Some(time)) => {
+            Splits::parse(rules, Some(time), |c| data.snapshot.column_type(c))
+                .is_ok_and(|s| s.is_time_split(time))
+        }
         _ => false,
     };
     let config = LeakConfig {
@@ -124,9 +136,18 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         time,
         label: args.label.or(spec.label),
         label_time: spec.label_time,
-        text: if args.text.is_empty() { spec.text } else { args.text },
+        text: if args.text.is_empty() {
+            spec.text
+        } else {
+            args.text
+        },
         as_of: spec.as_of,
-        train_split: split_order.iter().find(|s| *s == "train").cloned().or_else(|| split_order.first().cloned()).unwrap_or_default(),
+        train_split: split_order
+            .iter()
+            .find(|s| *s == "train")
+            .cloned()
+            .or_else(|| split_order.first().cloned())
+            .unwrap_or_default(),
         split_order,
         time_split,
         near_duplicate_jaccard: args.jaccard,
@@ -144,8 +165,37 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     tool.finish(record, Exit::from_passed(passed))
 }
 
+/// The order splits are meant to follow in time. Manifests are hashed with their keys sorted,
+/// so the written order is gone; the conventional names say it (train, then validation, then
+/// test), and other names follow in the order given.
+fn conventional_order(names: &[String]) -> Vec<String> {
+    const STAGES: [&[&str]; 3] = [
+        &["train", "training"],
+        &["val", "valid", "validation", "dev"],
+        &["test", "holdout", "eval"],
+    ];
+    let stage = |name: &str| {
+        STAGES
+            .iter()
+            .position(|names| names.contains(&name.to_ascii_lowercase().as_str()))
+            .unwrap_or(STAGES.len())
+    };
+    let mut ordered = names.to_vec();
+    ordered.sort_by_key(|name| stage(name));
+    ordered
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn splits_follow_the_conventional_order() {
+        let names: Vec<String> = ["test", "train", "val"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(super::conventional_order(&names), ["train", "val", "test"]);
+    }
+
     #[test]
     fn flags_are_consistent() {
         use clap::CommandFactory;

@@ -90,6 +90,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         None => Default::default(),
     };
     let snapshot = Snapshot::open(&input, &types)?;
+    spec.require_columns(|c| snapshot.column_type(c).is_some())?;
     let rules = spec.splits_or(&args.splits)?;
     let time = args.time.as_deref().or(spec.time.as_deref());
     let splits = Splits::parse(&rules, time, |c| snapshot.column_type(c))?;
@@ -98,13 +99,21 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         None => record
             .get_path("manifest.seed")
             .and_then(Value::as_u64)
-            .ok_or_else(|| InputError::field("--seed", "is missing and the record has no manifest.seed"))?,
+            .ok_or_else(|| {
+                InputError::field("--seed", "is missing and the record has no manifest.seed")
+            })?,
     };
     let out = match args.out {
         Some(out) => out,
         None => match record.get_path("manifest.run_id").and_then(Value::as_str) {
             Some(run_id) => PathBuf::from("runs").join(run_id).join("shards"),
-            None => return Err(InputError::field("--out", "is missing and the record has no manifest.run_id").into()),
+            None => {
+                return Err(InputError::field(
+                    "--out",
+                    "is missing and the record has no manifest.run_id",
+                )
+                .into());
+            }
         },
     };
     let options = ShardOptions {
@@ -115,9 +124,16 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         row_group_rows: args.row_group_rows as usize,
         zstd_level: args.zstd_level,
     };
-    tool.info(format!("{}: {} files, {} bytes -> {}", input.display(), snapshot.files.len(), snapshot.bytes(), out.display()));
+    tool.info(format!(
+        "{}: {} files, {} bytes -> {}",
+        input.display(),
+        snapshot.files.len(),
+        snapshot.bytes(),
+        out.display()
+    ));
     let bar = tool.progress_bar(0, "{pos} rows");
-    let (index, index_blake3) = shardify(&snapshot, &splits, &options, &|rows| bar.set_position(rows))?;
+    let (index, index_blake3) =
+        shardify(&snapshot, &splits, &options, &|rows| bar.set_position(rows))?;
     bar.finish_and_clear();
 
     let bad = index.bad_values.total();
@@ -128,12 +144,22 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }
     }
     if index.unassigned_rows > 0 {
-        tool.warn(format!("{} rows fall in no split and were left out", index.unassigned_rows));
+        tool.warn(format!(
+            "{} rows fall in no split and were left out",
+            index.unassigned_rows
+        ));
     }
     let mut split_summary = Map::new();
     for (name, split) in &index.splits {
-        tool.info(format!("{name}: {} rows in {} shards", split.rows, split.shards.len()));
-        split_summary.insert(name.clone(), json!({"rows": split.rows, "shards": split.shards.len()}));
+        tool.info(format!(
+            "{name}: {} rows in {} shards",
+            split.rows,
+            split.shards.len()
+        ));
+        split_summary.insert(
+            name.clone(),
+            json!({"rows": split.rows, "shards": split.shards.len()}),
+        );
     }
     record.set_section(
         "shards",

@@ -61,14 +61,24 @@ impl ShardIndex {
         let path = dir.join(INDEX_NAME);
         let text = std::fs::read_to_string(&path).map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
-                DataError::file(&path, "missing: the folder holds no finished shards (shardify did not complete)")
+                DataError::file(
+                    &path,
+                    "missing: the folder holds no finished shards (shardify did not complete)",
+                )
             } else {
-                DataError::Io { path: path.clone(), source }
+                DataError::Io {
+                    path: path.clone(),
+                    source,
+                }
             }
         })?;
-        let index: ShardIndex = serde_json::from_str(&text).map_err(|e| DataError::file(&path, format!("not a shard index: {e}")))?;
+        let index: ShardIndex = serde_json::from_str(&text)
+            .map_err(|e| DataError::file(&path, format!("not a shard index: {e}")))?;
         if index.format != INDEX_FORMAT {
-            return Err(DataError::file(&path, format!("format `{}`, expected `{INDEX_FORMAT}`", index.format)));
+            return Err(DataError::file(
+                &path,
+                format!("format `{}`, expected `{INDEX_FORMAT}`", index.format),
+            ));
         }
         if verify {
             index.verify(dir)?;
@@ -79,20 +89,34 @@ impl ShardIndex {
     /// Re-hashes every shard: a missing, truncated or altered shard is an error naming it.
     pub fn verify(&self, dir: &Path) -> Result<(), DataError> {
         use rayon::prelude::*;
-        self.splits.values().flat_map(|s| &s.shards).collect::<Vec<_>>().par_iter().try_for_each(|shard| {
-            let path = dir.join(&shard.path);
-            let bytes = std::fs::read(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
-            let hash = blake3::hash(&bytes).to_hex().to_string();
-            if bytes.len() as u64 != shard.bytes || hash != shard.blake3 {
-                return Err(DataError::file(&path, "does not match index.json (changed or truncated since shardify wrote it)"));
-            }
-            Ok(())
-        })
+        self.splits
+            .values()
+            .flat_map(|s| &s.shards)
+            .collect::<Vec<_>>()
+            .par_iter()
+            .try_for_each(|shard| {
+                let path = dir.join(&shard.path);
+                let bytes = std::fs::read(&path).map_err(|source| DataError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                let hash = blake3::hash(&bytes).to_hex().to_string();
+                if bytes.len() as u64 != shard.bytes || hash != shard.blake3 {
+                    return Err(DataError::file(
+                        &path,
+                        "does not match index.json (changed or truncated since shardify wrote it)",
+                    ));
+                }
+                Ok(())
+            })
     }
 
     /// The shard files of `split`, in order.
     pub fn shard_paths(&self, dir: &Path, split: &str) -> Vec<PathBuf> {
-        self.splits.get(split).map(|s| s.shards.iter().map(|e| dir.join(&e.path)).collect()).unwrap_or_default()
+        self.splits
+            .get(split)
+            .map(|s| s.shards.iter().map(|e| dir.join(&e.path)).collect())
+            .unwrap_or_default()
     }
 
     /// blake3 of the index file's bytes: names this exact set of shards.

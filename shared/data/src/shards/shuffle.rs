@@ -45,9 +45,17 @@ pub struct ShardOptions {
 pub type ShardProgress<'a> = &'a (dyn Fn(u64) + Sync);
 
 /// Shards `snapshot` into `options.out`. Returns the index written and the blake3 of its bytes.
-pub fn shardify(snapshot: &Snapshot, splits: &Splits, options: &ShardOptions, progress: ShardProgress) -> Result<(ShardIndex, String), DataError> {
+pub fn shardify(
+    snapshot: &Snapshot,
+    splits: &Splits,
+    options: &ShardOptions,
+    progress: ShardProgress,
+) -> Result<(ShardIndex, String), DataError> {
     let out = &options.out;
-    std::fs::create_dir_all(out).map_err(|source| DataError::Io { path: out.clone(), source })?;
+    std::fs::create_dir_all(out).map_err(|source| DataError::Io {
+        path: out.clone(),
+        source,
+    })?;
     // Without an index the folder holds no finished shards: a run killed from here on leaves
     // nothing a reader could mistake for a complete set.
     remove_if_present(&out.join(INDEX_NAME))?;
@@ -57,10 +65,14 @@ pub fn shardify(snapshot: &Snapshot, splits: &Splits, options: &ShardOptions, pr
     let spill_dir = tempfile::Builder::new()
         .prefix(".shardify-spill")
         .tempdir_in(out)
-        .map_err(|source| DataError::Io { path: out.clone(), source })?;
+        .map_err(|source| DataError::Io {
+            path: out.clone(),
+            source,
+        })?;
     let keyed_schema = keyed_schema(&snapshot.schema);
     let split_count = splits.splits.len();
-    let flush_bytes = (options.memory_bytes / (4 * (split_count as u64).max(1) * buckets)).clamp(1 << 20, 64 << 20);
+    let flush_bytes = (options.memory_bytes / (4 * (split_count as u64).max(1) * buckets))
+        .clamp(1 << 20, 64 << 20);
     let slots: Vec<Mutex<Slot>> = (0..split_count * buckets as usize)
         .map(|i| Mutex::new(Slot::new(spill_dir.path().join(format!("slot-{i}.arrows")))))
         .collect();
@@ -79,17 +91,40 @@ pub fn shardify(snapshot: &Snapshot, splits: &Splits, options: &ShardOptions, pr
                 let assignment = splits.assign(&typed.batch).map_err(|overlap| {
                     DataError::file(
                         &snapshot.files[file].path,
-                        format!("row {} falls in both splits `{}` and `{}`", typed.first_row + overlap.row as u64 + 1, overlap.first, overlap.second),
+                        format!(
+                            "row {} falls in both splits `{}` and `{}`",
+                            typed.first_row + overlap.row as u64 + 1,
+                            overlap.first,
+                            overlap.second
+                        ),
                     )
                 })?;
                 unassigned += assignment.iter().filter(|a| a.is_none()).count() as u64;
-                let keys: Vec<u64> = (0..rows as u64).map(|row| splitmix64(seed_mix ^ ((file as u64) << 40 | (typed.first_row + row)))).collect();
+                let keys: Vec<u64> = (0..rows as u64)
+                    .map(|row| {
+                        splitmix64(seed_mix ^ ((file as u64) << 40 | (typed.first_row + row)))
+                    })
+                    .collect();
                 let keyed = with_keys(&typed.batch, &keyed_schema, keys.clone())?;
-                partition(&keyed, &assignment, &keys, buckets, &slots, flush_bytes, &keyed_schema)?;
-                progress(read_rows.fetch_add(rows as u64, std::sync::atomic::Ordering::Relaxed) + rows as u64);
+                partition(
+                    &keyed,
+                    &assignment,
+                    &keys,
+                    buckets,
+                    &slots,
+                    flush_bytes,
+                    &keyed_schema,
+                )?;
+                progress(
+                    read_rows.fetch_add(rows as u64, std::sync::atomic::Ordering::Relaxed)
+                        + rows as u64,
+                );
             }
             Ok((bad, unassigned))
         })
+        .collect::<Vec<Result<_, DataError>>>()
+        // The first failing file in file order, so the error is the same on every run.
+        .into_iter()
         .collect::<Result<_, DataError>>()?;
     let mut bad_values = BadValues::default();
     let mut unassigned_rows = 0;
@@ -98,39 +133,65 @@ pub fn shardify(snapshot: &Snapshot, splits: &Splits, options: &ShardOptions, pr
         unassigned_rows += unassigned;
     }
 
-    let writer_options = ShardWriterOptions { shard_rows: options.shard_rows, row_group_rows: options.row_group_rows, zstd_level: options.zstd_level };
+    let writer_options = ShardWriterOptions {
+        shard_rows: options.shard_rows,
+        row_group_rows: options.row_group_rows,
+        zstd_level: options.zstd_level,
+    };
     let mut split_entries = BTreeMap::new();
     for (index, split) in splits.splits.iter().enumerate() {
-        let mut writer = SplitWriter::new(out, &split.name, snapshot.schema.clone(), &writer_options)?;
+        let mut writer =
+            SplitWriter::new(out, &split.name, snapshot.schema.clone(), &writer_options)?;
         let mut rows = 0u64;
         for bucket in 0..buckets as usize {
-            let mut slot = slots[index * buckets as usize + bucket].lock().map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
+            let mut slot = slots[index * buckets as usize + bucket]
+                .lock()
+                .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
             if let Some(sorted) = slot.sorted(&keyed_schema)? {
                 rows += sorted.num_rows() as u64;
                 writer.write(&sorted)?;
             }
         }
         let shards = writer.finish()?;
-        remove_stale_shards(&out.join(&split.name), &shards.iter().map(|s| s.path.clone()).collect::<Vec<_>>(), out)?;
+        remove_stale_shards(
+            &out.join(&split.name),
+            &shards.iter().map(|s| s.path.clone()).collect::<Vec<_>>(),
+            out,
+        )?;
         sync_dir(&out.join(&split.name))?;
-        split_entries.insert(split.name.clone(), SplitEntry { rule: split.rule.clone(), rows, shards });
+        split_entries.insert(
+            split.name.clone(),
+            SplitEntry {
+                rule: split.rule.clone(),
+                rows,
+                shards,
+            },
+        );
     }
     drop(slots);
     drop(spill_dir);
 
-    let digest = runfn_manifest::digest::digest_path(&snapshot.root, &|_| {}).map_err(|e| DataError::Other(e.to_string()))?;
+    let digest = runfn_manifest::digest::digest_path(&snapshot.root, &|_| {})
+        .map_err(|e| DataError::Other(e.to_string()))?;
     let index = ShardIndex {
         format: INDEX_FORMAT.to_string(),
         seed: options.seed,
-        source: Source { path: snapshot.root.display().to_string(), files: digest.files, bytes: digest.bytes, digest: digest.digest },
+        source: Source {
+            path: snapshot.root.display().to_string(),
+            files: digest.files,
+            bytes: digest.bytes,
+            digest: digest.digest,
+        },
         columns: snapshot.columns.clone(),
         splits: split_entries,
         unassigned_rows,
         bad_values,
     };
-    let mut text = serde_json::to_string_pretty(&index).map_err(|e| DataError::Other(e.to_string()))?;
+    let mut text =
+        serde_json::to_string_pretty(&index).map_err(|e| DataError::Other(e.to_string()))?;
     text.push('\n');
-    runfn_core::atomic::write_bytes_atomic(&out.join(INDEX_NAME), text.as_bytes()).map_err(|e| DataError::Other(e.to_string()))?;
+    runfn_core::atomic::write_bytes_atomic(&out.join(INDEX_NAME), text.as_bytes())
+        .map_err(|e| DataError::Other(e.to_string()))?;
     Ok((index, blake3::hash(text.as_bytes()).to_hex().to_string()))
 }
 
@@ -151,7 +212,11 @@ fn bucket_count(snapshot: &Snapshot, memory_bytes: u64) -> u64 {
     };
     let in_memory = snapshot.bytes().saturating_mul(expansion).saturating_mul(2);
     let per_bucket = (memory_bytes / 3).max(1);
-    in_memory.div_ceil(per_bucket).max(1).next_power_of_two().min(MAX_BUCKETS)
+    in_memory
+        .div_ceil(per_bucket)
+        .max(1)
+        .next_power_of_two()
+        .min(MAX_BUCKETS)
 }
 
 fn keyed_schema(schema: &SchemaRef) -> SchemaRef {
@@ -160,25 +225,47 @@ fn keyed_schema(schema: &SchemaRef) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-fn with_keys(batch: &RecordBatch, schema: &SchemaRef, keys: Vec<u64>) -> Result<RecordBatch, DataError> {
+fn with_keys(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+    keys: Vec<u64>,
+) -> Result<RecordBatch, DataError> {
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     columns.push(Arc::new(UInt64Array::from(keys)));
     RecordBatch::try_new(schema.clone(), columns).map_err(|e| DataError::Other(e.to_string()))
 }
 
 #[allow(clippy::too_many_arguments)]
-fn partition(batch: &RecordBatch, assignment: &[Option<u8>], keys: &[u64], buckets: u64, slots: &[Mutex<Slot>], flush_bytes: u64, schema: &SchemaRef) -> Result<(), DataError> {
+fn partition(
+    batch: &RecordBatch,
+    assignment: &[Option<u8>],
+    keys: &[u64],
+    buckets: u64,
+    slots: &[Mutex<Slot>],
+    flush_bytes: u64,
+    schema: &SchemaRef,
+) -> Result<(), DataError> {
     let shift = 64 - buckets.trailing_zeros();
     let mut indices: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
     for (row, split) in assignment.iter().enumerate() {
         if let Some(split) = split {
-            let bucket = if buckets == 1 { 0 } else { (keys[row] >> shift) as usize };
-            indices.entry(*split as usize * buckets as usize + bucket).or_default().push(row as u32);
+            let bucket = if buckets == 1 {
+                0
+            } else {
+                (keys[row] >> shift) as usize
+            };
+            indices
+                .entry(*split as usize * buckets as usize + bucket)
+                .or_default()
+                .push(row as u32);
         }
     }
     for (slot, rows) in indices {
-        let part = take_record_batch(batch, &UInt32Array::from(rows)).map_err(|e| DataError::Other(e.to_string()))?;
-        let mut slot = slots[slot].lock().map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
+        let part = take_record_batch(batch, &UInt32Array::from(rows))
+            .map_err(|e| DataError::Other(e.to_string()))?;
+        let mut slot = slots[slot]
+            .lock()
+            .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
         slot.push(part, flush_bytes, schema)?;
     }
     Ok(())
@@ -194,18 +281,35 @@ struct Slot {
 
 impl Slot {
     fn new(path: PathBuf) -> Slot {
-        Slot { path, pending: Vec::new(), pending_bytes: 0, spill: None }
+        Slot {
+            path,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            spill: None,
+        }
     }
 
-    fn push(&mut self, batch: RecordBatch, flush_bytes: u64, schema: &SchemaRef) -> Result<(), DataError> {
+    fn push(
+        &mut self,
+        batch: RecordBatch,
+        flush_bytes: u64,
+        schema: &SchemaRef,
+    ) -> Result<(), DataError> {
         self.pending_bytes += batch.get_array_memory_size() as u64;
         self.pending.push(batch);
         if self.pending_bytes >= flush_bytes {
-            let merged = concat_batches(schema, &self.pending).map_err(|e| DataError::Other(e.to_string()))?;
+            let merged = concat_batches(schema, &self.pending)
+                .map_err(|e| DataError::Other(e.to_string()))?;
             let io = |e: arrow::error::ArrowError| DataError::file(&self.path, e);
             if self.spill.is_none() {
-                let file = File::create(&self.path).map_err(|source| DataError::Io { path: self.path.clone(), source })?;
-                self.spill = Some(StreamWriter::try_new(BufWriter::with_capacity(1 << 20, file), schema).map_err(io)?);
+                let file = File::create(&self.path).map_err(|source| DataError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+                self.spill = Some(
+                    StreamWriter::try_new(BufWriter::with_capacity(1 << 20, file), schema)
+                        .map_err(io)?,
+                );
             }
             if let Some(writer) = self.spill.as_mut() {
                 writer.write(&merged).map_err(io)?;
@@ -221,10 +325,16 @@ impl Slot {
         let slot = self;
         let mut batches = Vec::new();
         if let Some(mut writer) = slot.spill.take() {
-            writer.finish().map_err(|e| DataError::file(&slot.path, e))?;
+            writer
+                .finish()
+                .map_err(|e| DataError::file(&slot.path, e))?;
             drop(writer);
-            let file = File::open(&slot.path).map_err(|source| DataError::Io { path: slot.path.clone(), source })?;
-            let reader = StreamReader::try_new(BufReader::with_capacity(1 << 20, file), None).map_err(|e| DataError::file(&slot.path, e))?;
+            let file = File::open(&slot.path).map_err(|source| DataError::Io {
+                path: slot.path.clone(),
+                source,
+            })?;
+            let reader = StreamReader::try_new(BufReader::with_capacity(1 << 20, file), None)
+                .map_err(|e| DataError::file(&slot.path, e))?;
             for batch in reader {
                 batches.push(batch.map_err(|e| DataError::file(&slot.path, e))?);
             }
@@ -239,27 +349,42 @@ impl Slot {
         let key_index = all.num_columns() - 1;
         let keys = all.column(key_index);
         debug_assert!(keys.as_primitive_opt::<UInt64Type>().is_some());
-        let order = sort_to_indices(keys, Some(SortOptions::default()), None).map_err(|e| DataError::Other(e.to_string()))?;
-        let sorted = take_record_batch(&all, &order).map_err(|e| DataError::Other(e.to_string()))?;
+        let order = sort_to_indices(keys, Some(SortOptions::default()), None)
+            .map_err(|e| DataError::Other(e.to_string()))?;
+        let sorted =
+            take_record_batch(&all, &order).map_err(|e| DataError::Other(e.to_string()))?;
         let projection: Vec<usize> = (0..key_index).collect();
-        Ok(Some(sorted.project(&projection).map_err(|e| DataError::Other(e.to_string()))?))
+        Ok(Some(
+            sorted
+                .project(&projection)
+                .map_err(|e| DataError::Other(e.to_string()))?,
+        ))
     }
 }
 
 fn remove_if_present(path: &Path) -> Result<(), DataError> {
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(DataError::Io { path: path.into(), source: e }),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(DataError::Io {
+            path: path.into(),
+            source: e,
+        }),
         _ => Ok(()),
     }
 }
 
 /// Part files of an earlier run that the new index does not list.
 fn remove_stale_shards(split_dir: &Path, keep: &[String], out: &Path) -> Result<(), DataError> {
-    let Ok(entries) = std::fs::read_dir(split_dir) else { return Ok(()) };
+    let Ok(entries) = std::fs::read_dir(split_dir) else {
+        return Ok(());
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().to_string();
-        let relative = path.strip_prefix(out).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        let relative = path
+            .strip_prefix(out)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .replace('\\', "/");
         if name.starts_with("part-") && name.ends_with(".parquet") && !keep.contains(&relative) {
             remove_if_present(&path)?;
         }

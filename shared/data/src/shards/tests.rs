@@ -14,25 +14,51 @@ fn write_snapshot(dir: &Path, rows: usize) {
     for part in 0..2 {
         let mut text = String::from("id,day,n,note\n");
         for i in (part * rows / 2)..((part + 1) * rows / 2) {
-            text.push_str(&format!("C{i:07},2026-{:02}-{:02},{i},note {}\n", 6 + i % 4, i % 28 + 1, i % 97));
+            text.push_str(&format!(
+                "C{i:07},2026-{:02}-{:02},{i},note {}\n",
+                6 + i % 4,
+                i % 28 + 1,
+                i % 97
+            ));
         }
         std::fs::write(dir.join(format!("part-{part}.csv")), text).unwrap();
     }
 }
 
 fn splits(snapshot: &Snapshot) -> Splits {
-    let rules = [("train", "day < 2026-08-01"), ("val", "2026-08"), ("test", "2026-09")];
-    let rules: Vec<(String, String)> = rules.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let rules = [
+        ("train", "day < 2026-08-01"),
+        ("val", "2026-08"),
+        ("test", "2026-09"),
+    ];
+    let rules: Vec<(String, String)> = rules
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     Splits::parse(&rules, Some("day"), |c| snapshot.column_type(c)).unwrap()
 }
 
 fn options(out: &Path, memory_bytes: u64) -> ShardOptions {
-    ShardOptions { out: out.to_path_buf(), seed: 42, memory_bytes, shard_rows: 700, row_group_rows: 256, zstd_level: 3 }
+    ShardOptions {
+        out: out.to_path_buf(),
+        seed: 42,
+        memory_bytes,
+        shard_rows: 700,
+        row_group_rows: 256,
+        zstd_level: 3,
+    }
 }
 
 fn run(data: &Path, out: &Path, memory_bytes: u64) -> ShardIndex {
     let snapshot = Snapshot::open(data, &BTreeMap::new()).unwrap();
-    shardify(&snapshot, &splits(&snapshot), &options(out, memory_bytes), &|_| {}).unwrap().0
+    shardify(
+        &snapshot,
+        &splits(&snapshot),
+        &options(out, memory_bytes),
+        &|_| {},
+    )
+    .unwrap()
+    .0
 }
 
 fn all_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -40,16 +66,33 @@ fn all_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     for split in ["train", "val", "test"] {
         for entry in std::fs::read_dir(dir.join(split)).unwrap() {
             let path = entry.unwrap().path();
-            files.insert(path.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&path).unwrap());
+            files.insert(
+                path.strip_prefix(dir).unwrap().display().to_string(),
+                std::fs::read(&path).unwrap(),
+            );
         }
     }
-    files.insert("index.json".into(), std::fs::read(dir.join("index.json")).unwrap());
+    files.insert(
+        "index.json".into(),
+        std::fs::read(dir.join("index.json")).unwrap(),
+    );
     files
 }
 
 fn ids(path: &Path) -> Vec<i64> {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap().build().unwrap();
-    reader.flat_map(|b| b.unwrap().column(2).as_primitive::<Int64Type>().values().to_vec()).collect()
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
+    reader
+        .flat_map(|b| {
+            b.unwrap()
+                .column(2)
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect()
 }
 
 #[test]
@@ -62,10 +105,21 @@ fn splits_rows_into_shuffled_shards_with_an_index() {
     assert_eq!(index.splits["test"].rows, 1000);
     assert_eq!(index.unassigned_rows, 0);
     assert_eq!(index.splits["train"].shards.len(), 3, "700-row shards");
-    assert_eq!(index.splits["train"].shards.iter().map(|s| s.rows).collect::<Vec<_>>(), [700, 700, 600]);
+    assert_eq!(
+        index.splits["train"]
+            .shards
+            .iter()
+            .map(|s| s.rows)
+            .collect::<Vec<_>>(),
+        [700, 700, 600]
+    );
     let out = dir.path().join("out");
     ShardIndex::load(&out, true).unwrap();
-    let mut train: Vec<i64> = index.shard_paths(&out, "train").iter().flat_map(|p| ids(p)).collect();
+    let mut train: Vec<i64> = index
+        .shard_paths(&out, "train")
+        .iter()
+        .flat_map(|p| ids(p))
+        .collect();
     let shuffled = train.clone();
     train.sort();
     assert_ne!(shuffled, train, "rows are shuffled");
@@ -93,9 +147,18 @@ fn another_seed_gives_another_order() {
     let snapshot = Snapshot::open(&dir.path().join("data"), &BTreeMap::new()).unwrap();
     let mut other = options(&dir.path().join("b"), 1 << 30);
     other.seed = 43;
-    shardify(&snapshot, &splits(&snapshot), &options(&dir.path().join("a"), 1 << 30), &|_| {}).unwrap();
+    shardify(
+        &snapshot,
+        &splits(&snapshot),
+        &options(&dir.path().join("a"), 1 << 30),
+        &|_| {},
+    )
+    .unwrap();
     shardify(&snapshot, &splits(&snapshot), &other, &|_| {}).unwrap();
-    assert_ne!(ids(&dir.path().join("a/train/part-00000.parquet")), ids(&dir.path().join("b/train/part-00000.parquet")));
+    assert_ne!(
+        ids(&dir.path().join("a/train/part-00000.parquet")),
+        ids(&dir.path().join("b/train/part-00000.parquet"))
+    );
 }
 
 #[test]
@@ -109,7 +172,10 @@ fn verify_catches_a_changed_shard_and_a_missing_index() {
     bytes.truncate(bytes.len() - 10);
     std::fs::write(&shard, bytes).unwrap();
     let err = ShardIndex::load(&out, true).unwrap_err().to_string();
-    assert!(err.contains("val/part-00000.parquet: does not match index.json"), "{err}");
+    assert!(
+        err.contains("val/part-00000.parquet: does not match index.json"),
+        "{err}"
+    );
     std::fs::remove_file(out.join("index.json")).unwrap();
     let err = ShardIndex::load(&out, false).unwrap_err().to_string();
     assert!(err.contains("shardify did not complete"), "{err}");
@@ -120,9 +186,22 @@ fn a_row_in_two_splits_is_an_error_naming_file_and_row() {
     let dir = tempfile::tempdir().unwrap();
     write_snapshot(&dir.path().join("data"), 200);
     let snapshot = Snapshot::open(&dir.path().join("data"), &BTreeMap::new()).unwrap();
-    let rules = vec![("train".to_string(), "day < 2026-08-15".to_string()), ("val".to_string(), "2026-08".to_string())];
+    let rules = vec![
+        ("train".to_string(), "day < 2026-08-15".to_string()),
+        ("val".to_string(), "2026-08".to_string()),
+    ];
     let splits = Splits::parse(&rules, Some("day"), |c| snapshot.column_type(c)).unwrap();
-    let err = shardify(&snapshot, &splits, &options(&dir.path().join("out"), 1 << 30), &|_| {}).unwrap_err().to_string();
-    assert!(err.contains("part-0.csv: row 3 falls in both splits `train` and `val`"), "{err}");
+    let err = shardify(
+        &snapshot,
+        &splits,
+        &options(&dir.path().join("out"), 1 << 30),
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("part-0.csv: row 3 falls in both splits `train` and `val`"),
+        "{err}"
+    );
     assert!(!dir.path().join("out/index.json").exists());
 }

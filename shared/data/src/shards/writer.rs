@@ -40,10 +40,25 @@ struct OpenShard {
 }
 
 impl<'a> SplitWriter<'a> {
-    pub fn new(dir: &'a Path, split: &'a str, schema: SchemaRef, options: &'a ShardWriterOptions) -> Result<SplitWriter<'a>, DataError> {
+    pub fn new(
+        dir: &'a Path,
+        split: &'a str,
+        schema: SchemaRef,
+        options: &'a ShardWriterOptions,
+    ) -> Result<SplitWriter<'a>, DataError> {
         let split_dir = dir.join(split);
-        std::fs::create_dir_all(&split_dir).map_err(|source| DataError::Io { path: split_dir, source })?;
-        Ok(SplitWriter { dir, split, schema, options, current: None, shards: Vec::new() })
+        std::fs::create_dir_all(&split_dir).map_err(|source| DataError::Io {
+            path: split_dir,
+            source,
+        })?;
+        Ok(SplitWriter {
+            dir,
+            split,
+            schema,
+            options,
+            current: None,
+            shards: Vec::new(),
+        })
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), DataError> {
@@ -54,7 +69,10 @@ impl<'a> SplitWriter<'a> {
             }
             let shard = self.current.as_mut().expect("opened above");
             let take = (self.options.shard_rows - shard.rows).min(batch.num_rows() - offset);
-            shard.writer.write(&batch.slice(offset, take)).map_err(|e| DataError::file(&shard.path, e))?;
+            shard
+                .writer
+                .write(&batch.slice(offset, take))
+                .map_err(|e| DataError::file(&shard.path, e))?;
             shard.rows += take;
             offset += take;
             if shard.rows == self.options.shard_rows {
@@ -78,28 +96,55 @@ impl<'a> SplitWriter<'a> {
             .prefix(".part.tmp")
             .permissions(runfn_core::atomic::readable_by_all())
             .tempfile_in(parent)
-            .map_err(|source| DataError::Io { path: path.clone(), source })?;
-        let level = ZstdLevel::try_new(self.options.zstd_level).map_err(|e| DataError::Other(format!("--zstd-level: {e}")))?;
+            .map_err(|source| DataError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let level = ZstdLevel::try_new(self.options.zstd_level)
+            .map_err(|e| DataError::Other(format!("--zstd-level: {e}")))?;
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(level))
             .set_max_row_group_row_count(Some(self.options.row_group_rows))
             .set_created_by(CREATED_BY.to_string())
             .build();
         let sink = HashingWriter::new(BufWriter::with_capacity(1 << 20, temp));
-        let writer = ArrowWriter::try_new(sink, self.schema.clone(), Some(properties)).map_err(|e| DataError::file(&path, e))?;
-        Ok(OpenShard { writer, rows: 0, path })
+        let writer = ArrowWriter::try_new(sink, self.schema.clone(), Some(properties))
+            .map_err(|e| DataError::file(&path, e))?;
+        Ok(OpenShard {
+            writer,
+            rows: 0,
+            path,
+        })
     }
 
     fn close_current(&mut self) -> Result<(), DataError> {
-        let Some(shard) = self.current.take() else { return Ok(()) };
-        let io = |source| DataError::Io { path: shard.path.clone(), source };
-        let sink = shard.writer.into_inner().map_err(|e| DataError::file(&shard.path, e))?;
+        let Some(shard) = self.current.take() else {
+            return Ok(());
+        };
+        let io = |source| DataError::Io {
+            path: shard.path.clone(),
+            source,
+        };
+        let sink = shard
+            .writer
+            .into_inner()
+            .map_err(|e| DataError::file(&shard.path, e))?;
         let (buffered, hasher, bytes) = sink.into_parts();
         let temp = buffered.into_inner().map_err(|e| io(e.into_error()))?;
         temp.as_file().sync_all().map_err(io)?;
         temp.persist(&shard.path).map_err(|e| io(e.error))?;
-        let relative = shard.path.strip_prefix(self.dir).unwrap_or(&shard.path).to_string_lossy().replace('\\', "/");
-        self.shards.push(ShardEntry { path: relative, rows: shard.rows as u64, bytes, blake3: hasher.finalize().to_hex().to_string() });
+        let relative = shard
+            .path
+            .strip_prefix(self.dir)
+            .unwrap_or(&shard.path)
+            .to_string_lossy()
+            .replace('\\', "/");
+        self.shards.push(ShardEntry {
+            path: relative,
+            rows: shard.rows as u64,
+            bytes,
+            blake3: hasher.finalize().to_hex().to_string(),
+        });
         Ok(())
     }
 }
@@ -113,7 +158,11 @@ struct HashingWriter<W> {
 
 impl<W: Write> HashingWriter<W> {
     fn new(inner: W) -> HashingWriter<W> {
-        HashingWriter { inner, hasher: blake3::Hasher::new(), bytes: 0 }
+        HashingWriter {
+            inner,
+            hasher: blake3::Hasher::new(),
+            bytes: 0,
+        }
     }
 
     fn into_parts(self) -> (W, blake3::Hasher, u64) {
@@ -136,5 +185,10 @@ impl<W: Write> Write for HashingWriter<W> {
 
 /// Fsyncs a folder so the renames inside it survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<(), DataError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|source| DataError::Io { path: dir.into(), source })
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| DataError::Io {
+            path: dir.into(),
+            source,
+        })
 }

@@ -1,0 +1,261 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::util::{demo_record, demo_snapshot, tool};
+
+fn shardify(snapshot: &Path, out: &Path, extra: &[&str]) -> crate::util::Output {
+    tool("shardify")
+        .args([
+            "--in".as_ref(),
+            snapshot.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ])
+        .args(extra)
+        .stdin(demo_record())
+        .run()
+}
+
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(
+                    path.strip_prefix(dir).unwrap().display().to_string(),
+                    std::fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn writes_split_shards_and_an_index_into_the_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = demo_snapshot(&dir.path().join("snapshot"), 12_000, &[]);
+    let out = shardify(
+        &snapshot,
+        &dir.path().join("shards"),
+        &["--shard-rows", "3000"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let record = out.json();
+    let shards = &record["shards"];
+    let rows: u64 = ["train", "val", "test"]
+        .iter()
+        .map(|s| shards["splits"][s]["rows"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rows + shards["unassigned_rows"].as_u64().unwrap(), 12_000);
+    assert!(shards["splits"]["train"]["shards"].as_u64().unwrap() >= 2);
+    assert_eq!(
+        record["manifest"]["run_id"], "churn-demo",
+        "the record passes through"
+    );
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("shards/index.json")).unwrap())
+            .unwrap();
+    assert_eq!(index["format"], "runfn-shards-v1");
+    assert_eq!(index["seed"], 7);
+    assert!(
+        index["source"]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("blake3:")
+    );
+    let first = &index["splits"]["train"]["shards"][0];
+    let bytes = std::fs::read(
+        dir.path()
+            .join("shards")
+            .join(first["path"].as_str().unwrap()),
+    )
+    .unwrap();
+    assert_eq!(first["blake3"], blake3::hash(&bytes).to_hex().to_string());
+    assert_eq!(
+        shards["index_blake3"],
+        blake3::hash(&std::fs::read(dir.path().join("shards/index.json")).unwrap())
+            .to_hex()
+            .to_string()
+    );
+}
+
+#[test]
+fn same_input_and_seed_give_byte_identical_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = demo_snapshot(&dir.path().join("snapshot"), 8_000, &[]);
+    for name in ["a", "b"] {
+        assert_eq!(
+            shardify(&snapshot, &dir.path().join(name), &["--shard-rows", "2500"]).code,
+            0
+        );
+    }
+    assert_eq!(
+        shardify(
+            &snapshot,
+            &dir.path().join("small-memory"),
+            &["--shard-rows", "2500", "--memory", "256K"]
+        )
+        .code,
+        0
+    );
+    let a = files(&dir.path().join("a"));
+    assert_eq!(a, files(&dir.path().join("b")));
+    assert_eq!(
+        a,
+        files(&dir.path().join("small-memory")),
+        "spilling to disk changes nothing"
+    );
+    assert_eq!(
+        shardify(
+            &snapshot,
+            &dir.path().join("c"),
+            &["--shard-rows", "2500", "--seed", "8"]
+        )
+        .code,
+        0
+    );
+    assert_ne!(
+        a.get("train/part-00000.parquet"),
+        files(&dir.path().join("c")).get("train/part-00000.parquet")
+    );
+}
+
+#[test]
+fn shards_read_back_in_pyarrow_with_the_same_rows_and_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = demo_snapshot(&dir.path().join("snapshot"), 6_000, &[]);
+    assert_eq!(shardify(&snapshot, &dir.path().join("shards"), &[]).code, 0);
+    let python = crate::util::python_with_pyarrow();
+    let out = std::process::Command::new(python)
+        .arg("scripts/check_shards.py")
+        .arg(dir.path().join("shards"))
+        .arg(&snapshot)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["rows_match"], true, "{report}");
+    assert_eq!(report["schema_match"], true, "{report}");
+}
+
+#[test]
+fn a_killed_run_leaves_no_index_and_a_rerun_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = demo_snapshot(&dir.path().join("snapshot"), 60_000, &[]);
+    let out = dir.path().join("shards");
+    assert_eq!(shardify(&snapshot, &out, &["--shard-rows", "5000"]).code, 0);
+    let complete = files(&out);
+    let mut child = std::process::Command::new(crate::util::bin("shardify"))
+        .args([
+            "--in".as_ref(),
+            snapshot.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--shard-rows".as_ref(),
+            "5000".as_ref(),
+            "-q".as_ref(),
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), demo_record().as_bytes()).unwrap();
+    // Kill as soon as the run has removed the old index, i.e. mid-way.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while out.join("index.json").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !out.join("index.json").exists(),
+        "a killed run must not leave an index"
+    );
+    tool("leak-check")
+        .args(["--shards".as_ref(), out.as_os_str()])
+        .stdin(demo_record())
+        .run()
+        .assert_bad_input("leak-check", "shardify did not complete");
+    assert_eq!(shardify(&snapshot, &out, &["--shard-rows", "5000"]).code, 0);
+    let rerun: BTreeMap<_, _> = files(&out)
+        .into_iter()
+        .filter(|(name, _)| !name.contains(".tmp") && !name.contains("spill"))
+        .collect();
+    assert_eq!(
+        rerun, complete,
+        "the rerun writes the same shards and index"
+    );
+}
+
+#[test]
+fn bad_inputs_exit_2_and_name_the_file_or_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let standalone = |input: &Path, out: &str| {
+        tool("shardify")
+            .args([
+                "--in".as_ref(),
+                input.as_os_str(),
+                "--out".as_ref(),
+                dir.path().join(out).as_os_str(),
+            ])
+            .args([
+                "--split",
+                "train=day < 2026-02-01",
+                "--split",
+                "test=day >= 2026-02-01",
+                "--seed",
+                "1",
+            ])
+            .stdin("{}")
+            .run()
+    };
+    let ragged = dir.path().join("ragged");
+    std::fs::create_dir(&ragged).unwrap();
+    std::fs::write(
+        ragged.join("a.csv"),
+        "id,day,churned\nC1,2026-01-02,0\nC2,2026-01-03\n",
+    )
+    .unwrap();
+    standalone(&ragged, "o1").assert_bad_input("shardify", "a.csv: ragged CSV");
+    let truncated = dir.path().join("truncated");
+    std::fs::create_dir(&truncated).unwrap();
+    std::fs::write(truncated.join("a.parquet"), b"PAR1\x00\x01truncated").unwrap();
+    standalone(&truncated, "o2")
+        .assert_bad_input("shardify", "a.parquet: not a readable Parquet file");
+    let snapshot = demo_snapshot(&dir.path().join("snapshot"), 1_000, &[]);
+    shardify(
+        &snapshot,
+        &dir.path().join("o3"),
+        &["--split", "train=joined < 2026-01-01"],
+    )
+    .assert_bad_input(
+        "shardify",
+        "uses the column `joined`, which the snapshot does not have",
+    );
+    let no_label = tool("shardify")
+        .args([
+            "--in".as_ref(),
+            snapshot.as_os_str(),
+            "--out".as_ref(),
+            dir.path().join("o4").as_os_str(),
+        ])
+        .stdin(demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\""))
+        .run();
+    no_label.assert_bad_input("shardify", "manifest.data.label: names the column `left`");
+    assert!(!dir.path().join("o4/index.json").exists());
+}

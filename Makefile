@@ -27,6 +27,7 @@ lint:
 ## Benchmarks against the named peers; results as JSON under bench/. Never part of `make test`.
 bench:
 	scripts/bench-mf-hash.sh
+	scripts/bench-data.sh
 
 ## The pipeline on the built-in demo: one record per stage under runs/demo/, each stage reading
 ## the previous stage's record. Stages depend on the binaries as files, so a second `make run`

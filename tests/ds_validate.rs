@@ -289,6 +289,45 @@ fn profile_merge_and_compare_spread_the_work() {
 }
 
 #[test]
+fn profiles_shards_like_the_snapshot_they_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = demo_snapshot(&dir.path().join("s"), 6_000, &[]);
+    let shards = dir.path().join("shards");
+    let out = tool("shardify")
+        .args([
+            "--in".as_ref(),
+            snapshot.as_os_str(),
+            "--out".as_ref(),
+            shards.as_os_str(),
+        ])
+        .stdin(demo_record())
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let from_shards = tool("ds-validate")
+        .args([
+            "--profile-out".as_ref(),
+            dir.path().join("p1.json").as_os_str(),
+        ])
+        .stdin(out.stdout)
+        .run();
+    assert_eq!(from_shards.code, 0, "{}", from_shards.stderr);
+    let from_snapshot = validate(
+        &snapshot,
+        &[
+            "--profile-out".as_ref(),
+            dir.path().join("p2.json").as_os_str(),
+        ],
+    );
+    let (a, b) = (
+        from_shards.json()["validate"]["profile"].clone(),
+        from_snapshot.json()["validate"]["profile"].clone(),
+    );
+    assert_eq!(a["rows"], b["rows"]);
+    assert_eq!(a["label_rate"], b["label_rate"]);
+    assert_eq!(a["columns"]["region"]["top"], b["columns"]["region"]["top"]);
+}
+
+#[test]
 fn bad_inputs_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = demo_snapshot(&dir.path().join("s"), 1_000, &[]);

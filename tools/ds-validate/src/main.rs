@@ -7,6 +7,7 @@ use clap::{Args as ClapArgs, Parser, Subcommand};
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::{RecordInput, read_text};
 use runfn_core::{Exit, InputError, Record};
+use runfn_data::partitioned::Partitioned;
 use runfn_data::read::Snapshot;
 use runfn_data::spec::DataSpec;
 use runfn_data::types::read_schema_file;
@@ -90,9 +91,12 @@ enum Command {
 
 #[derive(Debug, Clone, ClapArgs)]
 struct SourceArgs {
-    /// The snapshot: a file or a folder (default: manifest.data.snapshot).
-    #[arg(long = "in", value_name = "PATH")]
+    /// The snapshot: a file or a folder (default: the record's shards, else manifest.data.snapshot).
+    #[arg(long = "in", value_name = "PATH", conflicts_with = "shards")]
     input: Option<PathBuf>,
+    /// A shard folder written by shardify (default: the record's shards.dir).
+    #[arg(long, value_name = "DIR")]
+    shards: Option<PathBuf>,
     /// A schema file fixing column types.
     #[arg(long, value_name = "FILE")]
     schema: Option<PathBuf>,
@@ -151,7 +155,23 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     let spec = DataSpec::from_record(&record)?;
     let thresholds = Thresholds::from_manifest(record.get_path("manifest.validate"))
         .map_err(|m| InputError::field("manifest.validate", m))?;
-    let current = profile_source(tool, &args.source, &spec, spec.label.clone())?;
+    let shards = args.source.shards.clone().or_else(|| {
+        args.source
+            .input
+            .is_none()
+            .then(|| {
+                record
+                    .get_path("shards.dir")
+                    .and_then(Value::as_str)
+                    .map(PathBuf::from)
+            })
+            .flatten()
+    });
+    let source = SourceArgs {
+        shards,
+        ..args.source.clone()
+    };
+    let current = profile_source(tool, &source, &spec, spec.label.clone())?;
     let profile_out = args.profile_out.or_else(|| {
         record
             .get_path("manifest.run_id")
@@ -200,12 +220,18 @@ fn profile_source(
     spec: &DataSpec,
     label: Option<String>,
 ) -> anyhow::Result<Profile> {
-    let input = spec.snapshot_path(source.input.as_deref())?;
-    let types = match &source.schema {
-        Some(path) => read_schema_file(path)?,
-        None => Default::default(),
+    let (input, snapshot) = match &source.shards {
+        Some(dir) => (dir.clone(), Partitioned::from_shards(dir)?.snapshot),
+        None => {
+            let input = spec.snapshot_path(source.input.as_deref())?;
+            let types = match &source.schema {
+                Some(path) => read_schema_file(path)?,
+                None => Default::default(),
+            };
+            let snapshot = Snapshot::open(&input, &types)?;
+            (input, snapshot)
+        }
     };
-    let snapshot = Snapshot::open(&input, &types)?;
     spec.require_columns(|c| snapshot.column_type(c).is_some())?;
     if let Some(label) = label
         .as_deref()

@@ -127,12 +127,13 @@ impl NearDuplicateIndex {
     /// Adds many texts of one group, shingling and hashing them in parallel; the result is the
     /// same as adding them one by one in order.
     pub fn add_batch(&mut self, group: u16, texts: &[(u64, &str)]) {
-        let sketched: Vec<Option<Sketched>> = texts
-            .par_iter()
-            .map(|(_, text)| self.sketch(text))
-            .collect();
-        for ((id, _), sketched) in texts.iter().zip(sketched) {
-            self.push(group, *id, sketched);
+        // In chunks, so the sketches waiting to be pushed never double the index's memory.
+        const CHUNK: usize = 8192;
+        for chunk in texts.chunks(CHUNK) {
+            let sketched: Vec<Option<Sketched>> = chunk.par_iter().map(|(_, text)| self.sketch(text)).collect();
+            for ((id, _), sketched) in chunk.iter().zip(sketched) {
+                self.push(group, *id, sketched);
+            }
         }
     }
 

@@ -14,10 +14,10 @@ use crate::timings::Stopwatch;
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommonArgs {
     /// Print nothing on stderr but errors.
-    #[arg(short, long)]
+    #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Indent the JSON on stdout (default: one line).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub pretty: bool,
 }
 

@@ -1,5 +1,7 @@
 //! One column's profile: mergeable accumulators, and the summary people read.
 
+use std::collections::HashMap;
+
 use arrow::array::{Array, ArrayRef};
 use runfn_data::ColumnType;
 use runfn_data::values::{Label, labels, numeric_values, text_array};
@@ -90,7 +92,9 @@ impl LabelCounts {
 }
 
 impl ColumnProfile {
-    pub fn new(name: &str, column_type: ColumnType, is_label: bool) -> ColumnProfile {
+    /// `is_identifier`: an entity or free-text column, whose every value is new by design; it
+    /// gets no category counts (which would only cost time and a useless top list).
+    pub fn new(name: &str, column_type: ColumnType, is_label: bool, is_identifier: bool) -> ColumnProfile {
         let numeric = column_type.is_numeric() || column_type.is_temporal();
         ColumnProfile {
             name: name.to_string(),
@@ -101,8 +105,7 @@ impl ColumnProfile {
             moments: Moments::default(),
             quantiles: numeric.then(QuantileSketch::default),
             distinct: HyperLogLog::new(HLL_PRECISION).unwrap_or_default(),
-            frequencies: matches!(column_type, ColumnType::String | ColumnType::Bool)
-                .then(Frequencies::default),
+            frequencies: (!is_identifier && matches!(column_type, ColumnType::String | ColumnType::Bool)).then(Frequencies::default),
             label: is_label.then(LabelCounts::default),
         }
     }
@@ -130,15 +133,30 @@ impl ColumnProfile {
         }
         if self.quantiles.is_none() || self.frequencies.is_some() {
             let text = text_array(array);
+            // Counted per batch first: one sketch update per distinct value, not per row. Once
+            // the sketch is over its cap (ids, free text), a batch holds mostly new values and
+            // counting them twice would only cost time.
+            let pre_count = self.frequencies.as_ref().is_some_and(|f| !f.truncated());
+            let mut batch_counts: HashMap<&str, u64> = HashMap::new();
             for row in 0..text.len() {
                 if text.is_valid(row) {
                     let value = text.value(row);
                     if self.quantiles.is_none() {
                         self.distinct.insert(hash_bytes(value.as_bytes()));
                     }
-                    if let Some(frequencies) = self.frequencies.as_mut() {
+                    if pre_count {
+                        *batch_counts.entry(value).or_insert(0) += 1;
+                    } else if let Some(frequencies) = self.frequencies.as_mut() {
                         frequencies.add(value);
                     }
+                }
+            }
+            if let Some(frequencies) = self.frequencies.as_mut() {
+                let mut counts: Vec<(&str, u64)> = batch_counts.into_iter().collect();
+                // In key order, so a capped sketch keeps the same keys on every run.
+                counts.sort_unstable();
+                for (value, count) in counts {
+                    frequencies.add_n(value, count);
                 }
             }
         }

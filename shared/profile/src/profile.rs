@@ -23,7 +23,7 @@ pub struct Profile {
 }
 
 impl Profile {
-    fn empty(snapshot: &Snapshot, label: Option<&str>) -> Profile {
+    fn empty(snapshot: &Snapshot, label: Option<&str>, identifiers: &[String]) -> Profile {
         Profile {
             format: PROFILE_FORMAT.into(),
             sources: Vec::new(),
@@ -33,7 +33,7 @@ impl Profile {
             columns: snapshot
                 .columns
                 .iter()
-                .map(|c| ColumnProfile::new(&c.name, c.column_type, Some(c.name.as_str()) == label))
+                .map(|c| ColumnProfile::new(&c.name, c.column_type, Some(c.name.as_str()) == label, identifiers.contains(&c.name)))
                 .collect(),
         }
     }
@@ -93,14 +93,15 @@ impl Profile {
     }
 }
 
-/// Profiles every file of `snapshot` in parallel; `label` is the label column, if any.
-pub fn profile_snapshot(snapshot: &Snapshot, label: Option<&str>) -> Result<Profile, DataError> {
+/// Profiles every file of `snapshot` in parallel; `label` is the label column, if any;
+/// `identifiers` are entity and free-text columns (no category counts).
+pub fn profile_snapshot(snapshot: &Snapshot, label: Option<&str>, identifiers: &[String]) -> Result<Profile, DataError> {
     // A label column the snapshot lacks is not an input error here: the label_missing check
     // reports it as a failed validation.
     let per_file: Vec<Profile> = (0..snapshot.files.len())
         .into_par_iter()
         .map(|file| {
-            let mut profile = Profile::empty(snapshot, label);
+            let mut profile = Profile::empty(snapshot, label, identifiers);
             profile
                 .sources
                 .push(snapshot.files[file].path.display().to_string());
@@ -118,7 +119,7 @@ pub fn profile_snapshot(snapshot: &Snapshot, label: Option<&str>) -> Result<Prof
         // The first failing file in file order, so the error is the same on every run.
         .into_iter()
         .collect::<Result<_, DataError>>()?;
-    let mut merged = Profile::empty(snapshot, label);
+    let mut merged = Profile::empty(snapshot, label, identifiers);
     for profile in &per_file {
         merged.merge(profile).map_err(DataError::Other)?;
     }

@@ -249,7 +249,8 @@ fn profile_source(
         snapshot.files.len(),
         snapshot.bytes()
     ));
-    Ok(profile_snapshot(&snapshot, label.as_deref())?)
+    let identifiers: Vec<String> = spec.entity.iter().chain(&spec.text).cloned().collect();
+    Ok(profile_snapshot(&snapshot, label.as_deref(), &identifiers)?)
 }
 
 fn report(tool: &Tool, comparison: &runfn_profile::Comparison) {

@@ -38,13 +38,11 @@ pub enum HllError {
     RegisterValue { index: usize, value: u8, max: u8 },
 }
 
-/// The hash HyperLogLog expects for a value's bytes: blake3's first 8 bytes, little-endian.
-/// Any other well-mixed 64-bit hash works, as long as every sketch that is merged used the same.
+/// The hash HyperLogLog expects for a value's bytes: XXH3-64, which is well mixed and, for the
+/// short values of a column, about ten times faster than a cryptographic hash; profiling hashes
+/// every value of every column. Every sketch that is merged must use the same hash.
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
-    let digest = blake3::hash(bytes);
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest.as_bytes()[..8]);
-    u64::from_le_bytes(first)
+    xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
 impl Default for HyperLogLog {
@@ -260,9 +258,9 @@ mod tests {
     }
 
     #[test]
-    fn hash_bytes_is_blake3_prefix_little_endian() {
-        // blake3("") starts af1349b9f5f9a1a6.
-        assert_eq!(hash_bytes(b""), 0xa6a1_f9f5_b949_13af);
+    fn hash_bytes_is_xxh3_64() {
+        // The reference value of XXH3-64 for the empty input: stored profiles depend on it.
+        assert_eq!(hash_bytes(b""), 0x2d06_8005_38d3_94c2);
     }
 
     #[test]

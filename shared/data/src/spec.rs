@@ -1,11 +1,22 @@
 //! What the data tools need from `manifest.data`, read once from the run record.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use runfn_core::{InputError, Record};
 use runfn_manifest::snapshot::SnapshotRef;
 use serde_json::Value;
+
+use crate::error::DataError;
+use crate::read::Snapshot;
+use crate::types::read_schema_file;
+
+/// Data already split into shards, or a raw snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataSource {
+    Shards(PathBuf),
+    Snapshot(PathBuf),
+}
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DataSpec {
@@ -160,6 +171,42 @@ impl DataSpec {
                 "is missing and the record has no manifest.data.snapshot",
             )),
         }
+    }
+
+    /// Where a checker reads: `--shards`, else `--in`, else the record's `shards.dir`, else the
+    /// manifest's snapshot.
+    pub fn source(
+        &self,
+        record: &Record,
+        input: Option<&Path>,
+        shards: Option<&Path>,
+    ) -> Result<DataSource, InputError> {
+        if let Some(dir) = shards {
+            return Ok(DataSource::Shards(dir.to_path_buf()));
+        }
+        if input.is_none()
+            && let Some(dir) = record.get_path("shards.dir").and_then(Value::as_str)
+        {
+            return Ok(DataSource::Shards(PathBuf::from(dir)));
+        }
+        Ok(DataSource::Snapshot(self.snapshot_path(input)?))
+    }
+
+    /// Opens the snapshot at `path` (types from `schema_file` where it names them) and checks
+    /// that it has every column the manifest names.
+    pub fn open_snapshot(
+        &self,
+        path: &Path,
+        schema_file: Option<&Path>,
+    ) -> Result<Snapshot, DataError> {
+        let types = match schema_file {
+            Some(file) => read_schema_file(file)?,
+            None => Default::default(),
+        };
+        let snapshot = Snapshot::open(path, &types)?;
+        self.require_columns(|c| snapshot.column_type(c).is_some())
+            .map_err(|e| DataError::Other(e.to_string()))?;
+        Ok(snapshot)
     }
 
     /// The splits, from `--split NAME=RULE` flags when given, else the manifest.

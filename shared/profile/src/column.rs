@@ -94,7 +94,12 @@ impl LabelCounts {
 impl ColumnProfile {
     /// `is_identifier`: an entity or free-text column, whose every value is new by design; it
     /// gets no category counts (which would only cost time and a useless top list).
-    pub fn new(name: &str, column_type: ColumnType, is_label: bool, is_identifier: bool) -> ColumnProfile {
+    pub fn new(
+        name: &str,
+        column_type: ColumnType,
+        is_label: bool,
+        is_identifier: bool,
+    ) -> ColumnProfile {
         let numeric = column_type.is_numeric() || column_type.is_temporal();
         ColumnProfile {
             name: name.to_string(),
@@ -105,7 +110,9 @@ impl ColumnProfile {
             moments: Moments::default(),
             quantiles: numeric.then(QuantileSketch::default),
             distinct: HyperLogLog::new(HLL_PRECISION).unwrap_or_default(),
-            frequencies: (!is_identifier && matches!(column_type, ColumnType::String | ColumnType::Bool)).then(Frequencies::default),
+            frequencies: (!is_identifier
+                && matches!(column_type, ColumnType::String | ColumnType::Bool))
+            .then(Frequencies::default),
             label: is_label.then(LabelCounts::default),
         }
     }

@@ -33,7 +33,14 @@ impl Profile {
             columns: snapshot
                 .columns
                 .iter()
-                .map(|c| ColumnProfile::new(&c.name, c.column_type, Some(c.name.as_str()) == label, identifiers.contains(&c.name)))
+                .map(|c| {
+                    ColumnProfile::new(
+                        &c.name,
+                        c.column_type,
+                        Some(c.name.as_str()) == label,
+                        identifiers.contains(&c.name),
+                    )
+                })
                 .collect(),
         }
     }
@@ -95,7 +102,11 @@ impl Profile {
 
 /// Profiles every file of `snapshot` in parallel; `label` is the label column, if any;
 /// `identifiers` are entity and free-text columns (no category counts).
-pub fn profile_snapshot(snapshot: &Snapshot, label: Option<&str>, identifiers: &[String]) -> Result<Profile, DataError> {
+pub fn profile_snapshot(
+    snapshot: &Snapshot,
+    label: Option<&str>,
+    identifiers: &[String],
+) -> Result<Profile, DataError> {
     // A label column the snapshot lacks is not an input error here: the label_missing check
     // reports it as a failed validation.
     let per_file: Vec<Profile> = (0..snapshot.files.len())

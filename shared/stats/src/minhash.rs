@@ -130,7 +130,10 @@ impl NearDuplicateIndex {
         // In chunks, so the sketches waiting to be pushed never double the index's memory.
         const CHUNK: usize = 8192;
         for chunk in texts.chunks(CHUNK) {
-            let sketched: Vec<Option<Sketched>> = chunk.par_iter().map(|(_, text)| self.sketch(text)).collect();
+            let sketched: Vec<Option<Sketched>> = chunk
+                .par_iter()
+                .map(|(_, text)| self.sketch(text))
+                .collect();
             for ((id, _), sketched) in chunk.iter().zip(sketched) {
                 self.push(group, *id, sketched);
             }

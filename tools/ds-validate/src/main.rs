@@ -8,9 +8,7 @@ use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::{RecordInput, read_text};
 use runfn_core::{Exit, InputError, Record};
 use runfn_data::partitioned::Partitioned;
-use runfn_data::read::Snapshot;
-use runfn_data::spec::DataSpec;
-use runfn_data::types::read_schema_file;
+use runfn_data::spec::{DataSource, DataSpec};
 use runfn_profile::compare::Roles;
 use runfn_profile::{Explanation, PROFILE_FORMAT, Profile, Thresholds, compare, profile_snapshot};
 use serde_json::{Value, json};
@@ -155,23 +153,18 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     let spec = DataSpec::from_record(&record)?;
     let thresholds = Thresholds::from_manifest(record.get_path("manifest.validate"))
         .map_err(|m| InputError::field("manifest.validate", m))?;
-    let shards = args.source.shards.clone().or_else(|| {
-        args.source
-            .input
-            .is_none()
-            .then(|| {
-                record
-                    .get_path("shards.dir")
-                    .and_then(Value::as_str)
-                    .map(PathBuf::from)
-            })
-            .flatten()
-    });
-    let source = SourceArgs {
-        shards,
-        ..args.source.clone()
-    };
-    let current = profile_source(tool, &source, &spec, spec.label.clone())?;
+    let source = spec.source(
+        &record,
+        args.source.input.as_deref(),
+        args.source.shards.as_deref(),
+    )?;
+    let current = profile_source(
+        tool,
+        &source,
+        args.source.schema.as_deref(),
+        &spec,
+        spec.label.clone(),
+    )?;
     let profile_out = args.profile_out.or_else(|| {
         record
             .get_path("manifest.run_id")
@@ -216,23 +209,15 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
 
 fn profile_source(
     tool: &Tool,
-    source: &SourceArgs,
+    source: &DataSource,
+    schema: Option<&Path>,
     spec: &DataSpec,
     label: Option<String>,
 ) -> anyhow::Result<Profile> {
-    let (input, snapshot) = match &source.shards {
-        Some(dir) => (dir.clone(), Partitioned::from_shards(dir)?.snapshot),
-        None => {
-            let input = spec.snapshot_path(source.input.as_deref())?;
-            let types = match &source.schema {
-                Some(path) => read_schema_file(path)?,
-                None => Default::default(),
-            };
-            let snapshot = Snapshot::open(&input, &types)?;
-            (input, snapshot)
-        }
+    let (input, snapshot) = match source {
+        DataSource::Shards(dir) => (dir.clone(), Partitioned::from_shards(dir)?.snapshot),
+        DataSource::Snapshot(path) => (path.clone(), spec.open_snapshot(path, schema)?),
     };
-    spec.require_columns(|c| snapshot.column_type(c).is_some())?;
     if let Some(label) = label
         .as_deref()
         .filter(|l| snapshot.column_type(l).is_none())
@@ -293,7 +278,17 @@ fn profile_command(
         None => Record::new(),
     };
     let spec = DataSpec::from_record(&record)?;
-    let profile = profile_source(tool, source, &spec, label.or(spec.label.clone()))?;
+    let data = match &source.shards {
+        Some(dir) => DataSource::Shards(dir.clone()),
+        None => DataSource::Snapshot(spec.snapshot_path(source.input.as_deref())?),
+    };
+    let profile = profile_source(
+        tool,
+        &data,
+        source.schema.as_deref(),
+        &spec,
+        label.or(spec.label.clone()),
+    )?;
     emit_profile(&profile, output)
 }
 

@@ -8,12 +8,9 @@ use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, Record};
 use runfn_data::partitioned::Partitioned;
-use runfn_data::read::Snapshot;
-use runfn_data::spec::DataSpec;
+use runfn_data::spec::{DataSource, DataSpec};
 use runfn_data::split::Splits;
-use runfn_data::types::read_schema_file;
 use runfn_leaks::{LeakConfig, check};
-use serde_json::Value;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -90,29 +87,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let spec = DataSpec::from_record(&record)?;
     let rules = spec.splits_or(&args.splits).ok();
     let time = args.time.clone().or(spec.time.clone());
-    let shard_dir = args.shards.clone().or_else(|| {
-        (args.input.is_none())
-            .then(|| {
-                record
-                    .get_path("shards.dir")
-                    .and_then(Value::as_str)
-                    .map(PathBuf::from)
-            })
-            .flatten()
-    });
-    let data = match shard_dir {
-        Some(dir) => {
+    let data = match spec.source(&record, args.input.as_deref(), args.shards.as_deref())? {
+        DataSource::Shards(dir) => {
             tool.info(format!("reading shards in {}", dir.display()));
             Partitioned::from_shards(&dir)?
         }
-        None => {
-            let input = spec.snapshot_path(args.input.as_deref())?;
-            let types = match &args.schema {
-                Some(path) => read_schema_file(path)?,
-                None => Default::default(),
-            };
-            let snapshot = Snapshot::open(&input, &types)?;
-            spec.require_columns(|c| snapshot.column_type(c).is_some())?;
+        DataSource::Snapshot(input) => {
+            let snapshot = spec.open_snapshot(&input, args.schema.as_deref())?;
             let rules = spec.splits_or(&args.splits)?;
             let splits = Splits::parse(&rules, time.as_deref(), |c| snapshot.column_type(c))?;
             tool.info(format!(

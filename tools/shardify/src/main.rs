@@ -7,11 +7,9 @@ use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
-use runfn_data::read::Snapshot;
 use runfn_data::shards::{ShardOptions, shardify};
 use runfn_data::spec::{DataSpec, parse_size};
 use runfn_data::split::Splits;
-use runfn_data::types::read_schema_file;
 use serde_json::{Map, Value, json};
 
 const AFTER_HELP: &str = "\
@@ -85,12 +83,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     record.refuse_failed_checks("shards")?;
     let spec = DataSpec::from_record(&record)?;
     let input = spec.snapshot_path(args.input.as_deref())?;
-    let types = match &args.schema {
-        Some(path) => read_schema_file(path)?,
-        None => Default::default(),
-    };
-    let snapshot = Snapshot::open(&input, &types)?;
-    spec.require_columns(|c| snapshot.column_type(c).is_some())?;
+    let snapshot = spec.open_snapshot(&input, args.schema.as_deref())?;
     let rules = spec.splits_or(&args.splits)?;
     let time = args.time.as_deref().or(spec.time.as_deref());
     let splits = Splits::parse(&rules, time, |c| snapshot.column_type(c))?;

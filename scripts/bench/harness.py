@@ -1,0 +1,431 @@
+"""The three data benchmarks of scripts/bench-data.sh, each tool beside its peers in one run.
+
+    harness.py shardify      -> bench/shardify.json
+    harness.py ds-validate   -> bench/ds-validate.json
+    harness.py leak-check    -> bench/leak-check.json
+
+Run from the repository root by scripts/bench-data.sh, which builds the tools, makes the data and
+the venv, and passes everything in BENCH_* variables. Every tool runs as its own child process:
+wall seconds from spawn to reap, peak RSS from wait4 (ru_maxrss). Tools alternate within a run and
+the order rotates between runs; the page cache is warmed first. A tool that fails (a crash, the
+OOM killer, wrong output) is recorded as failed in the JSON and not run again; the others go on.
+"""
+import json
+import os
+import shutil
+import statistics
+import sys
+
+sys.dont_write_bytecode = True  # keep scripts/bench free of __pycache__
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (dir_bytes, fmt_mib, fmt_s, interference, log, machine, measure, now, ratio,  # noqa: E402
+                    rotate, summarize, version, wait_quiet, warm, write_json)
+
+env = os.environ
+PY = env["BENCH_PY"]                      # the bench venv's python (absolute; never recorded)
+PEERS = "scripts/bench/peers.py"
+SCRATCH = env["BENCH_SCRATCH"]           # bench/work/scratch
+RUNS = int(env["BENCH_RUNS_N"])
+PY_SHOWN = "python"                      # how the JSON names the venv python
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def peer_versions():
+    try:
+        import subprocess
+
+        return json.loads(subprocess.run([PY, PEERS, "versions"], capture_output=True, text=True,
+                                         check=True).stdout)
+    except Exception:  # noqa: BLE001
+        return {}
+
+
+def bench(tools, runs, label):
+    """tools: {name: {"argv", "stdout", "prepare"?, "check"?, "ok_codes"?}}. Returns {name: [samples]}."""
+    samples = {name: [] for name in tools}
+    failed = set()
+    for run in range(runs):
+        for name in rotate(list(tools), run):
+            if name in failed:
+                continue
+            t = tools[name]
+            if t.get("prepare"):
+                t["prepare"]()
+            wait_quiet()
+            s = measure(t["argv"], stdout=t.get("stdout"))
+            if s["returncode"] in t.get("ok_codes", (0,)):
+                s["ok"], s["reason"] = True, None
+                try:
+                    if t.get("check"):
+                        t["check"](s)
+                except CheckFailed as err:
+                    s["ok"], s["reason"] = False, f"wrong output: {err}"
+            samples[name].append(s)
+            if not s["ok"]:
+                failed.add(name)
+                log(f"{label}: run {run + 1}/{runs} {name}: FAILED ({s['reason']})")
+            else:
+                busy = s["other_cores_busy"]
+                log(f"{label}: run {run + 1}/{runs} {name:14s} {s['seconds']:8.2f} s  "
+                    f"peak RSS {fmt_mib(s['peak_rss_bytes'])}"
+                    + (f"  (other processes busy: {busy:.1f} cores)" if busy is not None and busy > 0.2 else ""))
+            if t.get("cleanup"):
+                t["cleanup"]()
+    return samples
+
+
+def rm(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+def load_spec(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def data_block(spec):
+    return {"description": spec["description"], "dir": spec["dir"], "bytes": spec["bytes"],
+            "rows": spec["rows"], "files": spec["files"], "generator": spec["command"]}
+
+
+def csv_files(spec):
+    return [os.path.join(spec["dir"], name) for name in sorted(os.listdir(spec["dir"])) if name.endswith(".csv")]
+
+
+def stdout_json(s, path):
+    try:
+        with open(path) as f:
+            return json.loads(f.read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError) as err:
+        raise CheckFailed(f"no JSON on stdout ({err})") from None
+
+
+def target_block(name, value, minimum):
+    return {"metric": name, "min": minimum, "value": value, "met": None if value is None else value >= minimum}
+
+
+# --- 1. shardify ---------------------------------------------------------------------------------
+def run_shardify():
+    spec, out_json = load_spec(env["BENCH_SPEC_1X"]), "bench/shardify.json"
+    shardify = env["BENCH_SHARDIFY"]
+    rows = spec["rows"]
+    splits = ["--split", "train=signup_date < 2026-07-01", "--split", "val=2026-07",
+              "--split", "test=2026-08..2026-09"]
+
+    def shardify_tool(data_dir, out_dir, stdout, expect_rows):
+        argv = [shardify, "--in", data_dir, "--out", out_dir, "--seed", "7", *splits, "--time", "signup_date",
+                "--memory", "1G", "-q"]
+
+        def check(s):
+            rec = stdout_json(s, stdout)
+            got = sum(v["rows"] for v in rec["shards"]["splits"].values())
+            if got != expect_rows or rec["shards"].get("unassigned_rows", 0):
+                raise CheckFailed(f"shards hold {got} rows, expected {expect_rows}")
+            s["output_bytes"] = dir_bytes(out_dir)
+
+        return {"argv": argv, "stdout": stdout, "prepare": lambda: rm(out_dir), "check": check,
+                "command": " ".join(a if " " not in a else f"'{a}'" for a in argv) + " < /dev/null"}
+
+    def peer(cmd, out_file, stdout):
+        def check(s):
+            rec = stdout_json(s, stdout)
+            if rec.get("rows") != rows:
+                raise CheckFailed(f"{rec.get('rows')} rows written, expected {rows}")
+            s["output_bytes"] = os.path.getsize(out_file)
+
+        return {"argv": [PY, PEERS, cmd, spec["dir"], out_file], "stdout": stdout,
+                "prepare": lambda: rm(out_file), "check": check,
+                "command": f"{PY_SHOWN} {PEERS} {cmd} {spec['dir']} {out_file}"}
+
+    tools = {
+        "shardify": shardify_tool(spec["dir"], f"{SCRATCH}/shardify-out", f"{SCRATCH}/shardify.stdout", rows),
+        "pyarrow": peer("pyarrow-parquet", f"{SCRATCH}/pyarrow.parquet", f"{SCRATCH}/pyarrow.stdout"),
+        "duckdb": peer("duckdb-parquet", f"{SCRATCH}/duckdb.parquet", f"{SCRATCH}/duckdb.stdout"),
+    }
+    log(f"shardify: warming the page cache ({spec['bytes'] / 2**30:.2f} GiB)")
+    warm(csv_files(spec))
+    samples = bench(tools, RUNS, "shardify")
+    for t in tools.values():
+        t["prepare"]()  # leave no GiB of output behind
+
+    pv = peer_versions()
+    versions = {"shardify": version([shardify, "--version"]), "pyarrow": f"pyarrow {pv.get('pyarrow', '?')}",
+                "duckdb": f"duckdb {pv.get('duckdb', '?')} (python)"}
+    results = {}
+    for name, t in tools.items():
+        outs = [s.get("output_bytes") for s in samples[name] if s.get("output_bytes")]
+        results[name] = summarize(samples[name], versions[name], t["command"],
+                                  {"output_bytes": outs[-1] if outs else None})
+    results["shardify"]["note"] = ("also assigns rows to 3 splits, shuffles each by the seed and writes "
+                                   "per-split shards of 1M rows plus a hashed index; the peers write one file")
+
+    # bounded memory: shardify alone on the 4x input
+    scaling = {"memory_flag": "1G", "1x": {"bytes": spec["bytes"], "rows": rows,
+                                           "peak_rss_bytes": results["shardify"].get("peak_rss_bytes"),
+                                           "median_s": results["shardify"].get("median_s")}}
+    spec4 = load_spec(env["BENCH_SPEC_4X"]) if env.get("BENCH_SPEC_4X") else None
+    if spec4:
+        runs4 = int(env.get("BENCH_RUNS_4X_N", "1"))
+        t4 = shardify_tool(spec4["dir"], f"{SCRATCH}/shardify-4x-out", f"{SCRATCH}/shardify-4x.stdout", spec4["rows"])
+        log(f"shardify: 4x input ({spec4['bytes'] / 2**30:.2f} GiB), shardify alone, {runs4} run(s)")
+        warm(csv_files(spec4))  # only partly cached when it exceeds free memory; that is the point
+        s4 = bench({"shardify": t4}, runs4, "shardify-4x")["shardify"]
+        t4["prepare"]()
+        b4 = summarize(s4, versions["shardify"], t4["command"])
+        scaling["4x"] = {"bytes": spec4["bytes"], "rows": spec4["rows"], "data": data_block(spec4),
+                         **{k: b4.get(k) for k in ("status", "median_s", "all_s", "peak_rss_bytes", "other_cores_busy", "failure", "command")}}
+        r1, r4 = scaling["1x"]["peak_rss_bytes"], b4.get("peak_rss_bytes")
+        scaling["peak_rss_4x_over_1x"] = ratio(r4, r1)
+        scaling["time_4x_over_1x"] = ratio(b4.get("median_s"), scaling["1x"]["median_s"])
+    else:
+        scaling["4x"] = {"status": "not run", "failure": "BENCH_SKIP_4X set"}
+
+    peer_times = [results[p]["median_s"] for p in ("pyarrow", "duckdb") if results[p]["median_s"] is not None]
+    faster = min(peer_times) if peer_times else None
+    faster_name = next((p for p in ("pyarrow", "duckdb") if results[p]["median_s"] == faster), None) if faster else None
+    ratios = {"faster_peer": faster_name,
+              "faster_peer_over_shardify": ratio(faster, results["shardify"]["median_s"]),
+              "pyarrow_over_shardify": ratio(results["pyarrow"]["median_s"], results["shardify"]["median_s"]),
+              "duckdb_over_shardify": ratio(results["duckdb"]["median_s"], results["shardify"]["median_s"])}
+    doc = {"benchmark": "CSV -> zstd Parquet: shardify vs pyarrow vs DuckDB",
+           "date": now(), "machine": machine(), "data": data_block(spec), "runs": RUNS,
+           "timing": "wall seconds of the child process, median of runs, page cache warm; peak RSS = max "
+                     "ru_maxrss of the child over the runs; python peers include interpreter start-up",
+           "interference": interference(results), "results": results, "ratios": ratios, "memory_scaling": scaling,
+           "target": target_block("faster_peer_over_shardify", ratios["faster_peer_over_shardify"], 1.0)}
+    write_json(out_json, doc)
+
+    log(f"shardify: {spec['bytes'] / 2**30:.2f} GiB, {rows} rows, median of {RUNS}")
+    for name in tools:
+        r = results[name]
+        log(f"  {name:10s} {fmt_s(r['median_s'])}  peak RSS {fmt_mib(r.get('peak_rss_bytes'))}"
+            + ("" if r["status"] == "ok" else f"  FAILED: {r['failure']}"))
+    log(f"  faster peer ({faster_name}) / shardify = {ratios['faster_peer_over_shardify']} (target >= 1.0: "
+        f"{'met' if doc['target']['met'] else 'NOT met'})")
+    if spec4:
+        log(f"  shardify --memory 1G peak RSS: 1x {fmt_mib(scaling['1x']['peak_rss_bytes'])}, "
+            f"4x {fmt_mib(scaling['4x'].get('peak_rss_bytes'))} ({scaling['4x']['status']})")
+    log(f"wrote {out_json}")
+
+
+# --- 2. ds-validate profile -------------------------------------------------------------------------
+def run_ds_validate():
+    spec, out_json = load_spec(env["BENCH_SPEC_1X"]), "bench/ds-validate.json"
+    dsv = env.get("BENCH_DS_VALIDATE", "")
+    dsv_status = env.get("BENCH_DS_VALIDATE_STATUS", "")
+    rows = spec["rows"]
+
+    def peer(cmd, out_file, stdout, check_rows):
+        def check(s):
+            rec = stdout_json(s, stdout)
+            if check_rows and rec.get("rows") != rows:
+                raise CheckFailed(f"{rec.get('rows')} rows counted, expected {rows}")
+            if rec.get("columns") != len(spec["columns"]):
+                raise CheckFailed(f"{rec.get('columns')} columns profiled, expected {len(spec['columns'])}")
+
+        return {"argv": [PY, PEERS, cmd, spec["dir"], out_file], "stdout": stdout,
+                "prepare": lambda: rm(out_file), "check": check,
+                "command": f"{PY_SHOWN} {PEERS} {cmd} {spec['dir']} {out_file}"}
+
+    tools = {}
+    dsv_out = f"{SCRATCH}/ds-validate-profile.json"
+    if dsv and os.access(dsv, os.X_OK) and not dsv_status:
+        def check_dsv(s):
+            try:
+                with open(dsv_out) as f:
+                    json.load(f)
+            except (OSError, ValueError) as err:
+                raise CheckFailed(f"profile is not JSON ({err})") from None
+
+        # The roles a run's manifest declares (as `make run` does): the label, and the entity and
+        # free-text columns, which get no category counts.
+        roles = f"{SCRATCH}/ds-validate-roles.json"
+        with open(roles, "w") as f:
+            json.dump({"manifest": {"data": {"entity": "customer_id", "text": ["support_note"], "label": "churned"}}}, f)
+        tools["ds-validate"] = {"argv": [dsv, "profile", "--in", spec["dir"], "--record", roles], "stdout": dsv_out,
+                                "prepare": lambda: rm(dsv_out), "check": check_dsv,
+                                "command": f"{dsv} profile --in {spec['dir']} --record roles.json > profile.json"}
+    tools["duckdb"] = peer("duckdb-summarize", f"{SCRATCH}/duckdb-summarize.csv", f"{SCRATCH}/duckdb-summarize.stdout", True)
+    tools["pandas"] = peer("pandas-describe", f"{SCRATCH}/pandas-describe.csv", f"{SCRATCH}/pandas-describe.stdout", True)
+
+    log(f"ds-validate: warming the page cache ({spec['bytes'] / 2**30:.2f} GiB)")
+    warm(csv_files(spec))
+    samples = bench(tools, RUNS, "ds-validate")
+
+    pv = peer_versions()
+    versions = {"ds-validate": version([dsv, "--version"]) if "ds-validate" in tools else None,
+                "duckdb": f"duckdb {pv.get('duckdb', '?')} (python)", "pandas": f"pandas {pv.get('pandas', '?')}"}
+    results = {}
+    for name, t in tools.items():
+        results[name] = summarize(samples[name], versions[name], t["command"])
+    if "ds-validate" not in tools:
+        results["ds-validate"] = {"status": "not run", "median_s": None, "all_s": [], "peak_rss_bytes": None,
+                                  "version": None, "command": "target/release/ds-validate profile --in "
+                                  f"{spec['dir']} > profile.json",
+                                  "failure": dsv_status or "target/release/ds-validate is missing"}
+    else:
+        try:
+            with open(dsv_out) as f:
+                prof = json.load(f)
+            results["ds-validate"]["profile_top_level_keys"] = list(prof)[:20]
+        except (OSError, ValueError):
+            pass
+    results["duckdb"]["query"] = f"SUMMARIZE SELECT * FROM read_csv_auto('{spec['dir']}/*.csv')"
+    results["pandas"]["code"] = "pd.concat([pd.read_csv(f) for f in parts]).describe(include='all')"
+
+    ratios = {"duckdb_over_ds_validate": ratio(results["duckdb"]["median_s"], results["ds-validate"]["median_s"]),
+              "pandas_over_ds_validate": ratio(results["pandas"]["median_s"], results["ds-validate"]["median_s"])}
+    doc = {"benchmark": "profile a CSV snapshot: ds-validate profile vs DuckDB SUMMARIZE vs pandas describe",
+           "date": now(), "machine": machine(), "data": data_block(spec), "runs": RUNS,
+           "timing": "wall seconds of the child process, median of runs, page cache warm; peak RSS = max "
+                     "ru_maxrss of the child over the runs; python peers include interpreter start-up",
+           "interference": interference(results), "results": results, "ratios": ratios,
+           "target": target_block("duckdb_over_ds_validate", ratios["duckdb_over_ds_validate"], 2.0)}
+    write_json(out_json, doc)
+    for t in tools.values():
+        t["prepare"]()
+
+    log(f"ds-validate: {spec['bytes'] / 2**30:.2f} GiB, {rows} rows, median of {RUNS}")
+    for name in ("ds-validate", "duckdb", "pandas"):
+        r = results[name]
+        shown = fmt_s(r["median_s"]) if r["status"] != "not run" else "  not run"
+        log(f"  {name:12s} {shown}  peak RSS {fmt_mib(r.get('peak_rss_bytes'))}"
+            + ("" if r["status"] == "ok" else f"  {r['status'].upper()}: {r['failure']}"))
+    log(f"  duckdb / ds-validate = {ratios['duckdb_over_ds_validate']} (target >= 2.0: "
+        f"{ {True: 'met', False: 'NOT met', None: 'not measured'}[doc['target']['met']] })")
+    log(f"wrote {out_json}")
+
+
+# --- 3. leak-check near duplicates -------------------------------------------------------------------
+def run_leak_check():
+    docs_dir, out_json = env["BENCH_DOCS"], "bench/leak-check.json"
+    docs = f"{docs_dir}/docs.csv"
+    with open(f"{docs_dir}/truth.json") as f:
+        truth = json.load(f)
+    true_pairs = {frozenset((p["a"], p["b"])) for p in truth["pairs"]
+                  if p["jaccard"] >= truth["threshold"] and p["split_a"] != p["split_b"]}
+    planted = {frozenset((p["a"], p["b"])) for p in truth["pairs"]}
+    leak_check = env["BENCH_LEAK_CHECK"]
+    lc_out = f"{SCRATCH}/leak-check.json"
+    argv = [leak_check, "--in", docs, "--split", "a=hash(doc_id) < 0.5", "--split", "b=hash(doc_id) >= 0.5",
+            "--text", "note", "-q"]
+    found = {}
+
+    def check_lc(s):
+        rec = stdout_json(s, lc_out)
+        nd = next((c for c in rec["leaks"]["checks"] if c["name"] == "near_duplicates"), None)
+        if nd is None or "count" not in nd:
+            raise CheckFailed("no near_duplicates check in the record")
+        found["count"] = nd["count"]
+        found["examples"] = nd.get("examples", [])
+
+    def peer(cmd, out_file):
+        def check(s):
+            try:
+                with open(out_file) as f:
+                    found[cmd] = json.load(f)
+            except (OSError, ValueError) as err:
+                raise CheckFailed(f"no pair list ({err})") from None
+
+        return {"argv": [PY, PEERS, cmd, docs, out_file], "prepare": lambda: rm(out_file), "check": check,
+                "command": f"{PY_SHOWN} {PEERS} {cmd} {docs} {out_file}"}
+
+    tools = {
+        "leak-check": {"argv": argv, "stdout": lc_out, "ok_codes": (0, 1), "check": check_lc,
+                       "prepare": lambda: rm(lc_out),
+                       "command": " ".join(a if " " not in a else f"'{a}'" for a in argv) + " < /dev/null"},
+        "datasketch": peer("datasketch-lsh", f"{SCRATCH}/datasketch-pairs.json"),
+    }
+    if env.get("BENCH_DATASKETCH_20X6", "1") == "1":
+        tools["datasketch-20x6"] = peer("datasketch-lsh-20x6", f"{SCRATCH}/datasketch-20x6-pairs.json")
+    warm([docs])
+    samples = bench(tools, RUNS, "leak-check")
+
+    pv = peer_versions()
+    versions = {"leak-check": version([leak_check, "--version"]), "datasketch": f"datasketch {pv.get('datasketch', '?')}",
+                "datasketch-20x6": f"datasketch {pv.get('datasketch', '?')}"}
+    results = {name: summarize(samples[name], versions[name], t["command"]) for name, t in tools.items()}
+
+    for name, cmd in (("datasketch", "datasketch-lsh"), ("datasketch-20x6", "datasketch-lsh-20x6")):
+        if name not in tools or cmd not in found:
+            continue
+        got = {frozenset((a, b)) for a, b, _ in found[cmd]["pairs"]}
+        hit = len(got & true_pairs)
+        results[name].update({
+            "pairs_found": len(got), "true_pairs": len(true_pairs), "true_positives": hit,
+            "recall": ratio(hit, len(true_pairs)), "pairs_outside_planted": len(got - planted),
+            "candidates_verified": found[cmd]["candidates"],
+            "lsh": {"threshold": 0.8, "num_perm": 120, "bands": found[cmd]["bands"],
+                    "rows_per_band": found[cmd]["rows_per_band"]}})
+    # leak-check: the count, and the (at most 5) examples checked against the truth by their texts
+    outside = max((results[n].get("pairs_outside_planted", 0) for n in results), default=0)
+    if "count" in found:
+        text_to_id = {}
+        import csv
+
+        with open(docs, newline="") as f:
+            reader = csv.reader(f)
+            next(reader)
+            for doc_id, note in reader:
+                text_to_id[note] = doc_id
+        ex_ok = sum(frozenset((text_to_id.get(e["a"]["text"]), text_to_id.get(e["b"]["text"]))) in true_pairs
+                    for e in found["examples"])
+        n = found["count"]
+        results["leak-check"].update({
+            "pairs_found": n, "true_pairs": len(true_pairs),
+            "recall_upper_bound": ratio(min(n, len(true_pairs)), len(true_pairs)),
+            "examples_checked": len(found["examples"]), "examples_in_true_pairs": ex_ok,
+            "recall_note": ("leak-check prints only a count and 5 examples (no flag for the full list), so "
+                            "count / true_pairs is an upper bound on its recall. Every pair it counts is verified "
+                            "at exact Jaccard >= 0.8; " + (f"the datasketch runs found {outside} cross-split pair(s) "
+                            ">= 0.8 outside the planted ones" if outside else "the datasketch runs found no "
+                            "cross-split pair >= 0.8 outside the planted ones, so the bound is the recall unless "
+                            "leak-check finds such pairs datasketch misses"))
+            + (f"; here it counted {n - len(true_pairs)} MORE pairs than the true set holds (random near "
+               "duplicates or double counting)" if n > len(true_pairs) else "")})
+    if "datasketch-20x6" in results:
+        results["datasketch-20x6"]["note"] = "not a target peer: the same code with params=(20, 6), leak-check's banding"
+
+    lc_t = results["leak-check"]["median_s"]
+    ratios = {"datasketch_over_leak_check": ratio(results["datasketch"]["median_s"], lc_t)}
+    if "datasketch-20x6" in results:
+        ratios["datasketch_20x6_over_leak_check"] = ratio(results["datasketch-20x6"]["median_s"], lc_t)
+    size = os.path.getsize(docs)
+    doc = {"benchmark": "cross-split near-duplicate texts: leak-check vs datasketch MinHashLSH",
+           "date": now(), "machine": machine(),
+           "data": {"description": "synthetic documents (doc_id,note), 15-45 words from a 4,000-word vocabulary, "
+                                   "with planted near copies (one word replaced)",
+                    "file": docs, "bytes": size, "rows": truth["docs"], "planted_pairs": truth["planted_pairs"],
+                    "planted_at_or_above_0_8": truth["planted_at_or_above_threshold"],
+                    "true_pairs": len(true_pairs), "planted_jaccard_range": [truth["jaccard_min"], truth["jaccard_max"]],
+                    "splits": "a = hash(doc_id) < 0.5, b = hash(doc_id) >= 0.5",
+                    "generator": f"{PY_SHOWN} scripts/bench/make_docs.py {docs_dir} {truth['docs']} {truth['planted_pairs']}"},
+           "runs": RUNS,
+           "timing": "wall seconds of the child process end to end (read, shingle, MinHash, LSH, verify), median of "
+                     "runs; peak RSS = max ru_maxrss of the child; the python peer includes interpreter start-up",
+           "interference": interference(results), "results": results, "ratios": ratios,
+           "target": target_block("datasketch_over_leak_check", ratios["datasketch_over_leak_check"], 20.0)}
+    write_json(out_json, doc)
+    for t in tools.values():
+        t["prepare"]()
+
+    log(f"leak-check: {truth['docs']} documents, {len(true_pairs)} true cross-split pairs, median of {RUNS}")
+    for name in tools:
+        r = results[name]
+        extra = (f"  pairs {r.get('pairs_found')}" + (f", recall {r['recall']}" if "recall" in r else "")) \
+            if r["status"] == "ok" else f"  FAILED: {r['failure']}"
+        log(f"  {name:16s} {fmt_s(r['median_s'])}  peak RSS {fmt_mib(r.get('peak_rss_bytes'))}{extra}")
+    log(f"  datasketch / leak-check = {ratios['datasketch_over_leak_check']} (target >= 20: "
+        f"{ {True: 'met', False: 'NOT met', None: 'not measured'}[doc['target']['met']] })")
+    log(f"wrote {out_json}")
+
+
+if __name__ == "__main__":
+    os.makedirs(SCRATCH, exist_ok=True)
+    {"shardify": run_shardify, "ds-validate": run_ds_validate, "leak-check": run_leak_check}[sys.argv[1]]()

@@ -349,59 +349,44 @@ fn train_label(batch: &SplitBatch, row: usize, train: u8, labels: &[Label]) -> O
     }
 }
 
-/// Every file's scan merged, in file order.
-#[derive(Debug, Default)]
-pub struct Merged {
-    pub entities: HashMap<u128, Seen>,
-    pub rows: HashMap<u128, Seen>,
-    pub time_ranges: Vec<Option<(f64, f64)>>,
-    pub texts: Vec<Vec<(u16, u64, String)>>,
-    pub future: Vec<Future>,
-    pub future_count: u64,
-    pub proxy_numeric: Vec<Vec<(f64, bool)>>,
-    pub proxy_categories: Vec<Vec<(String, bool)>>,
-    pub invalid_labels: u64,
-}
+/// Every file's scan merged, in file order: the same summary as a file's.
+pub type Merged = FileScan;
 
-impl Merged {
-    pub fn merge(files: Vec<FileScan>, layout: &Layout) -> Merged {
-        let mut merged = Merged {
-            texts: vec![Vec::new(); layout.text.len()],
-            ..Merged::default()
-        };
-        merged.proxy_numeric = vec![Vec::new(); layout.proxies.len()];
-        merged.proxy_categories = vec![Vec::new(); layout.proxies.len()];
+impl FileScan {
+    pub fn merge(files: Vec<FileScan>, layout: &Layout) -> FileScan {
+        let mut merged = FileScan::new(layout);
         for file in files {
-            merge_seen(&mut merged.entities, file.entities);
-            merge_seen(&mut merged.rows, file.rows);
-            for (split, range) in file.time_ranges.into_iter().enumerate() {
-                if merged.time_ranges.len() <= split {
-                    merged.time_ranges.resize(split + 1, None);
-                }
-                if let Some((low, high)) = range {
-                    let target = merged.time_ranges[split].get_or_insert((low, high));
-                    target.0 = target.0.min(low);
-                    target.1 = target.1.max(high);
-                }
-            }
-            for (target, texts) in merged.texts.iter_mut().zip(file.texts) {
-                target.extend(texts);
-            }
-            merged.future.extend(file.future);
-            merged.future_count += file.future_count;
-            for (target, values) in merged.proxy_numeric.iter_mut().zip(file.proxy_numeric) {
-                target.extend(values);
-            }
-            for (target, values) in merged
-                .proxy_categories
-                .iter_mut()
-                .zip(file.proxy_categories)
-            {
-                target.extend(values);
-            }
-            merged.invalid_labels += file.invalid_labels;
+            merged.absorb(file);
         }
         merged
+    }
+
+    /// Adds the scan of a later file.
+    fn absorb(&mut self, file: FileScan) {
+        merge_seen(&mut self.entities, file.entities);
+        merge_seen(&mut self.rows, file.rows);
+        for (split, range) in file.time_ranges.into_iter().enumerate() {
+            if self.time_ranges.len() <= split {
+                self.time_ranges.resize(split + 1, None);
+            }
+            if let Some((low, high)) = range {
+                let target = self.time_ranges[split].get_or_insert((low, high));
+                target.0 = target.0.min(low);
+                target.1 = target.1.max(high);
+            }
+        }
+        for (target, texts) in self.texts.iter_mut().zip(file.texts) {
+            target.extend(texts);
+        }
+        self.future.extend(file.future);
+        self.future_count += file.future_count;
+        for (target, values) in self.proxy_numeric.iter_mut().zip(file.proxy_numeric) {
+            target.extend(values);
+        }
+        for (target, values) in self.proxy_categories.iter_mut().zip(file.proxy_categories) {
+            target.extend(values);
+        }
+        self.invalid_labels += file.invalid_labels;
     }
 }
 

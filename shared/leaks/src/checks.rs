@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::config::LeakConfig;
 use crate::report::LeakCheck;
-use crate::scan::{Loc, Merged, Seen};
+use crate::scan::{Layout, Loc, Merged, Seen};
 
 fn place(data: &Partitioned, loc: Loc) -> Value {
     json!({"file": data.snapshot.files[loc.file as usize].path.display().to_string(), "row": loc.row})
@@ -171,7 +171,12 @@ pub fn future_features(merged: &Merged, data: &Partitioned, config: &LeakConfig)
 /// Category cardinality beyond which a target encoding would fit noise, not signal.
 const MAX_PROXY_CATEGORIES: usize = 1000;
 
-pub fn label_proxies(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
+pub fn label_proxies(
+    merged: &Merged,
+    layout: &Layout,
+    data: &Partitioned,
+    config: &LeakConfig,
+) -> LeakCheck {
     if config.label.is_none() {
         return LeakCheck::skipped("label_proxy", "manifest.data.label is not set");
     }
@@ -182,25 +187,19 @@ pub fn label_proxies(merged: &Merged, data: &Partitioned, config: &LeakConfig) -
         );
     }
     let mut examples = Vec::new();
-    let proxies = data.snapshot.columns.iter().enumerate().filter(|(_, c)| {
-        !config.is_non_feature(&c.name)
-            && !c.column_type.is_temporal()
-            && !config.text.contains(&c.name)
-    });
-    for (slot, (_, column)) in proxies.enumerate() {
-        let (scores, labels): (Vec<f64>, Vec<bool>) =
-            if column.column_type == runfn_data::ColumnType::String {
-                match target_encoded(&merged.proxy_categories[slot]) {
-                    Some(pairs) => pairs.into_iter().unzip(),
-                    None => continue,
-                }
-            } else {
-                merged.proxy_numeric[slot].iter().copied().unzip()
-            };
+    for (slot, (name, _, categorical)) in layout.proxies.iter().enumerate() {
+        let (scores, labels): (Vec<f64>, Vec<bool>) = if *categorical {
+            match target_encoded(&merged.proxy_categories[slot]) {
+                Some(pairs) => pairs.into_iter().unzip(),
+                None => continue,
+            }
+        } else {
+            merged.proxy_numeric[slot].iter().copied().unzip()
+        };
         if let Ok(value) = auc(&scores, &labels)
             && (value >= config.proxy_auc || value <= 1.0 - config.proxy_auc)
         {
-            examples.push(json!({"column": column.name, "auc": (value * 10000.0).round() / 10000.0, "rows": scores.len()}));
+            examples.push(json!({"column": name, "auc": (value * 10000.0).round() / 10000.0, "rows": scores.len()}));
         }
     }
     let count = examples.len() as u64;

@@ -28,7 +28,7 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         checks::exact_duplicates(&merged, data),
         checks::near_duplicates(&merged, data, config),
         checks::future_features(&merged, data, config),
-        checks::label_proxies(&merged, data, config),
+        checks::label_proxies(&merged, &layout, data, config),
     ];
     Ok(LeakReport::new(checks, bad_values.total()))
 }

@@ -203,7 +203,16 @@ fn gate_section_matches_its_schema() {
 
 #[test]
 fn every_tool_documents_examples_and_output() {
-    for name in ["mf-hash", "ckpt-interval", "noise-floor", "gate"] {
+    for name in [
+        "mf-hash",
+        "ckpt-interval",
+        "noise-floor",
+        "gate",
+        "shardify",
+        "ds-validate",
+        "leak-check",
+        "demo-data",
+    ] {
         let out = tool(name).args(["--help"]).run();
         assert_eq!(out.code, 0, "{name} --help");
         for needle in ["Examples:", "Output", "Exit:"] {
@@ -213,4 +222,107 @@ fn every_tool_documents_examples_and_output() {
             );
         }
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Shards {
+    dir: String,
+    index_blake3: String,
+    splits: std::collections::BTreeMap<String, ShardSplit>,
+    unassigned_rows: u64,
+    bad_values: u64,
+    seed: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShardSplit {
+    rows: u64,
+    shards: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Leaks {
+    passed: bool,
+    bad_values: u64,
+    checks: Vec<LeakCheck>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeakCheck {
+    name: String,
+    passed: bool,
+    count: u64,
+    examples: Vec<Value>,
+    note: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Validate {
+    passed: bool,
+    profile: Value,
+    profile_file: Option<String>,
+    previous: Option<String>,
+    checks: Vec<ValidateCheck>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ValidateCheck {
+    name: String,
+    column: Option<String>,
+    value: Option<f64>,
+    threshold: Option<f64>,
+    passed: bool,
+    detail: Option<String>,
+    explained: Option<String>,
+}
+
+#[test]
+fn data_tool_sections_match_their_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = crate::util::demo_snapshot(&dir.path().join("s"), 3_000, &[]);
+    let validated = tool("ds-validate")
+        .args([
+            "--in".as_ref(),
+            snapshot.as_os_str(),
+            "--profile-out".as_ref(),
+            dir.path().join("p.json").as_os_str(),
+        ])
+        .stdin(crate::util::demo_record())
+        .run()
+        .json();
+    let _: Validate = section(&validated, "validate");
+    let checked = tool("leak-check")
+        .args(["--in".as_ref(), snapshot.as_os_str()])
+        .stdin(validated.to_string())
+        .run()
+        .json();
+    let _: Leaks = section(&checked, "leaks");
+    let sharded = tool("shardify")
+        .args([
+            "--in".as_ref(),
+            snapshot.as_os_str(),
+            "--out".as_ref(),
+            dir.path().join("shards").as_os_str(),
+        ])
+        .stdin(checked.to_string())
+        .run()
+        .json();
+    let _: Shards = section(&sharded, "shards");
+    let tools: Vec<&str> = sharded["timings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["mf-hash", "ds-validate", "leak-check", "shardify"],
+        "each stage appends its timing"
+    );
 }

@@ -144,7 +144,7 @@ XARGS_MAX=$(( XARGS_MAX - 4096 ))  # headroom for the environment of the child p
 
 export BENCH_DATA="$DATA" BENCH_RUNS_N="$RUNS" BENCH_OUT="$OUT" BENCH_MANIFEST="$MANIFEST" \
     BENCH_MF_HASH="$MF_HASH" BENCH_B3SUM="$B3SUM" BENCH_SHA256SUM="$(command -v sha256sum)" BENCH_XARGS_MAX="$XARGS_MAX" \
-    BENCH_NPROC="$(nproc)" BENCH_SCRATCH="$WORK/digest-out"
+    BENCH_SCRATCH="$WORK/digest-out"
 python3 - <<'PY'
 import datetime, json, math, os, shlex, statistics, subprocess, sys, time
 
@@ -285,21 +285,14 @@ thr = {name: n_bytes / statistics.median(times[name]) for name in tools}
 ratios = {"mf_hash_vs_b3sum": round(thr["mf-hash"] / thr["b3sum"], 3),
           "mf_hash_vs_sha256sum": round(thr["mf-hash"] / thr["sha256sum"], 3)}
 
-model = "unknown"
-try:
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model", "Hardware", "cpu model"):
-                model = value.strip()
-                break
-except OSError:
-    pass
+# The same machine description as the data-plane benchmarks.
+sys.path.insert(0, "scripts/bench")
+from common import machine  # noqa: E402
 
 doc = {
     "benchmark": "mf-hash --data-digest",
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    "machine": {"cpus": int(env["BENCH_NPROC"]), "model": model},
+    "machine": machine(),
     "data": {"bytes": n_bytes, "files": n_files},
     "runs": runs,
     "results": results,

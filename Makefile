@@ -5,6 +5,16 @@ SHELL := bash
 MAKEFLAGS += --no-builtin-rules
 
 CARGO ?= cargo
+
+# libtorch is installed once into a cache folder outside the clone, keyed by version, and the
+# build finds it through LIBTORCH; the binaries carry an rpath to its lib folder.
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+LIBTORCH ?= $(shell scripts/setup-libtorch.sh)
+ifeq ($(strip $(LIBTORCH)),)
+$(error libtorch is not available; scripts/setup-libtorch.sh said why above)
+endif
+export LIBTORCH
+endif
 BIN := target/debug
 RUN_DIR := runs/demo
 DEMO_MANIFEST := testdata/demo/manifest.yaml

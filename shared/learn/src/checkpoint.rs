@@ -1,0 +1,264 @@
+//! Checkpoints that resume exactly: `step-NNNNNNNNNN.safetensors` (weights and optimizer
+//! moments) written first, then `step-NNNNNNNNNN.json` (every counter and the tensors' blake3),
+//! each atomically. The JSON is the commit mark: a tensors file without one is an interrupted
+//! save and is removed; a JSON whose tensors do not match its checksum is skipped with a warning
+//! and the previous checkpoint is used.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use runfn_core::atomic::write_bytes_atomic;
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+use crate::schedule::Schedule;
+use crate::tensor_file;
+
+pub const FORMAT: &str = "runfn-checkpoint-v1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointState {
+    pub format: String,
+    pub manifest_hash: String,
+    pub seed: u64,
+    /// Optimizer steps completed.
+    pub step: u64,
+    /// The epoch the next batch comes from, and how many of its batches were consumed.
+    pub epoch: u64,
+    pub position: u64,
+    pub world_size: u64,
+    pub optimizer: OptimizerState,
+    pub schedule: Schedule,
+    pub rng: RngState,
+    /// Samples seen so far, over all ranks.
+    pub samples: u64,
+    /// The preprocessing fitted at the start of the run, reused on resume.
+    pub preprocess: crate::features::Preprocess,
+    pub tensors: TensorsRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptimizerState {
+    pub kind: String,
+    pub step: u64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+/// Every random stream in use. Each is derived from the seed and a position rather than
+/// carried, so these fields are the complete state: the data order of an epoch comes from
+/// (seed, epoch), and libtorch's generator (dropout) is reseeded before each step from
+/// (seed, step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RngState {
+    pub data_order_seed: u64,
+    pub next_torch_seed: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorsRef {
+    pub file: String,
+    pub bytes: u64,
+    pub blake3: String,
+}
+
+#[derive(Debug)]
+pub struct Loaded {
+    pub path: PathBuf,
+    pub state: CheckpointState,
+    pub tensors: Vec<(String, Tensor)>,
+}
+
+fn stem(step: u64) -> String {
+    format!("step-{step:010}")
+}
+
+/// Fails early, with the folder named, when checkpoints cannot be written there.
+pub fn ensure_writable(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("checkpoint folder {}: cannot create", dir.display()))?;
+    tempfile::tempfile_in(dir)
+        .with_context(|| format!("checkpoint folder {}: not writable", dir.display()))?;
+    Ok(())
+}
+
+/// Writes a checkpoint and keeps the newest `keep`. Returns its JSON path and the seconds the
+/// save took.
+pub fn save(
+    dir: &Path,
+    mut state: CheckpointState,
+    tensors: &[(String, &Tensor)],
+    keep: usize,
+) -> Result<(PathBuf, f64)> {
+    let start = Instant::now();
+    let name = stem(state.step);
+    let bytes = tensor_file::encode(tensors, &serde_json::json!({"format": FORMAT}))?;
+    let tensor_path = dir.join(format!("{name}.safetensors"));
+    write_bytes_atomic(&tensor_path, &bytes)?;
+    state.tensors = TensorsRef {
+        file: format!("{name}.safetensors"),
+        bytes: bytes.len() as u64,
+        blake3: blake3::hash(&bytes).to_hex().to_string(),
+    };
+    let json_path = dir.join(format!("{name}.json"));
+    let mut text = serde_json::to_string_pretty(&state)?;
+    text.push('\n');
+    write_bytes_atomic(&json_path, text.as_bytes())?;
+    prune(dir, keep)?;
+    Ok((json_path, start.elapsed().as_secs_f64()))
+}
+
+/// Steps that have a JSON (committed), newest first.
+fn committed_steps(dir: &Path) -> Result<Vec<u64>> {
+    let mut steps = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(steps),
+        Err(e) => return Err(e).with_context(|| format!("{}", dir.display())),
+    };
+    for entry in entries {
+        let name = entry?.file_name();
+        let name = name.to_string_lossy();
+        if let Some(step) = name
+            .strip_prefix("step-")
+            .and_then(|s| s.strip_suffix(".json"))
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            steps.push(step);
+        }
+    }
+    steps.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(steps)
+}
+
+/// Removes all but the newest `keep` checkpoints, and tensors files with no JSON.
+fn prune(dir: &Path, keep: usize) -> Result<()> {
+    let steps = committed_steps(dir)?;
+    for &step in steps.iter().skip(keep) {
+        let name = stem(step);
+        remove_if_present(&dir.join(format!("{name}.json")))?;
+        remove_if_present(&dir.join(format!("{name}.safetensors")))?;
+    }
+    remove_orphans(dir, &steps)
+}
+
+fn remove_orphans(dir: &Path, committed: &[u64]) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("{}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let step = name.as_deref().and_then(|n| {
+            n.strip_prefix("step-")
+                .and_then(|s| s.strip_suffix(".safetensors"))
+                .and_then(|s| s.parse::<u64>().ok())
+        });
+        if let Some(step) = step
+            && !committed.contains(&step)
+        {
+            remove_if_present(&path)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Removes every checkpoint in `dir` (for `--fresh`).
+pub fn clear(dir: &Path) -> Result<()> {
+    for step in committed_steps(dir)? {
+        let name = stem(step);
+        remove_if_present(&dir.join(format!("{name}.json")))?;
+        remove_if_present(&dir.join(format!("{name}.safetensors")))?;
+    }
+    if dir.exists() {
+        remove_orphans(dir, &[])?;
+    }
+    Ok(())
+}
+
+/// The newest valid checkpoint of this manifest and seed. A checkpoint of another manifest or
+/// seed is an error (the caller offers `--fresh`); an unreadable or corrupt one is reported in
+/// `warnings` and the next older one is tried.
+pub fn load_latest(
+    dir: &Path,
+    manifest_hash: &str,
+    seed: u64,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Loaded>> {
+    for step in committed_steps(dir)? {
+        let name = stem(step);
+        let json_path = dir.join(format!("{name}.json"));
+        let state: CheckpointState = match std::fs::read_to_string(&json_path)
+            .map_err(anyhow::Error::from)
+            .and_then(|text| Ok(serde_json::from_str(&text)?))
+        {
+            Ok(state) => state,
+            Err(e) => {
+                warnings.push(format!(
+                    "checkpoint {} is unreadable ({e}); trying the previous one",
+                    json_path.display()
+                ));
+                continue;
+            }
+        };
+        if state.manifest_hash != manifest_hash {
+            bail!(
+                "checkpoint {} belongs to manifest {}, but this run's manifest is {manifest_hash}; \
+                 rerun with --fresh to discard it, or use another --out",
+                json_path.display(),
+                state.manifest_hash
+            );
+        }
+        if state.seed != seed {
+            bail!(
+                "checkpoint {} was trained with seed {}, this run uses seed {seed}; \
+                 rerun with --fresh to discard it, or use another --out",
+                json_path.display(),
+                state.seed
+            );
+        }
+        let tensor_path = dir.join(&state.tensors.file);
+        let bytes = match std::fs::read(&tensor_path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                warnings.push(format!(
+                    "checkpoint {}: {e}; trying the previous one",
+                    tensor_path.display()
+                ));
+                continue;
+            }
+        };
+        if bytes.len() as u64 != state.tensors.bytes
+            || blake3::hash(&bytes).to_hex().as_str() != state.tensors.blake3
+        {
+            warnings.push(format!(
+                "checkpoint {} is truncated or corrupt ({} bytes, expected {}; checksum mismatch); trying the previous one",
+                tensor_path.display(),
+                bytes.len(),
+                state.tensors.bytes
+            ));
+            continue;
+        }
+        let origin = tensor_path.display().to_string();
+        let (tensors, _) = tensor_file::decode(&bytes, &origin)?;
+        return Ok(Some(Loaded {
+            path: json_path,
+            state,
+            tensors,
+        }));
+    }
+    Ok(None)
+}

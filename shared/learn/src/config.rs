@@ -1,0 +1,215 @@
+//! Training settings from `manifest.config`, with defaults, checked before anything runs.
+//! An unknown key is an error (with the close name), so a typo never silently trains the default.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::schedule::Schedule;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Hidden layer widths; `[]` is logistic regression on the same features.
+    pub hidden: Vec<i64>,
+    pub dropout: f64,
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub global_batch: u64,
+    pub max_steps: u64,
+    pub warmup_steps: u64,
+    pub min_lr_ratio: f64,
+    /// Clip the global gradient norm to this (0: no clipping).
+    pub grad_clip: f64,
+    pub eval_every: u64,
+    pub ckpt_every: u64,
+    pub keep_checkpoints: usize,
+    pub log_every: u64,
+    pub embedding_dim: i64,
+    /// Categories kept per column (most frequent in train); the rest share the unknown bucket.
+    pub max_vocab: usize,
+    /// Explicit feature lists; by default every numeric and string column that is not the
+    /// entity, a time, the label, free text or an as-of stamp.
+    pub features: Option<FeatureLists>,
+    /// Seconds without a finished step before the run is reported as stalled.
+    pub stall_timeout_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureLists {
+    #[serde(default)]
+    pub numeric: Vec<String>,
+    #[serde(default)]
+    pub categorical: Vec<String>,
+}
+
+const KEYS: &[&str] = &[
+    "model",
+    "hidden",
+    "dropout",
+    "lr",
+    "weight_decay",
+    "global_batch",
+    "max_steps",
+    "warmup_steps",
+    "min_lr_ratio",
+    "grad_clip",
+    "eval_every",
+    "ckpt_every",
+    "keep_checkpoints",
+    "log_every",
+    "embedding_dim",
+    "max_vocab",
+    "features",
+    "stall_timeout_s",
+];
+
+impl TrainConfig {
+    /// Reads `manifest.config` (absent: all defaults). Errors name the field.
+    pub fn from_json(config: Option<&Value>) -> Result<TrainConfig, String> {
+        let empty = Map::new();
+        let map = match config {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err("manifest.config: must be an object".into()),
+        };
+        for key in map.keys() {
+            if !KEYS.contains(&key.as_str()) {
+                let close = KEYS
+                    .iter()
+                    .filter(|k| strsim::jaro_winkler(k, key) > 0.85)
+                    .max_by(|a, b| {
+                        strsim::jaro_winkler(a, key).total_cmp(&strsim::jaro_winkler(b, key))
+                    });
+                let hint = close
+                    .map(|k| format!(" (did you mean `{k}`?)"))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "manifest.config.{key}: unknown setting{hint}; known: {}",
+                    KEYS.join(", ")
+                ));
+            }
+        }
+        let field = |key: &str| format!("manifest.config.{key}");
+        if let Some(model) = map.get("model")
+            && model.as_str() != Some("mlp")
+        {
+            return Err(format!("{}: only \"mlp\" is supported", field("model")));
+        }
+        let float = |key: &str, default: f64, ok: fn(f64) -> bool, rule: &str| match map.get(key) {
+            None => Ok(default),
+            Some(v) => match v.as_f64() {
+                Some(x) if x.is_finite() && ok(x) => Ok(x),
+                _ => Err(format!(
+                    "{}: must be a number {rule}, found {v}",
+                    field(key)
+                )),
+            },
+        };
+        let int = |key: &str, default: u64, min: u64| match map.get(key) {
+            None => Ok(default),
+            Some(v) => match v.as_u64() {
+                Some(x) if x >= min => Ok(x),
+                _ => Err(format!(
+                    "{}: must be an integer >= {min}, found {v}",
+                    field(key)
+                )),
+            },
+        };
+        let hidden = match map.get("hidden") {
+            None => vec![64, 32],
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v.as_u64() {
+                    Some(w) if (1..=65536).contains(&w) => Ok(w as i64),
+                    _ => Err(format!(
+                        "{}: layer widths must be integers 1..65536, found {v}",
+                        field("hidden")
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(v) => {
+                return Err(format!(
+                    "{}: must be a list of layer widths, found {v}",
+                    field("hidden")
+                ));
+            }
+        };
+        let features = match map.get("features") {
+            None => None,
+            Some(v) => Some(
+                serde_json::from_value::<FeatureLists>(v.clone())
+                    .map_err(|e| format!("{}: {e}", field("features")))?,
+            ),
+        };
+        let max_steps = int("max_steps", 2000, 1)?;
+        let config = TrainConfig {
+            hidden,
+            dropout: float("dropout", 0.1, |x| (0.0..1.0).contains(&x), "in [0, 1)")?,
+            lr: float("lr", 1e-3, |x| x > 0.0, "> 0")?,
+            weight_decay: float("weight_decay", 0.01, |x| x >= 0.0, ">= 0")?,
+            global_batch: int("global_batch", 512, 1)?,
+            max_steps,
+            warmup_steps: int("warmup_steps", (max_steps / 20).min(200), 0)?,
+            min_lr_ratio: float(
+                "min_lr_ratio",
+                0.05,
+                |x| (0.0..=1.0).contains(&x),
+                "in [0, 1]",
+            )?,
+            grad_clip: float("grad_clip", 1.0, |x| x >= 0.0, ">= 0")?,
+            eval_every: int("eval_every", 500, 1)?,
+            ckpt_every: int("ckpt_every", 500, 1)?,
+            keep_checkpoints: int("keep_checkpoints", 2, 1)? as usize,
+            log_every: int("log_every", 10, 1)?,
+            embedding_dim: int("embedding_dim", 8, 1)? as i64,
+            max_vocab: int("max_vocab", 1000, 1)? as usize,
+            features,
+            stall_timeout_s: float("stall_timeout_s", 600.0, |x| x > 0.0, "> 0")?,
+        };
+        Ok(config)
+    }
+
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            lr: self.lr,
+            warmup_steps: self.warmup_steps,
+            total_steps: self.max_steps,
+            min_lr_ratio: self.min_lr_ratio,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c = TrainConfig::from_json(None).unwrap();
+        assert_eq!(c.hidden, vec![64, 32]);
+        let c = TrainConfig::from_json(Some(
+            &json!({"model": "mlp", "hidden": [], "lr": 0.01, "max_steps": 100}),
+        ))
+        .unwrap();
+        assert!(c.hidden.is_empty());
+        assert_eq!(c.warmup_steps, 5);
+    }
+
+    #[test]
+    fn mistakes_name_the_field() {
+        let err = TrainConfig::from_json(Some(&json!({"learning_rate": 0.1}))).unwrap_err();
+        assert!(
+            err.starts_with("manifest.config.learning_rate: unknown setting"),
+            "{err}"
+        );
+        let err = TrainConfig::from_json(Some(&json!({"max_step": 10}))).unwrap_err();
+        assert!(err.contains("did you mean `max_steps`"), "{err}");
+        let err = TrainConfig::from_json(Some(&json!({"lr": -1}))).unwrap_err();
+        assert_eq!(err, "manifest.config.lr: must be a number > 0, found -1");
+        let err = TrainConfig::from_json(Some(&json!({"hidden": [0]}))).unwrap_err();
+        assert!(err.starts_with("manifest.config.hidden"), "{err}");
+        let err = TrainConfig::from_json(Some(&json!({"model": "gbdt"}))).unwrap_err();
+        assert_eq!(err, "manifest.config.model: only \"mlp\" is supported");
+    }
+}

@@ -1,0 +1,467 @@
+//! Which columns feed the model, and the preprocessing fitted on the train split: numeric
+//! columns standardized with the train mean and deviation (nulls take the mean), string columns
+//! mapped through a train vocabulary with index 0 as the unknown bucket. The fitted
+//! `Preprocess` is stored inside the weights file, so every later scoring applies the same.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Float64Type, Int64Type};
+use runfn_data::types::{Column, ColumnType};
+use serde::{Deserialize, Serialize};
+
+use crate::config::FeatureLists;
+use crate::shard_reader::ShardReader;
+
+/// The columns the data spec reserves: never features by default.
+#[derive(Debug, Clone, Default)]
+pub struct Reserved {
+    pub label: String,
+    pub others: Vec<String>,
+}
+
+/// Chooses feature columns from the shard schema: the explicit lists when given (each checked
+/// against the schema), else every numeric or boolean column and every string column that is not
+/// reserved. Dates and timestamps are never features (they identify when, not what).
+pub fn choose(
+    columns: &[Column],
+    reserved: &Reserved,
+    explicit: Option<&FeatureLists>,
+) -> Result<FeatureLists> {
+    let type_of = |name: &str| {
+        columns
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.column_type)
+    };
+    match type_of(&reserved.label) {
+        None => bail!(
+            "label `{}`: not a column of the shards (columns: {})",
+            reserved.label,
+            names(columns)
+        ),
+        Some(ColumnType::Int64 | ColumnType::Bool | ColumnType::Float64) => {}
+        Some(other) => bail!(
+            "label `{}`: is a {other:?} column; a binary label must be 0/1 or boolean",
+            reserved.label
+        ),
+    }
+    if let Some(lists) = explicit {
+        for name in &lists.numeric {
+            match type_of(name) {
+                Some(ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool) => {}
+                Some(other) => bail!(
+                    "manifest.config.features.numeric: `{name}` is a {other:?} column, not numeric"
+                ),
+                None => bail!(
+                    "manifest.config.features.numeric: `{name}` is not a column of the shards ({})",
+                    names(columns)
+                ),
+            }
+        }
+        for name in &lists.categorical {
+            if type_of(name).is_none() {
+                bail!(
+                    "manifest.config.features.categorical: `{name}` is not a column of the shards ({})",
+                    names(columns)
+                );
+            }
+        }
+        for name in lists.numeric.iter().chain(&lists.categorical) {
+            if *name == reserved.label {
+                bail!("manifest.config.features: `{name}` is the label and cannot be a feature");
+            }
+        }
+        if lists.numeric.is_empty() && lists.categorical.is_empty() {
+            bail!("manifest.config.features: lists no feature");
+        }
+        return Ok(lists.clone());
+    }
+    let mut lists = FeatureLists {
+        numeric: Vec::new(),
+        categorical: Vec::new(),
+    };
+    for column in columns {
+        if column.name == reserved.label || reserved.others.contains(&column.name) {
+            continue;
+        }
+        match column.column_type {
+            ColumnType::Int64 | ColumnType::Float64 | ColumnType::Bool => {
+                lists.numeric.push(column.name.clone())
+            }
+            ColumnType::String => lists.categorical.push(column.name.clone()),
+            ColumnType::Date | ColumnType::Timestamp => {}
+        }
+    }
+    if lists.numeric.is_empty() && lists.categorical.is_empty() {
+        bail!(
+            "no feature columns: every column is reserved (label, entity, time, text or as-of); columns: {}",
+            names(columns)
+        );
+    }
+    Ok(lists)
+}
+
+fn names(columns: &[Column]) -> String {
+    columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NumericFeature {
+    pub name: String,
+    pub mean: f64,
+    pub std: f64,
+    /// Train rows where the value was null (imputed with the mean).
+    pub nulls: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CategoricalFeature {
+    pub name: String,
+    /// Index i+1 is `vocab[i]`; index 0 is every value not in the vocabulary, and null.
+    pub vocab: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preprocess {
+    pub label: String,
+    pub numeric: Vec<NumericFeature>,
+    pub categorical: Vec<CategoricalFeature>,
+    pub train_rows: u64,
+}
+
+/// Preprocessed rows, row-major.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeatureBlock {
+    pub rows: usize,
+    pub numeric: Vec<f32>,
+    pub categorical: Vec<i64>,
+    pub labels: Vec<f32>,
+}
+
+impl FeatureBlock {
+    /// Rows `order[i]` of self, in that order.
+    pub fn gather(&self, order: &[u32], n_num: usize, n_cat: usize) -> FeatureBlock {
+        let mut out = FeatureBlock {
+            rows: order.len(),
+            numeric: Vec::with_capacity(order.len() * n_num),
+            categorical: Vec::with_capacity(order.len() * n_cat),
+            labels: Vec::with_capacity(order.len()),
+        };
+        for &i in order {
+            let i = i as usize;
+            out.numeric
+                .extend_from_slice(&self.numeric[i * n_num..(i + 1) * n_num]);
+            out.categorical
+                .extend_from_slice(&self.categorical[i * n_cat..(i + 1) * n_cat]);
+            out.labels.push(self.labels[i]);
+        }
+        out
+    }
+
+    pub fn append(&mut self, other: &FeatureBlock) {
+        self.rows += other.rows;
+        self.numeric.extend_from_slice(&other.numeric);
+        self.categorical.extend_from_slice(&other.categorical);
+        self.labels.extend_from_slice(&other.labels);
+    }
+}
+
+impl Preprocess {
+    /// Fits the preprocessing on the train shards: Welford mean and deviation per numeric
+    /// column, the `max_vocab` most frequent values per string column (ties by value, so the
+    /// vocabulary does not depend on row order).
+    pub fn fit(
+        shards: &[impl AsRef<Path>],
+        lists: &FeatureLists,
+        label: &str,
+        max_vocab: usize,
+    ) -> Result<Preprocess> {
+        let mut stats = vec![Welford::default(); lists.numeric.len()];
+        let mut nulls = vec![0u64; lists.numeric.len()];
+        let mut counts: Vec<HashMap<String, u64>> = vec![HashMap::new(); lists.categorical.len()];
+        let mut rows = 0u64;
+        let mut wanted: Vec<&str> = vec![label];
+        wanted.extend(lists.numeric.iter().map(String::as_str));
+        wanted.extend(lists.categorical.iter().map(String::as_str));
+        for shard in shards {
+            let shard = shard.as_ref();
+            let mut reader = ShardReader::open(shard, &wanted)?;
+            while let Some((batch, first_row)) = reader.next_batch()? {
+                labels_of(&batch, label, shard, first_row)?;
+                for (i, name) in lists.numeric.iter().enumerate() {
+                    let values = numeric_values(&batch, name, shard, first_row)?;
+                    for v in values {
+                        match v {
+                            Some(v) => stats[i].push(v),
+                            None => nulls[i] += 1,
+                        }
+                    }
+                }
+                for (i, name) in lists.categorical.iter().enumerate() {
+                    let column = string_column(&batch, name, shard)?;
+                    let strings = column.as_string::<i32>();
+                    for v in strings.iter().flatten() {
+                        *counts[i].entry(v.to_string()).or_default() += 1;
+                    }
+                }
+                rows += batch.num_rows() as u64;
+            }
+        }
+        if rows == 0 {
+            bail!("the train split has no rows: nothing to fit the preprocessing on");
+        }
+        let numeric = lists
+            .numeric
+            .iter()
+            .zip(stats.iter().zip(&nulls))
+            .map(|(name, (w, &nulls))| NumericFeature {
+                name: name.clone(),
+                mean: if w.n > 0 { w.mean } else { 0.0 },
+                std: w.std(),
+                nulls,
+            })
+            .collect();
+        let categorical = lists
+            .categorical
+            .iter()
+            .zip(counts)
+            .map(|(name, counts)| {
+                let mut by_count: Vec<(String, u64)> = counts.into_iter().collect();
+                by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                by_count.truncate(max_vocab);
+                CategoricalFeature {
+                    name: name.clone(),
+                    vocab: by_count.into_iter().map(|(v, _)| v).collect(),
+                }
+            })
+            .collect();
+        Ok(Preprocess {
+            label: label.to_string(),
+            numeric,
+            categorical,
+            train_rows: rows,
+        })
+    }
+
+    /// The columns a shard must have for this preprocessing.
+    pub fn columns(&self) -> Vec<&str> {
+        let mut names = vec![self.label.as_str()];
+        names.extend(self.numeric.iter().map(|f| f.name.as_str()));
+        names.extend(self.categorical.iter().map(|f| f.name.as_str()));
+        names
+    }
+
+    /// The vocabulary sizes including the unknown bucket.
+    pub fn cardinalities(&self) -> Vec<i64> {
+        self.categorical
+            .iter()
+            .map(|c| c.vocab.len() as i64 + 1)
+            .collect()
+    }
+
+    pub fn lookup(&self) -> Lookup {
+        Lookup {
+            maps: self
+                .categorical
+                .iter()
+                .map(|c| {
+                    c.vocab
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (v.clone(), i as i64 + 1))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// Applies the preprocessing to one batch read from `origin`; `first_row` is the 1-based
+    /// row number of the batch's first row in that file, for errors.
+    pub fn apply(
+        &self,
+        lookup: &Lookup,
+        batch: &RecordBatch,
+        origin: &Path,
+        first_row: u64,
+    ) -> Result<FeatureBlock> {
+        let rows = batch.num_rows();
+        let (n_num, n_cat) = (self.numeric.len(), self.categorical.len());
+        let mut block = FeatureBlock {
+            rows,
+            numeric: vec![0.0; rows * n_num],
+            categorical: vec![0; rows * n_cat],
+            labels: labels_of(batch, &self.label, origin, first_row)?,
+        };
+        for (j, feature) in self.numeric.iter().enumerate() {
+            let values = numeric_values(batch, &feature.name, origin, first_row)?;
+            for (i, v) in values.into_iter().enumerate() {
+                block.numeric[i * n_num + j] = match v {
+                    Some(v) => ((v - feature.mean) / feature.std) as f32,
+                    None => 0.0,
+                };
+            }
+        }
+        for (j, feature) in self.categorical.iter().enumerate() {
+            let column = string_column(batch, &feature.name, origin)?;
+            let strings = column.as_string::<i32>();
+            for (i, v) in strings.iter().enumerate() {
+                block.categorical[i * n_cat + j] =
+                    v.and_then(|v| lookup.maps[j].get(v).copied()).unwrap_or(0);
+            }
+        }
+        Ok(block)
+    }
+}
+
+/// Category → index maps, built once per process.
+#[derive(Debug, Clone)]
+pub struct Lookup {
+    maps: Vec<HashMap<String, i64>>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Welford {
+    n: u64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Welford {
+    fn push(&mut self, x: f64) {
+        self.n += 1;
+        let delta = x - self.mean;
+        self.mean += delta / self.n as f64;
+        self.m2 += delta * (x - self.mean);
+    }
+
+    /// The population deviation; 1 for a constant column so scaling never divides by zero.
+    fn std(&self) -> f64 {
+        if self.n == 0 {
+            return 1.0;
+        }
+        let std = (self.m2 / self.n as f64).sqrt();
+        if std > 1e-12 { std } else { 1.0 }
+    }
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str, origin: &Path) -> Result<&'a ArrayRef> {
+    batch.column_by_name(name).ok_or_else(|| {
+        anyhow!(
+            "{}: has no column `{name}`, which the model's preprocessing needs (schema mismatch)",
+            origin.display()
+        )
+    })
+}
+
+fn string_column<'a>(batch: &'a RecordBatch, name: &str, origin: &Path) -> Result<&'a ArrayRef> {
+    let array = column(batch, name, origin)?;
+    if array.data_type() != &DataType::Utf8 {
+        bail!(
+            "{}: column `{name}` is {}, but the model's preprocessing treats it as a string column (schema mismatch)",
+            origin.display(),
+            array.data_type()
+        );
+    }
+    Ok(array)
+}
+
+/// A numeric or boolean column as f64, nulls as None. NaN and infinities are errors naming the
+/// row: a silently propagated NaN would poison every weight.
+fn numeric_values(
+    batch: &RecordBatch,
+    name: &str,
+    origin: &Path,
+    first_row: u64,
+) -> Result<Vec<Option<f64>>> {
+    let array = column(batch, name, origin)?;
+    let values: Vec<Option<f64>> = match array.data_type() {
+        DataType::Int64 => array
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|v| v.map(|v| v as f64))
+            .collect(),
+        DataType::Float64 => array.as_primitive::<Float64Type>().iter().collect(),
+        DataType::Boolean => array
+            .as_boolean()
+            .iter()
+            .map(|v| v.map(|b| if b { 1.0 } else { 0.0 }))
+            .collect(),
+        other => bail!(
+            "{}: column `{name}` is {other}, but the model's preprocessing treats it as numeric (schema mismatch)",
+            origin.display()
+        ),
+    };
+    if let Some(i) = values
+        .iter()
+        .position(|v| v.is_some_and(|v| !v.is_finite()))
+    {
+        bail!(
+            "{}: row {}: feature `{name}` is {} (features must be finite numbers or null)",
+            origin.display(),
+            first_row + i as u64,
+            values[i].unwrap_or(f64::NAN)
+        );
+    }
+    Ok(values)
+}
+
+/// The label as 0/1; null, NaN or any other value is an error naming the row.
+fn labels_of(batch: &RecordBatch, name: &str, origin: &Path, first_row: u64) -> Result<Vec<f32>> {
+    let array = column(batch, name, origin).context("reading the label")?;
+    let values: Vec<Option<f64>> = match array.data_type() {
+        DataType::Int64 => array
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|v| v.map(|v| v as f64))
+            .collect(),
+        DataType::Float64 => array.as_primitive::<Float64Type>().iter().collect(),
+        DataType::Boolean => array
+            .as_boolean()
+            .iter()
+            .map(|v| v.map(|b| if b { 1.0 } else { 0.0 }))
+            .collect(),
+        other => bail!(
+            "{}: label `{name}` is {other}; a binary label must be 0/1 or boolean",
+            origin.display()
+        ),
+    };
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Some(v) if *v == 0.0 || *v == 1.0 => Ok(*v as f32),
+            Some(v) => bail!(
+                "{}: row {}: label `{name}` is {v}; a binary label must be 0 or 1",
+                origin.display(),
+                first_row + i as u64
+            ),
+            None => bail!(
+                "{}: row {}: label `{name}` is null",
+                origin.display(),
+                first_row + i as u64
+            ),
+        })
+        .collect()
+}
+
+/// A column of any type as display strings (for slice values); null is `null`.
+pub fn display_strings(batch: &RecordBatch, name: &str, origin: &Path) -> Result<Vec<String>> {
+    let array = column(batch, name, origin)?;
+    let strings = arrow::compute::cast(array, &DataType::Utf8)
+        .with_context(|| format!("{}: column `{name}` as text", origin.display()))?;
+    Ok(strings
+        .as_string::<i32>()
+        .iter()
+        .map(|v| v.unwrap_or("null").to_string())
+        .collect())
+}

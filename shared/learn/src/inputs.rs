@@ -1,0 +1,78 @@
+//! What `train` and `evaluate` read from the run record: where the shards are and which
+//! columns the data spec reserves (never features).
+
+use std::path::PathBuf;
+
+use runfn_core::{InputError, Record};
+use runfn_data::shards::ShardIndex;
+use runfn_data::spec::DataSpec;
+use serde_json::Value;
+
+use crate::features::Reserved;
+
+#[derive(Debug)]
+pub struct Shards {
+    pub dir: PathBuf,
+    pub index: ShardIndex,
+    pub index_blake3: String,
+}
+
+/// The shard folder from `flag` or the record's `shards.dir`; its index is loaded and every shard
+/// re-hashed, so a missing, truncated or altered shard is refused before any work.
+pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputError> {
+    let dir = match flag {
+        Some(dir) => dir,
+        None => match record.get_path("shards.dir") {
+            Some(Value::String(dir)) => PathBuf::from(dir),
+            Some(_) => return Err(InputError::field("shards.dir", "must be a string")),
+            None => {
+                return Err(InputError::field(
+                    "--shards",
+                    "is missing and the record has no shards section (run shardify first)",
+                ));
+            }
+        },
+    };
+    let index =
+        ShardIndex::load(&dir, true).map_err(|e| InputError::field("shards", e.to_string()))?;
+    let index_blake3 =
+        ShardIndex::file_blake3(&dir).map_err(|e| InputError::field("shards", e.to_string()))?;
+    if let Some(expected) = record
+        .get_path("shards.index_blake3")
+        .and_then(Value::as_str)
+        && expected != index_blake3
+    {
+        return Err(InputError::field(
+            "shards.index_blake3",
+            format!(
+                "{}: index.json changed since shardify wrote this record (blake3 {index_blake3}, record says {expected})",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(Shards {
+        dir,
+        index,
+        index_blake3,
+    })
+}
+
+/// The label (required) and the columns that are never features by default: the entity, the
+/// time columns, free text and as-of stamps.
+pub fn reserved(record: &Record) -> Result<Reserved, InputError> {
+    let spec = DataSpec::from_record(record)?;
+    let label = spec.label.clone().ok_or_else(|| {
+        InputError::field(
+            "manifest.data.label",
+            "is missing: training needs the label column",
+        )
+    })?;
+    let mut others: Vec<String> = [&spec.entity, &spec.time, &spec.label_time]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    others.extend(spec.text.iter().cloned());
+    others.extend(spec.as_of.values().cloned());
+    Ok(Reserved { label, others })
+}

@@ -1,0 +1,23 @@
+//! Training and scoring on libtorch (through `tch`): the pieces `train` and `evaluate` share.
+//!
+//! Everything that decides the numbers lives here so that a resumed run, a rerun and a later
+//! evaluation apply exactly the same preprocessing, model and random streams.
+
+pub mod adamw;
+pub mod checkpoint;
+pub mod config;
+pub mod device;
+pub mod features;
+pub mod inputs;
+pub mod loader;
+pub mod metrics;
+pub mod model;
+pub mod schedule;
+pub mod score;
+pub mod seeds;
+pub mod shard_reader;
+pub mod tensor_file;
+pub mod trainer;
+pub mod weights;
+
+pub use tch;

@@ -1,0 +1,346 @@
+//! The training input pipeline. The order of epoch `e` is a pure function of (seed, e): the
+//! shards in a permuted order, the rows of each shard in a permuted order, the stream cut into
+//! batches of the global batch size (the short tail is dropped). Resuming at (epoch, position)
+//! therefore replays exactly the batches the uninterrupted run would have seen.
+//!
+//! Shards are decoded and preprocessed on background threads, a few ahead, and batches wait
+//! in a bounded queue, so the training loop only waits when the disk cannot keep up; the time it
+//! waits is measured by the caller around `next`.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use anyhow::{Result, anyhow, bail};
+use tch::{Device, Tensor};
+
+use crate::features::{FeatureBlock, Lookup, Preprocess};
+use crate::seeds;
+use crate::shard_reader::ShardReader;
+
+#[derive(Debug, Clone)]
+pub struct ShardSet {
+    pub paths: Vec<PathBuf>,
+    pub rows: Vec<u64>,
+}
+
+impl ShardSet {
+    pub fn total_rows(&self) -> u64 {
+        self.rows.iter().sum()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LoaderOptions {
+    /// Rows per global batch.
+    pub batch: usize,
+    pub seed: u64,
+    pub start_epoch: u64,
+    /// Batches of `start_epoch` already consumed.
+    pub start_position: u64,
+    /// This process's share of every batch: (rank, world size).
+    pub rank: usize,
+    pub world: usize,
+    /// Batches prepared ahead.
+    pub prefetch: usize,
+    /// Shards decoded ahead, in parallel.
+    pub lookahead: usize,
+    /// Pin host memory for fast non-blocking copies to this CUDA device.
+    pub pin_for: Option<Device>,
+}
+
+#[derive(Debug)]
+pub struct Batch {
+    pub epoch: u64,
+    /// Index of the batch within its epoch (0-based).
+    pub position: u64,
+    pub numeric: Tensor,
+    pub categorical: Tensor,
+    pub labels: Tensor,
+}
+
+#[derive(Debug)]
+pub struct Loader {
+    rx: Option<Receiver<Result<Batch>>>,
+    thread: Option<JoinHandle<()>>,
+    pub batches_per_epoch: u64,
+}
+
+impl Loader {
+    pub fn start(
+        shards: ShardSet,
+        preprocess: Arc<Preprocess>,
+        options: LoaderOptions,
+    ) -> Result<Loader> {
+        let total = shards.total_rows();
+        let batches_per_epoch = total / options.batch as u64;
+        if batches_per_epoch == 0 {
+            bail!(
+                "the train split has {total} rows, fewer than one global batch ({}); lower manifest.config.global_batch",
+                options.batch
+            );
+        }
+        if options.world == 0 || options.rank >= options.world {
+            bail!(
+                "rank {} of world size {}: no such rank",
+                options.rank,
+                options.world
+            );
+        }
+        let (tx, rx) = sync_channel(options.prefetch.max(1));
+        let thread = std::thread::Builder::new()
+            .name("runfn-loader".into())
+            .spawn(move || {
+                let lookup = Arc::new(preprocess.lookup());
+                let mut producer = Producer {
+                    shards,
+                    preprocess,
+                    lookup,
+                    options,
+                    batches_per_epoch,
+                    tx,
+                };
+                if let Err(e) = producer.run() {
+                    let _ = producer.tx.send(Err(e));
+                }
+            })?;
+        Ok(Loader {
+            rx: Some(rx),
+            thread: Some(thread),
+            batches_per_epoch,
+        })
+    }
+
+    /// The next batch; blocks while the background threads prepare it.
+    pub fn next_batch(&mut self) -> Result<Batch> {
+        self.rx
+            .as_ref()
+            .and_then(|rx| rx.recv().ok())
+            .unwrap_or_else(|| Err(anyhow!("the input pipeline stopped unexpectedly")))
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        // Closing the queue makes the producer's next send fail, which ends it.
+        drop(self.rx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Producer {
+    shards: ShardSet,
+    preprocess: Arc<Preprocess>,
+    lookup: Arc<Lookup>,
+    options: LoaderOptions,
+    batches_per_epoch: u64,
+    tx: SyncSender<Result<Batch>>,
+}
+
+/// A decode job: one shard read, preprocessed and put in its epoch order, minus the first
+/// `skip` rows.
+type Job = JoinHandle<Result<FeatureBlock>>;
+
+impl Producer {
+    fn run(&mut self) -> Result<()> {
+        let mut epoch = self.options.start_epoch;
+        let mut position = self.options.start_position;
+        loop {
+            if !self.epoch(epoch, position)? {
+                return Ok(());
+            }
+            epoch += 1;
+            position = 0;
+        }
+    }
+
+    /// Sends the batches of `epoch` from `position` on; false when the consumer has gone.
+    fn epoch(&self, epoch: u64, mut position: u64) -> Result<bool> {
+        let batch = self.options.batch;
+        let order = seeds::permutation(
+            self.shards.paths.len(),
+            &mut seeds::rng(self.options.seed, "shard-order", &[epoch]),
+        );
+        let mut skip = position * batch as u64;
+        let mut plan = VecDeque::new();
+        for &s in &order {
+            let rows = self.shards.rows[s as usize];
+            if rows <= skip {
+                skip -= rows;
+            } else {
+                plan.push_back((s as usize, skip as usize));
+                skip = 0;
+            }
+        }
+        let mut jobs: VecDeque<Job> = VecDeque::new();
+        let mut queue = RowQueue::default();
+        let (n_num, n_cat) = (
+            self.preprocess.numeric.len(),
+            self.preprocess.categorical.len(),
+        );
+        while position < self.batches_per_epoch {
+            while jobs.len() < self.options.lookahead.max(1) {
+                let Some((shard, skip)) = plan.pop_front() else {
+                    break;
+                };
+                jobs.push_back(self.decode(epoch, shard, skip));
+            }
+            while queue.rows < batch {
+                let Some(job) = jobs.pop_front() else {
+                    bail!("internal: the epoch's shards ran out before its last batch");
+                };
+                let block = job
+                    .join()
+                    .map_err(|_| anyhow!("a shard decoding thread panicked"))??;
+                queue.push(block);
+                if let Some((shard, skip)) = plan.pop_front() {
+                    jobs.push_back(self.decode(epoch, shard, skip));
+                }
+            }
+            let (lo, hi) = (
+                self.options.rank * batch / self.options.world,
+                (self.options.rank + 1) * batch / self.options.world,
+            );
+            let part = queue.take(batch, lo..hi, n_num, n_cat);
+            let rows = part.rows as i64;
+            let pin = |t: Tensor| match self.options.pin_for {
+                Some(device @ Device::Cuda(_)) => t.pin_memory(device),
+                _ => t,
+            };
+            let numeric = if n_num == 0 {
+                Tensor::zeros([rows, 0], (tch::Kind::Float, Device::Cpu))
+            } else {
+                Tensor::from_slice(&part.numeric).reshape([rows, n_num as i64])
+            };
+            let categorical = if n_cat == 0 {
+                Tensor::zeros([rows, 0], (tch::Kind::Int64, Device::Cpu))
+            } else {
+                Tensor::from_slice(&part.categorical).reshape([rows, n_cat as i64])
+            };
+            let out = Batch {
+                epoch,
+                position,
+                numeric: pin(numeric),
+                categorical: pin(categorical),
+                labels: pin(Tensor::from_slice(&part.labels)),
+            };
+            if self.tx.send(Ok(out)).is_err() {
+                return Ok(false);
+            }
+            position += 1;
+        }
+        Ok(true)
+    }
+
+    fn decode(&self, epoch: u64, shard: usize, skip: usize) -> Job {
+        let path = self.shards.paths[shard].clone();
+        let preprocess = Arc::clone(&self.preprocess);
+        let lookup = Arc::clone(&self.lookup);
+        let seed = self.options.seed;
+        std::thread::spawn(move || {
+            let columns = preprocess.columns();
+            let mut reader = ShardReader::open(&path, &columns)?;
+            let mut block = FeatureBlock::default();
+            while let Some((batch, first_row)) = reader.next_batch()? {
+                block.append(&preprocess.apply(&lookup, &batch, &path, first_row)?);
+            }
+            let mut order = seeds::permutation(
+                block.rows,
+                &mut seeds::rng(seed, "row-order", &[epoch, shard as u64]),
+            );
+            order.drain(..skip.min(order.len()));
+            Ok(block.gather(
+                &order,
+                preprocess.numeric.len(),
+                preprocess.categorical.len(),
+            ))
+        })
+    }
+}
+
+/// Decoded rows waiting to be cut into batches, without copying the remainder on every cut.
+#[derive(Default)]
+struct RowQueue {
+    blocks: VecDeque<FeatureBlock>,
+    /// Rows of the front block already taken.
+    offset: usize,
+    rows: usize,
+}
+
+impl RowQueue {
+    fn push(&mut self, block: FeatureBlock) {
+        self.rows += block.rows;
+        self.blocks.push_back(block);
+    }
+
+    /// Removes the next `count` rows and returns those with index in `keep` (0-based within
+    /// the `count`).
+    fn take(
+        &mut self,
+        count: usize,
+        keep: std::ops::Range<usize>,
+        n_num: usize,
+        n_cat: usize,
+    ) -> FeatureBlock {
+        let mut out = FeatureBlock::default();
+        let mut index = 0;
+        while index < count {
+            let front = self.blocks.front().expect("enough rows queued");
+            let available = front.rows - self.offset;
+            let n = available.min(count - index);
+            let (a, b) = (
+                keep.start.clamp(index, index + n),
+                keep.end.clamp(index, index + n),
+            );
+            if a < b {
+                let (ra, rb) = (self.offset + a - index, self.offset + b - index);
+                out.numeric
+                    .extend_from_slice(&front.numeric[ra * n_num..rb * n_num]);
+                out.categorical
+                    .extend_from_slice(&front.categorical[ra * n_cat..rb * n_cat]);
+                out.labels.extend_from_slice(&front.labels[ra..rb]);
+                out.rows += b - a;
+            }
+            index += n;
+            self.offset += n;
+            if self.offset == front.rows {
+                self.blocks.pop_front();
+                self.offset = 0;
+            }
+        }
+        self.rows -= count;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(start: usize, rows: usize) -> FeatureBlock {
+        FeatureBlock {
+            rows,
+            numeric: (start..start + rows).map(|i| i as f32).collect(),
+            categorical: (start..start + rows).map(|i| i as i64).collect(),
+            labels: vec![0.0; rows],
+        }
+    }
+
+    #[test]
+    fn row_queue_cuts_across_blocks_and_slices_by_rank() {
+        let mut q = RowQueue::default();
+        q.push(block(0, 5));
+        q.push(block(5, 7));
+        let first = q.take(4, 0..4, 1, 1);
+        assert_eq!(first.numeric, vec![0.0, 1.0, 2.0, 3.0]);
+        let second = q.take(4, 1..3, 1, 1);
+        assert_eq!(second.categorical, vec![5, 6]);
+        let third = q.take(4, 2..4, 1, 1);
+        assert_eq!(third.numeric, vec![10.0, 11.0]);
+        assert_eq!(q.rows, 0);
+    }
+}

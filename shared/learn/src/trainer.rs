@@ -1,0 +1,501 @@
+//! The training loop: resume from the newest valid checkpoint, train to `max_steps` with the
+//! input pipeline running ahead, evaluate on val, checkpoint by steps or seconds, and write the
+//! model file. Returns the report that becomes the record's `train` section.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use runfn_core::atomic::write_bytes_atomic;
+use runfn_data::shards::ShardIndex;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tch::{Device, Kind, Reduction, Tensor};
+
+use crate::adamw::AdamW;
+use crate::checkpoint::{self, CheckpointState, OptimizerState, RngState, TensorsRef};
+use crate::config::TrainConfig;
+use crate::features::{self, Preprocess, Reserved};
+use crate::loader::{Loader, LoaderOptions, ShardSet};
+use crate::metrics::{self, Metrics};
+use crate::model::{Architecture, Mlp};
+use crate::score;
+use crate::seeds;
+use crate::weights::{self, ModelMeta};
+
+#[derive(Debug)]
+pub struct TrainJob {
+    pub config: TrainConfig,
+    pub manifest_hash: String,
+    pub run_id: Option<String>,
+    pub seed: u64,
+    pub out: PathBuf,
+    pub shards_dir: PathBuf,
+    pub index: ShardIndex,
+    pub index_blake3: String,
+    pub reserved: Reserved,
+    pub device: Device,
+    pub bf16: bool,
+    pub fresh: bool,
+    /// Also checkpoint when this many seconds passed since the last one (from `ckpt_interval`).
+    pub ckpt_every_s: Option<f64>,
+    pub loader_prefetch: usize,
+    pub loader_lookahead: usize,
+}
+
+/// The record's `train` section.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainReport {
+    pub passed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub weights: Option<String>,
+    pub weights_blake3: Option<String>,
+    pub steps: u64,
+    pub steps_this_run: u64,
+    pub seed: u64,
+    pub device: String,
+    pub wall_s: f64,
+    pub samples_per_s: f64,
+    pub data_wait_fraction: f64,
+    pub step_time_s: f64,
+    pub ckpt_mean_s: Option<f64>,
+    pub checkpoints_written: u64,
+    pub resumed_from: Option<Value>,
+    pub metrics: String,
+    pub parameters: i64,
+    pub features: Value,
+    pub final_loss: Option<f64>,
+    pub val: Option<Metrics>,
+    pub shards_index_blake3: String,
+}
+
+/// How the loop talks to the tool: messages and warnings for stderr.
+pub trait Reporter {
+    fn info(&self, message: String);
+    fn warn(&self, message: String);
+}
+
+/// Called from the watchdog thread when no step finished for `stall_timeout_s`.
+pub type StallHandler = Box<dyn FnOnce(String) + Send>;
+
+struct Watchdog {
+    steps: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(timeout: Duration, on_stall: StallHandler) -> Watchdog {
+        let steps = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let (s, d) = (Arc::clone(&steps), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut last = s.load(Ordering::Relaxed);
+            let mut since = Instant::now();
+            while !d.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200).min(timeout));
+                let now = s.load(Ordering::Relaxed);
+                if now != last {
+                    last = now;
+                    since = Instant::now();
+                } else if since.elapsed() >= timeout && !d.load(Ordering::Relaxed) {
+                    on_stall(format!(
+                        "stalled: the step counter stayed at {now} for {:.0} s (limit manifest.config.stall_timeout_s = {:.0} s)",
+                        since.elapsed().as_secs_f64(),
+                        timeout.as_secs_f64()
+                    ));
+                    return;
+                }
+            }
+        });
+        Watchdog { steps, done }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
+
+fn split_shards(job: &TrainJob, split: &str) -> Option<ShardSet> {
+    let entry = job.index.splits.get(split)?;
+    Some(ShardSet {
+        paths: entry
+            .shards
+            .iter()
+            .map(|s| job.shards_dir.join(&s.path))
+            .collect(),
+        rows: entry.shards.iter().map(|s| s.rows).collect(),
+    })
+}
+
+/// Runs the job. `Ok(report)` with `passed: false` is a failed check (non-finite loss);
+/// `Err` is bad input.
+pub fn train(
+    job: &TrainJob,
+    reporter: &dyn Reporter,
+    on_stall: StallHandler,
+) -> Result<TrainReport> {
+    let started = Instant::now();
+    let config = &job.config;
+    let Some(train_set) = split_shards(job, "train") else {
+        bail!(
+            "{}: has no `train` split (splits: {})",
+            job.shards_dir.join("index.json").display(),
+            job.index
+                .splits
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    let val_set = split_shards(job, "val");
+    let ckpt_dir = job.out.join("checkpoints");
+    checkpoint::ensure_writable(&ckpt_dir)?;
+
+    let mut warnings = Vec::new();
+    let loaded = if job.fresh {
+        checkpoint::clear(&ckpt_dir)?;
+        None
+    } else {
+        checkpoint::load_latest(&ckpt_dir, &job.manifest_hash, job.seed, &mut warnings)?
+    };
+    for w in warnings {
+        reporter.warn(w);
+    }
+
+    let preprocess = match &loaded {
+        Some(l) => l.state.preprocess.clone(),
+        None => {
+            let lists =
+                features::choose(&job.index.columns, &job.reserved, config.features.as_ref())?;
+            Preprocess::fit(
+                &train_set.paths,
+                &lists,
+                &job.reserved.label,
+                config.max_vocab,
+            )?
+        }
+    };
+    let arch = Architecture {
+        numeric: preprocess.numeric.len() as i64,
+        cardinalities: preprocess.cardinalities(),
+        embedding_dim: config.embedding_dim,
+        hidden: config.hidden.clone(),
+        dropout: config.dropout,
+    };
+    let mut model = Mlp::new(arch, job.seed, job.device);
+    if job.bf16 {
+        model.compute = Kind::BFloat16;
+    }
+    let mut optimizer = AdamW::new(&model.params, config.weight_decay);
+    let schedule = config.schedule();
+    let (mut step, mut epoch, mut position, mut samples) = (0u64, 0u64, 0u64, 0u64);
+    let mut resumed_from = None;
+    if let Some(l) = &loaded {
+        let origin = l.path.display().to_string();
+        model.load(&l.tensors, "model.", &origin)?;
+        optimizer.load(&model.params, &l.tensors, l.state.optimizer.step, &origin)?;
+        step = l.state.step;
+        epoch = l.state.epoch;
+        position = l.state.position;
+        samples = l.state.samples;
+        resumed_from = Some(json!({"checkpoint": origin, "step": step}));
+        reporter.info(format!("resuming from {origin} at step {step}"));
+    }
+    if step > config.max_steps {
+        bail!(
+            "the checkpoint is at step {step}, beyond manifest.config.max_steps = {}; rerun with --fresh",
+            config.max_steps
+        );
+    }
+
+    let metrics_path = job.out.join("metrics.jsonl");
+    let mut metrics_file = open_metrics(&metrics_path, step)?;
+    let mut loader = Loader::start(
+        train_set,
+        Arc::new(preprocess.clone()),
+        LoaderOptions {
+            batch: config.global_batch as usize,
+            seed: job.seed,
+            start_epoch: epoch,
+            start_position: position,
+            rank: 0,
+            world: 1,
+            prefetch: job.loader_prefetch,
+            lookahead: job.loader_lookahead,
+            pin_for: matches!(job.device, Device::Cuda(_)).then_some(job.device),
+        },
+    )?;
+    let watchdog = Watchdog::start(Duration::from_secs_f64(config.stall_timeout_s), on_stall);
+
+    let start_step = step;
+    let loop_start = Instant::now();
+    let (mut wait_total, mut compute_total) = (Duration::ZERO, Duration::ZERO);
+    let mut window = Window::default();
+    let mut ckpt_times = Vec::new();
+    let mut last_ckpt = Instant::now();
+    let mut last_loss = None;
+    let mut last_val = None;
+    let mut failure = None;
+
+    while step < config.max_steps {
+        let t_wait = Instant::now();
+        let batch = loader.next_batch()?;
+        let waited = t_wait.elapsed();
+        let t_compute = Instant::now();
+        tch::manual_seed(seeds::torch_seed_for_step(job.seed, step));
+        let numeric = to_device(&batch.numeric, job.device);
+        let categorical = to_device(&batch.categorical, job.device);
+        let labels = to_device(&batch.labels, job.device);
+        let logits = model.forward(&numeric, &categorical, true);
+        let loss =
+            logits.binary_cross_entropy_with_logits::<Tensor>(&labels, None, None, Reduction::Mean);
+        for p in &mut model.params {
+            p.tensor.zero_grad();
+        }
+        loss.backward();
+        let loss_value = loss.double_value(&[]);
+        let lr = schedule.lr_at(step);
+        if !loss_value.is_finite() {
+            failure = Some(format!(
+                "the loss became {loss_value} at step {} (lr {lr:.3e}); stopped without writing weights. \
+                 Lower manifest.config.lr or check the features for extreme values",
+                step + 1
+            ));
+            break;
+        }
+        let grad_norm = AdamW::clip_grad_norm(&mut model.params, config.grad_clip);
+        if !grad_norm.is_finite() {
+            failure = Some(format!(
+                "the gradient norm became {grad_norm} at step {} (lr {lr:.3e}); stopped without writing weights",
+                step + 1
+            ));
+            break;
+        }
+        optimizer.step(&mut model.params, lr);
+        let computed = t_compute.elapsed();
+
+        step += 1;
+        samples += config.global_batch;
+        epoch = batch.epoch;
+        position = batch.position + 1;
+        if position == loader.batches_per_epoch {
+            epoch += 1;
+            position = 0;
+        }
+        watchdog.steps.store(step, Ordering::Relaxed);
+        wait_total += waited;
+        compute_total += computed;
+        window.add(loss_value, waited, computed, config.global_batch);
+        last_loss = Some(loss_value);
+
+        let mut line = None;
+        if step % config.log_every == 0 || step == config.max_steps {
+            line = Some(window.line(step, epoch, lr, grad_norm));
+            window = Window::default();
+        }
+        if let Some(val) = &val_set
+            && (step % config.eval_every == 0 || step == config.max_steps)
+        {
+            let scored = score::score(&model, &preprocess, &val.paths, &[], job.device)?;
+            let m = metrics::compute(&scored.scores, &scored.labels);
+            let entry = line.get_or_insert_with(|| json!({"step": step}));
+            entry["val"] = json!({"auc": m.auc, "logloss": m.logloss, "rows": m.rows});
+            reporter.info(format!(
+                "step {step}/{}: loss {loss_value:.4}, val auc {}, val logloss {:.4}",
+                config.max_steps,
+                m.auc.map_or("null".into(), |a| format!("{a:.4}")),
+                m.logloss
+            ));
+            last_val = Some(m);
+        }
+        let by_time = job
+            .ckpt_every_s
+            .is_some_and(|s| last_ckpt.elapsed().as_secs_f64() >= s);
+        if step % config.ckpt_every == 0 || by_time || step == config.max_steps {
+            let state = CheckpointState {
+                format: checkpoint::FORMAT.into(),
+                manifest_hash: job.manifest_hash.clone(),
+                seed: job.seed,
+                step,
+                epoch,
+                position,
+                world_size: 1,
+                optimizer: OptimizerState {
+                    kind: "adamw".into(),
+                    step: optimizer.step,
+                    beta1: optimizer.beta1,
+                    beta2: optimizer.beta2,
+                    eps: optimizer.eps,
+                    weight_decay: optimizer.weight_decay,
+                },
+                schedule,
+                rng: RngState {
+                    data_order_seed: job.seed,
+                    next_torch_seed: seeds::torch_seed_for_step(job.seed, step),
+                },
+                samples,
+                preprocess: preprocess.clone(),
+                tensors: TensorsRef {
+                    file: String::new(),
+                    bytes: 0,
+                    blake3: String::new(),
+                },
+            };
+            let mut named: Vec<(String, &Tensor)> = model
+                .named()
+                .into_iter()
+                .map(|(n, t)| (format!("model.{n}"), t))
+                .collect();
+            named.extend(optimizer.named(&model.params));
+            let (_, seconds) = checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
+            ckpt_times.push(seconds);
+            last_ckpt = Instant::now();
+            line.get_or_insert_with(|| json!({"step": step}))["ckpt_s"] = json!(seconds);
+        }
+        if let Some(line) = line {
+            writeln!(metrics_file, "{line}")
+                .and_then(|_| metrics_file.flush())
+                .with_context(|| metrics_path.display().to_string())?;
+        }
+    }
+    drop(watchdog);
+    drop(loader);
+
+    let loop_s = loop_start.elapsed().as_secs_f64();
+    let steps_this_run = step - start_step;
+    let rate = |x: f64| if loop_s > 0.0 { x / loop_s } else { 0.0 };
+    let mut report = TrainReport {
+        passed: failure.is_none(),
+        reason: failure.clone(),
+        weights: None,
+        weights_blake3: None,
+        steps: step,
+        steps_this_run,
+        seed: job.seed,
+        device: format!("{:?}", job.device).to_lowercase(),
+        wall_s: started.elapsed().as_secs_f64(),
+        samples_per_s: rate((steps_this_run * config.global_batch) as f64),
+        data_wait_fraction: if loop_s > 0.0 {
+            wait_total.as_secs_f64() / loop_s
+        } else {
+            0.0
+        },
+        step_time_s: if steps_this_run > 0 {
+            compute_total.as_secs_f64() / steps_this_run as f64
+        } else {
+            0.0
+        },
+        ckpt_mean_s: (!ckpt_times.is_empty())
+            .then(|| ckpt_times.iter().sum::<f64>() / ckpt_times.len() as f64),
+        checkpoints_written: ckpt_times.len() as u64,
+        resumed_from,
+        metrics: metrics_path.display().to_string(),
+        parameters: model.parameter_count(),
+        features: json!({
+            "numeric": preprocess.numeric.iter().map(|f| &f.name).collect::<Vec<_>>(),
+            "categorical": preprocess.categorical.iter().map(|f| &f.name).collect::<Vec<_>>(),
+        }),
+        final_loss: last_loss,
+        val: last_val,
+        shards_index_blake3: job.index_blake3.clone(),
+    };
+    if failure.is_some() {
+        return Ok(report);
+    }
+    let weights_path = job.out.join(weights::FILE_NAME);
+    let meta = ModelMeta {
+        format: weights::FORMAT.into(),
+        architecture: model.arch.clone(),
+        preprocess,
+        manifest_hash: job.manifest_hash.clone(),
+        run_id: job.run_id.clone(),
+        seed: job.seed,
+        steps: step,
+        shards_index_blake3: Some(job.index_blake3.clone()),
+    };
+    report.weights_blake3 = Some(weights::save(&weights_path, &model, &meta)?);
+    report.weights = Some(weights_path.display().to_string());
+    report.wall_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Non-blocking copy to the device (from pinned memory on CUDA); a no-op on CPU.
+fn to_device(t: &Tensor, device: Device) -> Tensor {
+    if device == Device::Cpu {
+        t.shallow_clone()
+    } else {
+        t.to_device_(device, t.kind(), true, false)
+    }
+}
+
+/// Opens the metrics stream for appending. On resume the lines after the checkpoint's step are
+/// dropped first (they were written by the run that was interrupted and will be written again),
+/// atomically; a fresh run starts an empty stream.
+fn open_metrics(path: &Path, resumed_step: u64) -> Result<File> {
+    let mut kept = String::new();
+    if resumed_step > 0
+        && let Ok(file) = File::open(path)
+    {
+        for line in BufReader::new(file).lines() {
+            let line = line.with_context(|| path.display().to_string())?;
+            let step = serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|v| v.get("step").and_then(Value::as_u64));
+            match step {
+                Some(s) if s <= resumed_step => {
+                    kept.push_str(&line);
+                    kept.push('\n');
+                }
+                _ => break,
+            }
+        }
+    }
+    write_bytes_atomic(path, kept.as_bytes())?;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .with_context(|| path.display().to_string())
+}
+
+/// Averages over the steps since the last metrics line.
+#[derive(Default)]
+struct Window {
+    steps: u64,
+    loss: f64,
+    wait: Duration,
+    compute: Duration,
+    samples: u64,
+}
+
+impl Window {
+    fn add(&mut self, loss: f64, wait: Duration, compute: Duration, samples: u64) {
+        self.steps += 1;
+        self.loss += loss;
+        self.wait += wait;
+        self.compute += compute;
+        self.samples += samples;
+    }
+
+    fn line(&self, step: u64, epoch: u64, lr: f64, grad_norm: f64) -> Value {
+        let total = (self.wait + self.compute).as_secs_f64();
+        let n = self.steps.max(1) as f64;
+        json!({
+            "step": step,
+            "epoch": epoch,
+            "loss": self.loss / n,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "step_time_s": total / n,
+            "data_wait_fraction": if total > 0.0 { self.wait.as_secs_f64() / total } else { 0.0 },
+            "samples_per_s": if total > 0.0 { self.samples as f64 / total } else { 0.0 },
+        })
+    }
+}

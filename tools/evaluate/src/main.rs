@@ -1,0 +1,255 @@
+//! evaluate: score a model on the frozen test split, overall and per slice.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use runfn_core::atomic::write_atomic;
+use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::record::RecordInput;
+use runfn_core::{Exit, InputError, Record};
+use runfn_learn::device::DeviceChoice;
+use runfn_learn::metrics::{self, Metrics};
+use runfn_learn::{inputs, score, weights};
+use serde_json::{Map, Value, json};
+
+const AFTER_HELP: &str = "\
+Examples:
+  train < shards.json | evaluate > evaluated.json
+  evaluate --model runs/prod/model.safetensors --as baseline < evaluated.json > compared.json
+  evaluate --split val --bootstrap 1000 --predictions preds.csv < trained.json
+
+Loads the model file in this process (the weights carry their own preprocessing) and scores
+every row of the split, in shard-index order. Metrics: auc (exact rank statistic, ties count
+half; null with auc_note when the rows hold one class), logloss (probabilities clipped to
+[1e-15, 1-1e-15]), brier, ece (10 equal-width bins), accuracy and positive_rate (score >= 0.5),
+label_rate, mean_score, rows. The same per value of each column in manifest.eval.slices (or
+--slice). --bootstrap N adds 95% percentile intervals (`ci95`) to the overall metrics.
+
+Output: the input record plus, under `evaluate` (or `baseline` with --as baseline),
+  {\"passed\": true, \"model\", \"weights_blake3\", \"model_manifest_hash\", \"split\",
+   \"shards_index_blake3\", \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}}}
+
+Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
+preprocessing, NaN features or labels, an empty split).";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Role {
+    Candidate,
+    Baseline,
+}
+
+/// Score a model on the frozen test split: headline metrics, calibration, the same per slice.
+#[derive(Debug, Parser)]
+#[command(name = "evaluate", version, after_help = AFTER_HELP)]
+struct Args {
+    /// Model file or training folder (default: the record's train.weights).
+    #[arg(long, value_name = "PATH")]
+    model: Option<PathBuf>,
+    /// The split to score.
+    #[arg(long, default_value = "test")]
+    split: String,
+    /// Whose result this is: the candidate's goes under `evaluate`, the baseline's under `baseline`.
+    #[arg(long = "as", value_enum, default_value_t = Role::Candidate)]
+    role: Role,
+    /// Slice columns, overriding manifest.eval.slices (repeatable).
+    #[arg(long = "slice", value_name = "COLUMN")]
+    slices: Vec<String>,
+    /// Bootstrap resamples for 95% intervals on the overall metrics.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    bootstrap: usize,
+    /// Also write every row's label and score as CSV (row,label,score) to FILE.
+    #[arg(long, value_name = "FILE")]
+    predictions: Option<PathBuf>,
+    /// The shard folder (default: the record's shards.dir).
+    #[arg(long, value_name = "DIR")]
+    shards: Option<PathBuf>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu", value_parser = DeviceChoice::parse)]
+    device: DeviceChoice,
+    /// Read the record from FILE instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    runfn_core::cli::main("evaluate", args.common.clone(), |tool| run(tool, args))
+}
+
+fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
+    let section = match args.role {
+        Role::Candidate => "evaluate",
+        Role::Baseline => "baseline",
+    };
+    let mut record = Record::read(args.record.as_deref(), RecordInput::Required)?;
+    record.refuse_failed_checks(section)?;
+    let model_path = match args.model {
+        Some(path) => path,
+        None => match record.get_path("train.weights") {
+            Some(Value::String(path)) => PathBuf::from(path),
+            _ => {
+                return Err(InputError::field(
+                    "--model",
+                    "is missing and the record has no train.weights (run train first, or name a model file)",
+                )
+                .into());
+            }
+        },
+    };
+    let slices = if args.slices.is_empty() {
+        slice_columns(&record)?
+    } else {
+        args.slices.clone()
+    };
+    let shards = inputs::shards(&record, args.shards)?;
+    let Some(split) = shards.index.splits.get(&args.split) else {
+        return Err(InputError::field(
+            "--split",
+            format!(
+                "`{}` is not a split of {} (splits: {})",
+                args.split,
+                shards.dir.display(),
+                shards
+                    .index
+                    .splits
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .into());
+    };
+    if split.rows == 0 {
+        return Err(InputError::field("--split", format!("`{}` has no rows", args.split)).into());
+    }
+    for column in &slices {
+        if !shards.index.columns.iter().any(|c| &c.name == column) {
+            return Err(InputError::field(
+                "manifest.eval.slices",
+                format!("`{column}` is not a column of the shards"),
+            )
+            .into());
+        }
+    }
+    let device = args
+        .device
+        .open()
+        .map_err(|m| InputError::field("--device", m))?;
+    let loaded = weights::load(&model_path, device)?;
+    let paths: Vec<PathBuf> = split
+        .shards
+        .iter()
+        .map(|s| shards.dir.join(&s.path))
+        .collect();
+    tool.info(format!(
+        "scoring {} rows of `{}` with {}",
+        split.rows,
+        args.split,
+        model_path.display()
+    ));
+    let scored = score::score(
+        &loaded.model,
+        &loaded.meta.preprocess,
+        &paths,
+        &slices,
+        device,
+    )?;
+
+    let mut overall = metrics::compute(&scored.scores, &scored.labels);
+    if args.bootstrap > 0 {
+        let seed = record
+            .get_path("manifest.seed")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        overall.ci95 = Some(metrics::bootstrap(
+            &scored.scores,
+            &scored.labels,
+            args.bootstrap,
+            seed,
+        ));
+    }
+    let mut by_slice = Map::new();
+    for (column, values) in &scored.slices {
+        by_slice.insert(
+            column.clone(),
+            slice_metrics(values, &scored.scores, &scored.labels),
+        );
+    }
+    if let Some(path) = &args.predictions {
+        write_atomic(path, |out| {
+            writeln!(out, "row,label,score")?;
+            for (i, (s, l)) in scored.scores.iter().zip(&scored.labels).enumerate() {
+                writeln!(
+                    out,
+                    "{i},{},{}",
+                    u8::from(*l),
+                    ryu_js::Buffer::new().format(*s)
+                )?;
+            }
+            Ok(())
+        })
+        .context("writing --predictions")?;
+    }
+    tool.info(format!(
+        "{section}: auc {}, logloss {:.4}, ece {:.4} on {} rows",
+        overall.auc.map_or("null".into(), |a| format!("{a:.4}")),
+        overall.logloss,
+        overall.ece,
+        overall.rows
+    ));
+    record.set_section(
+        section,
+        json!({
+            "passed": true,
+            "model": model_path.display().to_string(),
+            "weights_blake3": loaded.blake3,
+            "model_manifest_hash": loaded.meta.manifest_hash,
+            "split": args.split,
+            "shards_index_blake3": shards.index_blake3,
+            "overall": overall,
+            "slices": by_slice,
+        }),
+    );
+    tool.finish(record, Exit::Passed)
+}
+
+/// `manifest.eval.slices` (absent: none).
+fn slice_columns(record: &Record) -> Result<Vec<String>, InputError> {
+    match record.get_path("manifest.eval.slices") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    InputError::field("manifest.eval.slices", "must be a list of column names")
+                })
+            })
+            .collect(),
+        Some(_) => Err(InputError::field(
+            "manifest.eval.slices",
+            "must be a list of column names",
+        )),
+    }
+}
+
+/// Metrics for each value of one slice column, values in sorted order.
+fn slice_metrics(values: &[String], scores: &[f64], labels: &[bool]) -> Value {
+    let mut groups: BTreeMap<&str, (Vec<f64>, Vec<bool>)> = BTreeMap::new();
+    for ((v, s), l) in values.iter().zip(scores).zip(labels) {
+        let group = groups.entry(v.as_str()).or_default();
+        group.0.push(*s);
+        group.1.push(*l);
+    }
+    let mut out = Map::new();
+    for (value, (s, l)) in groups {
+        let m: Metrics = metrics::compute(&s, &l);
+        out.insert(value.to_string(), json!(m));
+    }
+    Value::Object(out)
+}

@@ -29,6 +29,8 @@ pub struct CheckpointState {
     pub epoch: u64,
     pub position: u64,
     pub world_size: u64,
+    /// libtorch intra-op threads: reductions split by thread, so the last bits depend on it.
+    pub threads: i32,
     pub optimizer: OptimizerState,
     pub schedule: Schedule,
     pub rng: RngState,

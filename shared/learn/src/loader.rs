@@ -7,10 +7,10 @@
 //! in a bounded queue, so the training loop only waits when the disk cannot keep up; the time it
 //! waits is measured by the caller around `next`.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::{Result, anyhow, bail};
@@ -49,6 +49,8 @@ pub struct LoaderOptions {
     pub lookahead: usize,
     /// Pin host memory for fast non-blocking copies to this CUDA device.
     pub pin_for: Option<Device>,
+    /// Keep the decoded split in memory when it needs at most this many bytes.
+    pub cache_bytes: usize,
 }
 
 #[derive(Debug)]
@@ -141,113 +143,149 @@ struct Producer {
     tx: SyncSender<Result<Batch>>,
 }
 
-/// A decode job: one shard read, preprocessed and put in its epoch order, minus the first
-/// `skip` rows.
+/// A decode job: one shard read (or taken from the cache), preprocessed and put in its epoch
+/// order, minus the first `skip` rows.
 type Job = JoinHandle<Result<FeatureBlock>>;
 
-impl Producer {
-    fn run(&mut self) -> Result<()> {
-        let mut epoch = self.options.start_epoch;
-        let mut position = self.options.start_position;
-        loop {
-            if !self.epoch(epoch, position)? {
-                return Ok(());
-            }
-            epoch += 1;
-            position = 0;
-        }
-    }
+/// Decoded, preprocessed shards kept in memory when the whole split fits the cache budget, so
+/// later epochs only permute rows instead of decoding Parquet again.
+type Cache = Arc<Mutex<HashMap<usize, Arc<FeatureBlock>>>>;
 
-    /// Sends the batches of `epoch` from `position` on; false when the consumer has gone.
-    fn epoch(&self, epoch: u64, mut position: u64) -> Result<bool> {
-        let batch = self.options.batch;
+impl Producer {
+    /// The (epoch, shard, rows to skip) to decode, in stream order, from the start position on.
+    fn plan(&self, epoch: u64, position: u64) -> Vec<(u64, usize, usize)> {
         let order = seeds::permutation(
             self.shards.paths.len(),
             &mut seeds::rng(self.options.seed, "shard-order", &[epoch]),
         );
-        let mut skip = position * batch as u64;
-        let mut plan = VecDeque::new();
+        let mut skip = position * self.options.batch as u64;
+        let mut plan = Vec::new();
         for &s in &order {
             let rows = self.shards.rows[s as usize];
             if rows <= skip {
                 skip -= rows;
             } else {
-                plan.push_back((s as usize, skip as usize));
+                plan.push((epoch, s as usize, skip as usize));
                 skip = 0;
             }
         }
-        let mut jobs: VecDeque<Job> = VecDeque::new();
-        let mut queue = RowQueue::default();
+        plan
+    }
+
+    /// Sends batches until the consumer goes away. Decoding runs `lookahead` shards ahead,
+    /// across epoch boundaries, so a new epoch does not start with a wait.
+    fn run(&mut self) -> Result<()> {
+        let batch = self.options.batch;
         let (n_num, n_cat) = (
             self.preprocess.numeric.len(),
             self.preprocess.categorical.len(),
         );
-        while position < self.batches_per_epoch {
+        let (mut epoch, mut position) = (self.options.start_epoch, self.options.start_position);
+        let mut planned_epoch = epoch;
+        let mut plan: VecDeque<(u64, usize, usize)> = self.plan(epoch, position).into();
+        let mut jobs: VecDeque<(u64, Job)> = VecDeque::new();
+        let mut queue = RowQueue::default();
+        let cache = self.cache_if_it_fits();
+        loop {
             while jobs.len() < self.options.lookahead.max(1) {
-                let Some((shard, skip)) = plan.pop_front() else {
-                    break;
-                };
-                jobs.push_back(self.decode(epoch, shard, skip));
+                if plan.is_empty() {
+                    planned_epoch += 1;
+                    plan = self.plan(planned_epoch, 0).into();
+                }
+                let (e, shard, skip) = plan.pop_front().expect("an epoch has shards");
+                jobs.push_back((e, self.decode(e, shard, skip, cache.clone())));
             }
-            while queue.rows < batch {
-                let Some(job) = jobs.pop_front() else {
-                    bail!("internal: the epoch's shards ran out before its last batch");
-                };
+            if queue.rows < batch {
+                let (e, job) = jobs.pop_front().expect("jobs were queued");
                 let block = job
                     .join()
                     .map_err(|_| anyhow!("a shard decoding thread panicked"))??;
-                queue.push(block);
-                if let Some((shard, skip)) = plan.pop_front() {
-                    jobs.push_back(self.decode(epoch, shard, skip));
+                if e == epoch {
+                    queue.push(block);
                 }
+                continue;
             }
             let (lo, hi) = (
                 self.options.rank * batch / self.options.world,
                 (self.options.rank + 1) * batch / self.options.world,
             );
             let part = queue.take(batch, lo..hi, n_num, n_cat);
-            let rows = part.rows as i64;
-            let pin = |t: Tensor| match self.options.pin_for {
-                Some(device @ Device::Cuda(_)) => t.pin_memory(device),
-                _ => t,
-            };
-            let numeric = if n_num == 0 {
-                Tensor::zeros([rows, 0], (tch::Kind::Float, Device::Cpu))
-            } else {
-                Tensor::from_slice(&part.numeric).reshape([rows, n_num as i64])
-            };
-            let categorical = if n_cat == 0 {
-                Tensor::zeros([rows, 0], (tch::Kind::Int64, Device::Cpu))
-            } else {
-                Tensor::from_slice(&part.categorical).reshape([rows, n_cat as i64])
-            };
-            let out = Batch {
-                epoch,
-                position,
-                numeric: pin(numeric),
-                categorical: pin(categorical),
-                labels: pin(Tensor::from_slice(&part.labels)),
-            };
-            if self.tx.send(Ok(out)).is_err() {
-                return Ok(false);
+            if self.tx.send(Ok(self.batch(epoch, position, part))).is_err() {
+                return Ok(());
             }
             position += 1;
+            if position == self.batches_per_epoch {
+                // The short tail of the epoch is dropped; later jobs of this epoch (if any)
+                // are skipped when they come up.
+                epoch += 1;
+                position = 0;
+                queue = RowQueue::default();
+            }
         }
-        Ok(true)
     }
 
-    fn decode(&self, epoch: u64, shard: usize, skip: usize) -> Job {
+    fn cache_if_it_fits(&self) -> Option<Cache> {
+        let per_row = 4 * self.preprocess.numeric.len() + 8 * self.preprocess.categorical.len() + 4;
+        let bytes = self.shards.total_rows() as usize * per_row;
+        (bytes <= self.options.cache_bytes).then(|| Arc::new(Mutex::new(HashMap::new())))
+    }
+
+    fn batch(&self, epoch: u64, position: u64, part: FeatureBlock) -> Batch {
+        let (n_num, n_cat) = (
+            self.preprocess.numeric.len() as i64,
+            self.preprocess.categorical.len() as i64,
+        );
+        let rows = part.rows as i64;
+        let pin = |t: Tensor| match self.options.pin_for {
+            Some(device @ Device::Cuda(_)) => t.pin_memory(device),
+            _ => t,
+        };
+        let numeric = if n_num == 0 {
+            Tensor::zeros([rows, 0], (tch::Kind::Float, Device::Cpu))
+        } else {
+            Tensor::from_slice(&part.numeric).reshape([rows, n_num])
+        };
+        let categorical = if n_cat == 0 {
+            Tensor::zeros([rows, 0], (tch::Kind::Int64, Device::Cpu))
+        } else {
+            Tensor::from_slice(&part.categorical).reshape([rows, n_cat])
+        };
+        Batch {
+            epoch,
+            position,
+            numeric: pin(numeric),
+            categorical: pin(categorical),
+            labels: pin(Tensor::from_slice(&part.labels)),
+        }
+    }
+
+    fn decode(&self, epoch: u64, shard: usize, skip: usize, cache: Option<Cache>) -> Job {
         let path = self.shards.paths[shard].clone();
         let preprocess = Arc::clone(&self.preprocess);
         let lookup = Arc::clone(&self.lookup);
         let seed = self.options.seed;
         std::thread::spawn(move || {
-            let columns = preprocess.columns();
-            let mut reader = ShardReader::open(&path, &columns)?;
-            let mut block = FeatureBlock::default();
-            while let Some((batch, first_row)) = reader.next_batch()? {
-                block.append(&preprocess.apply(&lookup, &batch, &path, first_row)?);
-            }
+            let cached = cache
+                .as_ref()
+                .and_then(|c| c.lock().ok()?.get(&shard).cloned());
+            let block = match cached {
+                Some(block) => block,
+                None => {
+                    let columns = preprocess.columns();
+                    let mut reader = ShardReader::open(&path, &columns)?;
+                    let mut block = FeatureBlock::default();
+                    while let Some((batch, first_row)) = reader.next_batch()? {
+                        block.append(&preprocess.apply(&lookup, &batch, &path, first_row)?);
+                    }
+                    let block = Arc::new(block);
+                    if let Some(cache) = &cache
+                        && let Ok(mut map) = cache.lock()
+                    {
+                        map.insert(shard, Arc::clone(&block));
+                    }
+                    block
+                }
+            };
             let mut order = seeds::permutation(
                 block.rows,
                 &mut seeds::rng(seed, "row-order", &[epoch, shard as u64]),

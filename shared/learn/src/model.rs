@@ -33,7 +33,11 @@ impl Architecture {
 #[derive(Debug)]
 pub struct Param {
     pub name: String,
+    /// A view into `Mlp::flat`: updating the flat buffer updates the parameter.
     pub tensor: Tensor,
+    /// Where the view starts in the flat buffer, and its length.
+    pub offset: i64,
+    pub numel: i64,
     /// Weight decay applies to layer weights only, not to biases and embeddings.
     pub decay: bool,
 }
@@ -41,6 +45,9 @@ pub struct Param {
 #[derive(Debug)]
 pub struct Mlp {
     pub arch: Architecture,
+    /// Every parameter in one contiguous buffer, so the optimizer (and a gradient all-reduce)
+    /// runs a handful of kernels over one tensor rather than a handful per parameter.
+    pub flat: Tensor,
     pub params: Vec<Param>,
     /// Matrix products in bf16 (fp32 master weights and loss); set on CUDA with `--bf16`.
     pub compute: Kind,
@@ -49,30 +56,24 @@ pub struct Mlp {
 impl Mlp {
     pub fn new(arch: Architecture, seed: u64, device: Device) -> Mlp {
         let mut rng = seeds::rng(seed, "init", &[]);
-        let mut params = Vec::new();
-        let mut make = |name: String, shape: &[i64], values: Vec<f32>, decay: bool| {
-            let tensor = Tensor::from_slice(&values)
-                .reshape(shape)
-                .to_device(device)
-                .set_requires_grad(true);
-            params.push(Param {
-                name,
-                tensor,
-                decay,
-            });
+        let mut values: Vec<f32> = Vec::new();
+        let mut layout: Vec<(String, Vec<i64>, i64, bool)> = Vec::new();
+        let mut push = |name: String, shape: Vec<i64>, data: Vec<f32>, decay: bool| {
+            layout.push((name, shape, values.len() as i64, decay));
+            values.extend(data);
         };
         for (i, &card) in arch.cardinalities.iter().enumerate() {
             let n = (card * arch.embedding_dim) as usize;
-            let values = (0..n)
+            let data = (0..n)
                 .map(|_| {
                     let x: f64 = StandardNormal.sample(&mut rng);
                     x as f32
                 })
                 .collect();
-            make(
+            push(
                 format!("embedding.{i}"),
-                &[card, arch.embedding_dim],
-                values,
+                vec![card, arch.embedding_dim],
+                data,
                 false,
             );
         }
@@ -94,14 +95,69 @@ impl Mlp {
             };
             let weight = uniform(out * width);
             let bias = uniform(out);
-            make(format!("{name}.weight"), &[out, width], weight, true);
-            make(format!("{name}.bias"), &[out], bias, false);
+            push(format!("{name}.weight"), vec![out, width], weight, true);
+            push(format!("{name}.bias"), vec![out], bias, false);
             width = out;
         }
+        let flat = Tensor::from_slice(&values).to_device(device);
+        let params = layout
+            .into_iter()
+            .map(|(name, shape, offset, decay)| {
+                let numel: i64 = shape.iter().product();
+                // A view of a tensor that needs no gradient is a leaf, so it can require one.
+                let tensor = flat
+                    .narrow(0, offset, numel)
+                    .view(shape.as_slice())
+                    .set_requires_grad(true);
+                Param {
+                    name,
+                    tensor,
+                    offset,
+                    numel,
+                    decay,
+                }
+            })
+            .collect();
         Mlp {
             arch,
+            flat,
             params,
             compute: Kind::Float,
+        }
+    }
+
+    /// Every parameter's gradient in one flat tensor laid out like `flat` (zeros where a
+    /// parameter got none).
+    pub fn flat_grad(&self) -> Tensor {
+        let parts: Vec<Tensor> = self
+            .params
+            .iter()
+            .map(|p| {
+                let g = p.tensor.grad();
+                if g.defined() {
+                    g.reshape([-1])
+                } else {
+                    Tensor::zeros([p.numel], (Kind::Float, self.flat.device()))
+                }
+            })
+            .collect();
+        Tensor::cat(&parts, 0)
+    }
+
+    /// 1 where weight decay applies, 0 elsewhere, laid out like `flat`.
+    pub fn decay_mask(&self) -> Tensor {
+        let mut mask = vec![0f32; self.flat.numel()];
+        for p in &self.params {
+            if p.decay {
+                mask[p.offset as usize..(p.offset + p.numel) as usize].fill(1.0);
+            }
+        }
+        Tensor::from_slice(&mask).to_device(self.flat.device())
+    }
+
+    pub fn zero_grad(&mut self) {
+        for p in &mut self.params {
+            p.tensor.zero_grad();
         }
     }
 
@@ -171,7 +227,8 @@ impl Mlp {
                     p.tensor.size()
                 );
             }
-            p.tensor.copy_(&src.to_kind(Kind::Float));
+            p.tensor
+                .copy_(&src.to_kind(Kind::Float).to_device(p.tensor.device()));
         }
         Ok(())
     }

@@ -45,6 +45,9 @@ pub struct TrainJob {
     pub ckpt_every_s: Option<f64>,
     pub loader_prefetch: usize,
     pub loader_lookahead: usize,
+    pub loader_cache_bytes: usize,
+    /// libtorch intra-op threads (None: the checkpoint's on resume, else libtorch's default).
+    pub threads: Option<i32>,
 }
 
 /// The record's `train` section.
@@ -59,6 +62,7 @@ pub struct TrainReport {
     pub steps_this_run: u64,
     pub seed: u64,
     pub device: String,
+    pub threads: i32,
     pub wall_s: f64,
     pub samples_per_s: f64,
     pub data_wait_fraction: f64,
@@ -170,6 +174,22 @@ pub fn train(
         reporter.warn(w);
     }
 
+    // Floating-point sums are split across threads, so the thread count is part of what makes
+    // a resumed run bit-identical: a resume uses the checkpoint's unless told otherwise.
+    match (&loaded, job.threads) {
+        (Some(l), Some(n)) if n != l.state.threads => {
+            reporter.warn(format!(
+                "--threads {n} differs from the checkpoint's {}: the result will not be bit-identical to an uninterrupted run",
+                l.state.threads
+            ));
+            tch::set_num_threads(n);
+        }
+        (_, Some(n)) => tch::set_num_threads(n),
+        (Some(l), None) => tch::set_num_threads(l.state.threads),
+        (None, None) => {}
+    }
+    let threads = tch::get_num_threads();
+
     let preprocess = match &loaded {
         Some(l) => l.state.preprocess.clone(),
         None => {
@@ -194,14 +214,14 @@ pub fn train(
     if job.bf16 {
         model.compute = Kind::BFloat16;
     }
-    let mut optimizer = AdamW::new(&model.params, config.weight_decay);
+    let mut optimizer = AdamW::new(&model, config.weight_decay);
     let schedule = config.schedule();
     let (mut step, mut epoch, mut position, mut samples) = (0u64, 0u64, 0u64, 0u64);
     let mut resumed_from = None;
     if let Some(l) = &loaded {
         let origin = l.path.display().to_string();
         model.load(&l.tensors, "model.", &origin)?;
-        optimizer.load(&model.params, &l.tensors, l.state.optimizer.step, &origin)?;
+        optimizer.load(&model, &l.tensors, l.state.optimizer.step, &origin)?;
         step = l.state.step;
         epoch = l.state.epoch;
         position = l.state.position;
@@ -231,6 +251,7 @@ pub fn train(
             prefetch: job.loader_prefetch,
             lookahead: job.loader_lookahead,
             pin_for: matches!(job.device, Device::Cuda(_)).then_some(job.device),
+            cache_bytes: job.loader_cache_bytes,
         },
     )?;
     let watchdog = Watchdog::start(Duration::from_secs_f64(config.stall_timeout_s), on_stall);
@@ -257,9 +278,7 @@ pub fn train(
         let logits = model.forward(&numeric, &categorical, true);
         let loss =
             logits.binary_cross_entropy_with_logits::<Tensor>(&labels, None, None, Reduction::Mean);
-        for p in &mut model.params {
-            p.tensor.zero_grad();
-        }
+        model.zero_grad();
         loss.backward();
         let loss_value = loss.double_value(&[]);
         let lr = schedule.lr_at(step);
@@ -271,7 +290,8 @@ pub fn train(
             ));
             break;
         }
-        let grad_norm = AdamW::clip_grad_norm(&mut model.params, config.grad_clip);
+        let mut grad = model.flat_grad();
+        let grad_norm = AdamW::clip_grad_norm(&mut grad, config.grad_clip);
         if !grad_norm.is_finite() {
             failure = Some(format!(
                 "the gradient norm became {grad_norm} at step {} (lr {lr:.3e}); stopped without writing weights",
@@ -279,7 +299,7 @@ pub fn train(
             ));
             break;
         }
-        optimizer.step(&mut model.params, lr);
+        optimizer.step(&mut model, &grad, lr);
         let computed = t_compute.elapsed();
 
         step += 1;
@@ -328,6 +348,7 @@ pub fn train(
                 epoch,
                 position,
                 world_size: 1,
+                threads,
                 optimizer: OptimizerState {
                     kind: "adamw".into(),
                     step: optimizer.step,
@@ -349,12 +370,13 @@ pub fn train(
                     blake3: String::new(),
                 },
             };
+            let moments = optimizer.named(&model);
             let mut named: Vec<(String, &Tensor)> = model
                 .named()
                 .into_iter()
                 .map(|(n, t)| (format!("model.{n}"), t))
                 .collect();
-            named.extend(optimizer.named(&model.params));
+            named.extend(moments.iter().map(|(n, t)| (n.clone(), t)));
             let (_, seconds) = checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
             ckpt_times.push(seconds);
             last_ckpt = Instant::now();
@@ -381,6 +403,7 @@ pub fn train(
         steps_this_run,
         seed: job.seed,
         device: format!("{:?}", job.device).to_lowercase(),
+        threads,
         wall_s: started.elapsed().as_secs_f64(),
         samples_per_s: rate((steps_this_run * config.global_batch) as f64),
         data_wait_fraction: if loop_s > 0.0 {

@@ -197,7 +197,12 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         .context("writing --predictions")?;
     }
     tool.info(format!(
-        "{section}: auc {}, logloss {:.4}, ece {:.4} on {} rows",
+        "{}: auc {}, logloss {:.4}, ece {:.4} on {} rows",
+        if section == "evaluate" {
+            "candidate"
+        } else {
+            "baseline"
+        },
         overall.auc.map_or("null".into(), |a| format!("{a:.4}")),
         overall.logloss,
         overall.ece,

@@ -8,6 +8,7 @@ use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::timings::Stopwatch;
 use runfn_core::{Exit, InputError, Record};
+use runfn_data::spec::parse_size;
 use runfn_learn::config::TrainConfig;
 use runfn_learn::device::DeviceChoice;
 use runfn_learn::inputs;
@@ -39,7 +40,7 @@ ckpt_s, val), checkpoints/step-N.{safetensors,json}.
 
 Output: the input record plus
   \"train\": {\"passed\", \"reason\" (on failure), \"weights\", \"weights_blake3\", \"steps\",
-            \"steps_this_run\", \"seed\", \"device\", \"wall_s\", \"samples_per_s\",
+            \"steps_this_run\", \"seed\", \"device\", \"threads\", \"wall_s\", \"samples_per_s\",
             \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"checkpoints_written\",
             \"resumed_from\", \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
             \"shards_index_blake3\"}
@@ -70,12 +71,15 @@ struct Args {
     /// Discard existing checkpoints in OUT and start from step 0.
     #[arg(long)]
     fresh: bool,
-    /// libtorch intra-op threads (default: libtorch's choice, one per core).
+    /// libtorch intra-op threads (default: the checkpoint's when resuming, else one per core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
     threads: Option<i32>,
     /// Batches the input pipeline prepares ahead.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     prefetch: u32,
+    /// Keep the decoded train split in memory when it fits in SIZE (0: decode every epoch).
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    cache: u64,
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
@@ -149,9 +153,6 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         .device
         .open()
         .map_err(|m| InputError::field("--device", m))?;
-    if let Some(threads) = args.threads {
-        runfn_learn::tch::set_num_threads(threads);
-    }
     let ckpt_every_s = record
         .get_path("ckpt_interval.interval_s")
         .and_then(Value::as_f64)
@@ -172,6 +173,8 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         ckpt_every_s,
         loader_prefetch: args.prefetch as usize,
         loader_lookahead: 2,
+        loader_cache_bytes: args.cache as usize,
+        threads: args.threads,
     };
     tool.info(format!(
         "training {} steps of global batch {} on {} -> {}",

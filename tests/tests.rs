@@ -9,4 +9,5 @@ mod mf_hash;
 mod noise_floor;
 mod schema;
 mod shardify;
+mod train;
 mod util;

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Benchmark `train` against PyTorch training loops on the same MLP, data, batch size, steps, lr
+# schedule, gradient clipping and thread count, and its checkpoints against torch.save/torch.load,
+# each side by side in the same run. Writes bench/train.json and a short summary on stderr.
+#
+#   scripts/bench-train.sh
+#   BENCH_RUNS=1 BENCH_TRAIN_STEPS=500 BENCH_CKPT_HIDDEN=64,32 scripts/bench-train.sh   # quick
+#
+# Environment:
+#   BENCH_RUNS           timed runs per tool (default 3); medians are reported
+#   BENCH_ONLY           comma list of train,ckpt (default both). Names of the other bench scripts'
+#                        benchmarks (mf-hash, shardify, ds-validate, leak-check) are ignored, so a
+#                        list meant for them skips this script
+#   BENCH_TRAIN_STEPS    optimizer steps per training run (default 2000)
+#   BENCH_TRAIN_BATCH    global batch (default 1024)
+#   BENCH_TRAIN_THREADS  libtorch intra-op threads on every side: train --threads N and
+#                        torch.set_num_threads(N) (default 2)
+#   BENCH_TRAIN_WORKERS  DataLoader workers of the torch-dataloader peer (default 2)
+#   BENCH_TRAIN_WARMUP   first steps left out of the steady-state figures, a multiple of 10 (default 20)
+#   BENCH_TRAIN_ROWS     rows of the generated churn snapshot (default 200000, as `make run`)
+#   BENCH_CKPT_HIDDEN    hidden widths of the checkpoint models, lists separated by spaces
+#                        (default "64,32 1024,1024": the run's MLP and one big enough to time)
+#   BENCH_CKPT_SAVES     checkpoints saved (and, for torch, loaded) per run (default 10)
+#   BENCH_QUIET_WAIT_S   seconds one may wait in all for other processes (a build) to go quiet
+#                        before the timed runs (default 600; the JSON records what remained)
+#   RUNFN_CACHE          cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/runfn); the peers live
+#                        in its bench-train-venv, made here from scripts/bench/requirements-train.txt
+#                        (the full torch 2.13.0 wheel, about 4.7 GB, once; never used by `make test`)
+#   LIBTORCH             libtorch for building train (default: scripts/setup-libtorch.sh, as make does)
+#
+# Data (bench/work, git-ignored; regenerated only when its spec changed): bench/work/train-data-ROWS,
+# the `make run` pipeline with the release tools on testdata/demo/manifest.yaml pointed at its own
+# snapshot: demo-data --rows ROWS --seed 7 -> mf-hash --data-digest -> ds-validate -> leak-check ->
+# shardify. Its shards.json is the record every side trains from.
+# What is timed and how: scripts/bench/train_harness.py; the PyTorch side: scripts/bench/train_peers.py.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+RUNS="${BENCH_RUNS:-3}"
+ONLY_IN="${BENCH_ONLY:-train,ckpt}"
+STEPS="${BENCH_TRAIN_STEPS:-2000}"
+BATCH="${BENCH_TRAIN_BATCH:-1024}"
+THREADS="${BENCH_TRAIN_THREADS:-2}"
+WORKERS="${BENCH_TRAIN_WORKERS:-2}"
+WARMUP="${BENCH_TRAIN_WARMUP:-20}"
+ROWS="${BENCH_TRAIN_ROWS:-200000}"
+CKPT_HIDDEN="${BENCH_CKPT_HIDDEN:-64,32 1024,1024}"
+CKPT_SAVES="${BENCH_CKPT_SAVES:-10}"
+CACHE="${RUNFN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runfn}"
+VENV="$CACHE/bench-train-venv"
+REQS=scripts/bench/requirements-train.txt
+WORK=bench/work
+SEED=7
+MANIFEST=testdata/demo/manifest.yaml
+TOOLS=(train demo-data mf-hash ds-validate leak-check shardify)
+
+log() { printf 'bench-train: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+positive() { [[ "$2" =~ ^[0-9]+$ ]] && (( $2 >= 1 )) || die "$1 must be a positive integer (got '$2')"; }
+positive BENCH_RUNS "$RUNS"
+positive BENCH_TRAIN_STEPS "$STEPS"
+positive BENCH_TRAIN_BATCH "$BATCH"
+positive BENCH_TRAIN_THREADS "$THREADS"
+positive BENCH_TRAIN_ROWS "$ROWS"
+positive BENCH_CKPT_SAVES "$CKPT_SAVES"
+[[ "$WORKERS" =~ ^[0-9]+$ ]] || die "BENCH_TRAIN_WORKERS must be an integer >= 0"
+[[ "$WARMUP" =~ ^[0-9]+$ ]] && (( WARMUP % 10 == 0 && WARMUP < STEPS )) \
+    || die "BENCH_TRAIN_WARMUP must be a multiple of 10 below BENCH_TRAIN_STEPS"
+for h in $CKPT_HIDDEN; do
+    [[ "$h" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BENCH_CKPT_HIDDEN: '$h' is not a comma list of widths"
+done
+ONLY=""
+for b in ${ONLY_IN//,/ }; do
+    case "$b" in
+        train|ckpt) ONLY="${ONLY:+$ONLY,}$b" ;;
+        mf-hash|shardify|ds-validate|leak-check) ;;  # another script's benchmark
+        *) die "unknown benchmark in BENCH_ONLY: $b (this script has train, ckpt)" ;;
+    esac
+done
+if [[ -z "$ONLY" ]]; then
+    log "BENCH_ONLY=$ONLY_IN names none of train, ckpt; nothing to do"
+    exit 0
+fi
+command -v python3 >/dev/null || die "python3 is required"
+[[ -f "$REQS" ]] || die "$REQS is missing"
+[[ -f "$MANIFEST" ]] || die "$MANIFEST is missing"
+mkdir -p "$WORK" bench
+
+# --- build (the tree may be mid-edit: wait a minute and retry once) ------------------------------
+if [[ -z "${LIBTORCH:-}" ]]; then
+    LIBTORCH="$(scripts/setup-libtorch.sh)" || die "libtorch is not available; scripts/setup-libtorch.sh said why above"
+    export LIBTORCH
+fi
+PKGS=()
+for t in "${TOOLS[@]}"; do PKGS+=(-p "$t"); done
+log "building ${TOOLS[*]} (release)"
+if ! cargo build --release --bins "${PKGS[@]}" >&2; then
+    log "build failed; retrying once in 60 s"
+    sleep 60
+    cargo build --release --bins "${PKGS[@]}" >&2 || die "cargo build --release failed twice"
+fi
+for t in "${TOOLS[@]}"; do
+    [[ -x "target/release/$t" ]] || die "target/release/$t was not built"
+done
+
+# --- peers: a bench-only venv, (re)installed when requirements-train.txt changed -------------------
+REQS_SUM="$(sha256sum "$REQS" | cut -d' ' -f1)"
+if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating $VENV"
+    mkdir -p "$CACHE"
+    python3 -m venv "$VENV" || die "python3 -m venv failed (is the venv module installed?)"
+fi
+if [[ "$(cat "$VENV/.runfn-requirements" 2>/dev/null || true)" != "$REQS_SUM" ]]; then
+    log "installing the peers from $REQS into $VENV (the full torch wheel: about 4.7 GB, once)"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+    "$VENV/bin/python" -m pip install --quiet -r "$REQS" >&2 || die "pip install -r $REQS failed"
+    "$VENV/bin/python" -c 'import torch, pyarrow, numpy' || die "the venv cannot import torch, pyarrow and numpy"
+    printf '%s\n' "$REQS_SUM" > "$VENV/.runfn-requirements"
+fi
+PY="$VENV/bin/python"
+
+# --- data: the `make run` pipeline, release tools, own folder --------------------------------------
+DATA="$WORK/train-data-$ROWS"
+SPEC="$DATA.spec.json"
+versions=()
+for t in "${TOOLS[@]:1}"; do versions+=("$(target/release/"$t" --version)"); done
+WANT="$(python3 - "$ROWS" "$SEED" "$(sha256sum "$MANIFEST" | cut -d' ' -f1)" "${versions[@]}" <<'PY'
+import json, sys
+rows, seed, manifest, *tools = sys.argv[1:]
+print(json.dumps({"rows": int(rows), "seed": int(seed), "manifest_sha256": manifest, "tools": tools}))
+PY
+)"
+if python3 - "$SPEC" "$WANT" "$DATA" <<'PY'
+import json, os, sys
+try:
+    spec, want, data = json.load(open(sys.argv[1])), json.loads(sys.argv[2]), sys.argv[3]
+    ok = all(spec.get(k) == v for k, v in want.items()) and os.path.isfile(os.path.join(data, "shards.json")) \
+        and os.path.isfile(os.path.join(data, "shards", "index.json"))
+except (OSError, ValueError):
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+then
+    log "reusing $DATA ($ROWS rows)"
+else
+    log "generating $DATA ($ROWS rows: demo-data -> mf-hash -> ds-validate -> leak-check -> shardify)"
+    rm -rf "$DATA" "$SPEC"
+    mkdir -p "$DATA"
+    target/release/demo-data --out "$DATA/snapshot" --rows "$ROWS" --seed "$SEED" -q > "$DATA/snapshot.json" \
+        || die "demo-data failed"
+    # the demo manifest, normalized by mf-hash, with the snapshot moved to this folder
+    target/release/mf-hash "$MANIFEST" -q | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["manifest"]
+m["data"]["snapshot"] = sys.argv[1]
+json.dump(m, sys.stdout, indent=2)
+' "$DATA/snapshot@snapshot=demo-seed$SEED-$ROWS" > "$DATA/manifest.json" || die "mf-hash $MANIFEST failed"
+    target/release/mf-hash "$DATA/manifest.json" --data-digest "$DATA/snapshot" -q > "$DATA/record.json" \
+        || die "mf-hash --data-digest failed"
+    target/release/ds-validate --profile-out "$DATA/profile.json" -q < "$DATA/record.json" > "$DATA/validate.json" \
+        || die "ds-validate failed (see $DATA/validate.json)"
+    target/release/leak-check -q < "$DATA/validate.json" > "$DATA/leaks.json" || die "leak-check failed (see $DATA/leaks.json)"
+    target/release/shardify --out "$DATA/shards" -q < "$DATA/leaks.json" > "$DATA/shards.json" || die "shardify failed"
+    python3 - "$SPEC" "$WANT" "$DATA" "$ROWS" "$SEED" "$MANIFEST" <<'PY'
+import json, os, sys
+path, want, data, rows, seed, manifest = sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:]
+shards = json.load(open(os.path.join(data, "shards.json")))["shards"]
+splits = {name: {"rows": s["rows"], "shards": s["shards"]} for name, s in shards["splits"].items()}
+spec = dict(want, dir=data, record=os.path.join(data, "shards.json"), shards=shards["dir"], splits=splits,
+            description="demo-data churn snapshot (the `make run` demo at the default size), split by signup_date "
+                        "and shuffled into zstd Parquet shards by shardify",
+            generator=f"target/release/demo-data --out {data}/snapshot --rows {rows} --seed {seed}; mf-hash "
+                      f"({manifest} with data.snapshot moved there) --data-digest; ds-validate; leak-check; "
+                      f"shardify --out {data}/shards")
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(spec, f, indent=2)
+os.replace(tmp, path)
+PY
+fi
+
+# --- the benchmarks ----------------------------------------------------------------------------------
+export PYTHONDONTWRITEBYTECODE=1 BENCH_PY="$PY" BENCH_TRAIN=target/release/train BENCH_RECORD="$DATA/shards.json" \
+    BENCH_DATA_SPEC="$SPEC" BENCH_SCRATCH="$WORK/train-scratch" BENCH_OUT=bench/train.json BENCH_RUNS_N="$RUNS" \
+    BENCH_TRAIN_STEPS_N="$STEPS" BENCH_TRAIN_BATCH_N="$BATCH" BENCH_TRAIN_THREADS_N="$THREADS" \
+    BENCH_TRAIN_WORKERS_N="$WORKERS" BENCH_TRAIN_WARMUP_N="$WARMUP" BENCH_CKPT_HIDDEN_N="$CKPT_HIDDEN" \
+    BENCH_CKPT_SAVES_N="$CKPT_SAVES" BENCH_ONLY_N="$ONLY" \
+    BENCH_LIBTORCH_VERSION="$(cat "$LIBTORCH/build-version" 2>/dev/null || echo unknown)"
+rm -rf "$BENCH_SCRATCH"
+mkdir -p "$BENCH_SCRATCH"
+"$PY" scripts/bench/train_harness.py || die "the train harness failed"

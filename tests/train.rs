@@ -1,0 +1,394 @@
+//! train: learning, bit-identical reruns, exact resume after SIGKILL, checkpoint refusal and
+//! fallback, and bad inputs ending in clear errors.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{Output, bin, demo_snapshot, tool};
+
+/// Shards of a small demo snapshot and the record that points at them, made once per test run.
+pub struct Fixture {
+    pub dir: PathBuf,
+    pub record: String,
+}
+
+pub fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let snapshot = demo_snapshot(&dir.join("snapshot"), 12_000, &[]);
+        let manifest = tool("mf-hash")
+            .args(["testdata/train/manifest.yaml", "-q"])
+            .run();
+        assert_eq!(manifest.code, 0, "{}", manifest.stderr);
+        let shards = tool("shardify")
+            .args(["--in".as_ref(), snapshot.as_os_str()])
+            .args(["--out".as_ref(), dir.join("shards").as_os_str()])
+            .args(["--shard-rows", "2500", "-q"])
+            .stdin(manifest.stdout)
+            .run();
+        assert_eq!(shards.code, 0, "{}", shards.stderr);
+        Fixture {
+            dir,
+            record: shards.stdout,
+        }
+    })
+}
+
+pub fn train(record: &str, out: &Path, extra: &[&str]) -> Output {
+    tool("train")
+        .args(["--out".as_ref(), out.as_os_str(), "-q".as_ref()])
+        .args(extra)
+        .stdin(record.to_string())
+        .run()
+}
+
+/// The fixture's record with `edit` applied.
+pub fn edited(edit: impl FnOnce(&mut Value)) -> String {
+    let mut record: Value = serde_json::from_str(&fixture().record).unwrap();
+    edit(&mut record);
+    record.to_string()
+}
+
+fn weights_hash(out: &Output) -> String {
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.json()["train"]["weights_blake3"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn learns_and_reruns_bit_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = train(&fixture().record, &dir.path().join("a"), &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let record = first.json();
+    let section = &record["train"];
+    assert_eq!(section["passed"], true);
+    assert_eq!(section["steps"], 600);
+    assert_eq!(section["resumed_from"], Value::Null);
+    assert_eq!(
+        record["manifest"]["run_id"], "train-test",
+        "the record passes through"
+    );
+    let val_auc = section["val"]["auc"].as_f64().unwrap();
+    assert!(val_auc > 0.75, "the model learns: val auc {val_auc}");
+    assert_eq!(
+        section["features"]["categorical"],
+        serde_json::json!(["region", "tier", "tenure_bucket"]),
+        "entity, text, times and as-of stamps are not features"
+    );
+    let weights = std::fs::read(section["weights"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        blake3::hash(&weights).to_hex().as_str(),
+        section["weights_blake3"]
+    );
+    let metrics = std::fs::read_to_string(section["metrics"].as_str().unwrap()).unwrap();
+    let lines: Vec<Value> = metrics
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 24, "one line every log_every = 25 steps");
+    for key in [
+        "loss",
+        "lr",
+        "grad_norm",
+        "step_time_s",
+        "data_wait_fraction",
+        "samples_per_s",
+    ] {
+        assert!(
+            lines[0][key].is_number(),
+            "metrics line lacks {key}: {}",
+            lines[0]
+        );
+    }
+    assert!(
+        lines[11]["val"]["auc"].is_number(),
+        "val metrics at step 300"
+    );
+    assert!(lines[1]["ckpt_s"].is_number(), "checkpoint time at step 50");
+
+    let second = train(&fixture().record, &dir.path().join("b"), &[]);
+    assert_eq!(
+        weights_hash(&second),
+        section["weights_blake3"].as_str().unwrap()
+    );
+    let other_seed = train(&fixture().record, &dir.path().join("c"), &["--seed", "12"]);
+    assert_ne!(
+        weights_hash(&other_seed),
+        section["weights_blake3"].as_str().unwrap()
+    );
+}
+
+/// Starts train, waits for its first checkpoint, then SIGKILLs it at a random moment; returns
+/// whether the kill landed before the run finished.
+fn kill_mid_run(record: &str, out: &Path) -> bool {
+    let mut child = Command::new(bin("train"))
+        .args(["--out".as_ref(), out.as_os_str(), "-q".as_ref()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(record.as_bytes())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let first = out.join("checkpoints/step-0000000050.json");
+    while !first.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    std::thread::sleep(Duration::from_millis(u64::from(nanos % 400)));
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    !status.success()
+}
+
+#[test]
+fn a_run_killed_at_a_random_step_resumes_to_the_same_weights() {
+    let record = edited(|r| r["manifest"]["config"]["max_steps"] = 2500.into());
+    let dir = tempfile::tempdir().unwrap();
+    let straight = weights_hash(&train(&record, &dir.path().join("straight"), &[]));
+    let out = dir.path().join("killed");
+    let mut killed = false;
+    for _ in 0..3 {
+        let _ = std::fs::remove_dir_all(&out);
+        if kill_mid_run(&record, &out) {
+            killed = true;
+            break;
+        }
+    }
+    assert!(killed, "the run finished before every kill; make it longer");
+    assert!(
+        !out.join("model.safetensors").exists(),
+        "no weights file from a killed run"
+    );
+    let resumed = train(&record, &out, &[]);
+    assert_eq!(weights_hash(&resumed), straight);
+    let section = &resumed.json()["train"];
+    let from = section["resumed_from"]["step"].as_u64().unwrap();
+    assert!(from >= 50 && from % 50 == 0, "resumed from {from}");
+    assert_eq!(section["steps_this_run"].as_u64().unwrap(), 2500 - from);
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    let steps: Vec<u64> = metrics
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["step"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let expected: Vec<u64> = (1..=100).map(|i| i * 25).collect();
+    assert_eq!(
+        steps, expected,
+        "the metrics stream has each step once, in order"
+    );
+}
+
+#[test]
+fn a_checkpoint_of_another_manifest_is_refused_unless_fresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert_eq!(train(&fixture().record, &out, &[]).code, 0);
+    let other = edited(|r| r["manifest_hash"] = "blake3:another".into());
+    train(&other, &out, &[]).assert_bad_input("train", "rerun with --fresh");
+    let fresh = train(&other, &out, &["--fresh"]);
+    assert_eq!(fresh.code, 0, "{}", fresh.stderr);
+    assert_eq!(fresh.json()["train"]["resumed_from"], Value::Null);
+}
+
+#[test]
+fn a_corrupt_newest_checkpoint_falls_back_to_the_previous_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let record = edited(|r| r["manifest"]["config"]["max_steps"] = 200.into());
+    let straight = weights_hash(&train(&record, &out, &[]));
+    // Keep the two newest (150, 200); truncate 200 and remove the weights so the run resumes.
+    let newest = out.join("checkpoints/step-0000000200.safetensors");
+    let bytes = std::fs::read(&newest).unwrap();
+    std::fs::write(&newest, &bytes[..bytes.len() / 2]).unwrap();
+    let resumed = tool("train")
+        .args(["--out".as_ref(), out.as_os_str()])
+        .stdin(record)
+        .run();
+    assert!(
+        resumed.stderr.contains("truncated or corrupt"),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(weights_hash(&resumed), straight);
+    assert_eq!(resumed.json()["train"]["resumed_from"]["step"], 150);
+}
+
+#[test]
+fn missing_or_altered_shards_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    train(
+        &fixture().record,
+        &dir.path().join("run"),
+        &["--shards", "/nonexistent/shards"],
+    )
+    .assert_bad_input("train", "index.json");
+    // A copy of the shards with one shard truncated.
+    let copy = dir.path().join("shards");
+    copy_dir(&fixture().dir.join("shards"), &copy);
+    let shard = copy.join("train/part-00000.parquet");
+    let bytes = std::fs::read(&shard).unwrap();
+    std::fs::write(&shard, &bytes[..bytes.len() - 100]).unwrap();
+    train(
+        &fixture().record,
+        &dir.path().join("run"),
+        &["--shards".as_ref(), copy.as_os_str().to_str().unwrap()],
+    )
+    .assert_bad_input("train", "part-00000.parquet");
+    let no_shards_section = edited(|r| {
+        r.as_object_mut().unwrap().remove("shards");
+    });
+    train(&no_shards_section, &dir.path().join("run"), &[])
+        .assert_bad_input("train", "run shardify first");
+}
+
+#[test]
+fn config_mistakes_and_an_unwritable_folder_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = edited(|r| r["manifest"]["config"]["learning_rate"] = 0.1.into());
+    train(&typo, &dir.path().join("run"), &[])
+        .assert_bad_input("train", "manifest.config.learning_rate: unknown setting");
+    let big_batch = edited(|r| r["manifest"]["config"]["global_batch"] = 1_000_000.into());
+    train(&big_batch, &dir.path().join("run"), &[])
+        .assert_bad_input("train", "fewer than one global batch");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    train(&fixture().record, &file.join("run"), &[]).assert_bad_input("train", "checkpoint folder");
+    let out = tool("train")
+        .args(["--device", "tpu"])
+        .stdin(fixture().record.clone())
+        .run();
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("expected cpu, cuda or cuda:N"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn asking_for_cuda_without_it_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = train(
+        &fixture().record,
+        &dir.path().join("run"),
+        &["--device", "cuda"],
+    );
+    out.assert_bad_input("train", "--device cuda");
+}
+
+/// A tiny CSV snapshot with a record to shard and train it: `rows` are `x,cat,y` values.
+pub fn tiny_run(dir: &Path, rows: &[(&str, &str, &str)], config: Value) -> String {
+    let snapshot = dir.join("snapshot");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let mut csv = String::from("id,x,cat,y\n");
+    for (i, (x, cat, y)) in rows.iter().enumerate() {
+        csv.push_str(&format!("{i},{x},{cat},{y}\n"));
+    }
+    std::fs::write(snapshot.join("data.csv"), csv).unwrap();
+    let n = rows.len();
+    let record = serde_json::json!({
+        "manifest": {
+            "run_id": "tiny",
+            "seed": 1,
+            "data": {"label": "y", "entity": "id",
+                     "splits": {"train": format!("id < {}", n * 3 / 4), "val": format!("id >= {}", n * 3 / 4)}},
+            "config": config,
+        },
+        "manifest_hash": "blake3:tiny",
+    });
+    let shards = tool("shardify")
+        .args(["--in".as_ref(), snapshot.as_os_str()])
+        .args(["--out".as_ref(), dir.join("shards").as_os_str()])
+        .args(["-q"])
+        .stdin(record.to_string())
+        .run();
+    assert_eq!(shards.code, 0, "{}", shards.stderr);
+    shards.stdout
+}
+
+fn tiny_rows(n: usize) -> Vec<(String, &'static str, &'static str)> {
+    (0..n)
+        .map(|i| {
+            let x = (i % 17) as f64 / 4.0;
+            let cat = ["a", "b", "c"][i % 3];
+            let y = if (i * 7) % 5 < 2 { "1" } else { "0" };
+            (format!("{x}"), cat, y)
+        })
+        .collect()
+}
+
+#[test]
+fn nan_features_and_labels_name_the_row() {
+    let config = serde_json::json!({"hidden": [4], "global_batch": 8, "max_steps": 20});
+    let mut rows = tiny_rows(100);
+    rows[7].0 = "NaN".into();
+    let dir = tempfile::tempdir().unwrap();
+    let as_refs: Vec<(&str, &str, &str)> =
+        rows.iter().map(|(x, c, y)| (x.as_str(), *c, *y)).collect();
+    let record = tiny_run(dir.path(), &as_refs, config.clone());
+    train(&record, &dir.path().join("run"), &[]).assert_bad_input("train", "feature `x` is NaN");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = as_refs.clone();
+    rows[3].2 = "NaN";
+    let record = tiny_run(dir.path(), &rows, config);
+    train(&record, &dir.path().join("run"), &[]).assert_bad_input("train", "label `y` is NaN");
+}
+
+#[test]
+fn a_diverging_loss_stops_the_run_with_exit_1_and_no_weights() {
+    let config = serde_json::json!({"hidden": [4], "global_batch": 8, "max_steps": 200,
+                                    "lr": 1e30, "grad_clip": 0, "warmup_steps": 0});
+    let rows = tiny_rows(100);
+    let as_refs: Vec<(&str, &str, &str)> =
+        rows.iter().map(|(x, c, y)| (x.as_str(), *c, *y)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let record = tiny_run(dir.path(), &as_refs, config);
+    let out = train(&record, &dir.path().join("run"), &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let section = &out.json()["train"];
+    assert_eq!(section["passed"], false);
+    let reason = section["reason"].as_str().unwrap();
+    assert!(reason.contains("became"), "{reason}");
+    assert_eq!(section["weights"], Value::Null);
+    assert!(!dir.path().join("run/model.safetensors").exists());
+    // A later stage refuses the failed record.
+    tool("evaluate")
+        .stdin(out.stdout.clone())
+        .run()
+        .assert_bad_input("evaluate", "an earlier check failed");
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}

@@ -38,6 +38,7 @@ lint:
 bench:
 	scripts/bench-mf-hash.sh
 	scripts/bench-data.sh
+	scripts/bench-train.sh
 
 ## The pipeline on the built-in demo: one record per stage under runs/demo/, each stage reading
 ## the previous stage's record. Stages depend on the binaries as files, so a second `make run`

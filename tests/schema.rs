@@ -212,6 +212,8 @@ fn every_tool_documents_examples_and_output() {
         "ds-validate",
         "leak-check",
         "demo-data",
+        "train",
+        "evaluate",
     ] {
         let out = tool(name).args(["--help"]).run();
         assert_eq!(out.code, 0, "{name} --help");
@@ -325,4 +327,87 @@ fn data_tool_sections_match_their_schemas() {
         ["mf-hash", "ds-validate", "leak-check", "shardify"],
         "each stage appends its timing"
     );
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Train {
+    passed: bool,
+    reason: Option<String>,
+    weights: Option<String>,
+    weights_blake3: Option<String>,
+    steps: u64,
+    steps_this_run: u64,
+    seed: u64,
+    device: String,
+    threads: i32,
+    wall_s: f64,
+    samples_per_s: f64,
+    data_wait_fraction: f64,
+    step_time_s: f64,
+    ckpt_mean_s: Option<f64>,
+    checkpoints_written: u64,
+    resumed_from: Option<Value>,
+    metrics: String,
+    parameters: i64,
+    features: TrainFeatures,
+    final_loss: Option<f64>,
+    val: Option<EvalMetrics>,
+    shards_index_blake3: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainFeatures {
+    numeric: Vec<String>,
+    categorical: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvalMetrics {
+    auc: Option<f64>,
+    auc_note: Option<String>,
+    logloss: f64,
+    brier: f64,
+    ece: f64,
+    accuracy: f64,
+    positive_rate: f64,
+    label_rate: f64,
+    mean_score: f64,
+    rows: u64,
+    ci95: Option<std::collections::BTreeMap<String, [f64; 2]>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Evaluate {
+    passed: bool,
+    model: String,
+    weights_blake3: String,
+    model_manifest_hash: String,
+    split: String,
+    shards_index_blake3: String,
+    overall: EvalMetrics,
+    slices: std::collections::BTreeMap<String, std::collections::BTreeMap<String, EvalMetrics>>,
+}
+
+#[test]
+fn train_and_evaluate_sections_match_their_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = crate::train::train(
+        &crate::train::fixture().record,
+        &dir.path().join("run"),
+        &[],
+    );
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let out = tool("evaluate")
+        .args(["--bootstrap", "20", "-q"])
+        .stdin(trained.stdout)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let record = out.json();
+    let _: Train = section(&record, "train");
+    let _: Evaluate = section(&record, "evaluate");
+    timings(&record);
 }

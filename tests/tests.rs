@@ -3,6 +3,7 @@
 
 mod ckpt_interval;
 mod ds_validate;
+mod evaluate;
 mod gate;
 mod leak_check;
 mod mf_hash;

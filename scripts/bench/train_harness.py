@@ -345,7 +345,7 @@ def ours_ckpt_tool(tag, record):
     return {"argv": argv, "stdout": stdout, "prepare": lambda: rm(out_dir), "check": check,
             "command": f"train --out OUT --threads {THREADS} --fresh -q --record RECORD "
                        f"(manifest.config.ckpt_every 1, max_steps {CKPT_SAVES})",
-            "say": lambda m: f"save {1000 * m['save_s']:.2f} ms (median of {CKPT_SAVES}), {fmt_mib(m['file_bytes'])}"}
+            "say": lambda m: f"save {1000 * m['save_s']:.2f} ms (median of {CKPT_SAVES}), {fmt_size(m['file_bytes'])}"}
 
 
 def peer_ckpt_tool(tag, record):
@@ -367,7 +367,7 @@ def peer_ckpt_tool(tag, record):
     return {"argv": argv, "stdout": stdout, "prepare": prepare, "check": check,
             "command": f"{PY_SHOWN} {PEERS} ckpt RECORD OUT.json --dir DIR --threads {THREADS} --saves {CKPT_SAVES}",
             "say": lambda m: (f"save {1000 * m['save_s']:.2f} ms, durable {1000 * m['save_durable_s']:.2f} ms, "
-                              f"load {1000 * m['load_s']:.2f} ms, {fmt_mib(m['file_bytes'])}")}
+                              f"load {1000 * m['load_s']:.2f} ms, {fmt_size(m['file_bytes'])}")}
 
 
 def run_ckpt():
@@ -430,6 +430,10 @@ def run_ckpt():
 
 def fmt_ms(x):
     return "failed" if x is None else f"{1000 * x:.2f} ms"
+
+
+def fmt_size(n):
+    return "-" if n is None else f"{n / 1024:.0f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
 def main():

@@ -1,0 +1,216 @@
+//! evaluate: metrics checked against scikit-learn, slices, the baseline role, and bad inputs.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::train::{fixture, tiny_run, train};
+use crate::util::{python_with_pyarrow, tool};
+
+/// scikit-learn's metrics (and ECE over 10 equal-width bins in numpy) from evaluate's CSV.
+const REFERENCE: &str = r#"
+import csv, json, sys
+import numpy as np
+from sklearn.metrics import roc_auc_score, log_loss, brier_score_loss, accuracy_score
+rows = list(csv.DictReader(open(sys.argv[1])))
+y = np.array([int(r["label"]) for r in rows])
+p = np.array([float(r["score"]) for r in rows])
+bins = np.minimum((p * 10).astype(int), 9)
+ece = sum(abs(p[bins == b].sum() - y[bins == b].sum()) for b in range(10)) / len(p)
+print(json.dumps({
+    "auc": roc_auc_score(y, p),
+    "logloss": log_loss(y, np.clip(p, 1e-15, 1 - 1e-15)),
+    "brier": brier_score_loss(y, p),
+    "accuracy": accuracy_score(y, p >= 0.5),
+    "positive_rate": float((p >= 0.5).mean()),
+    "ece": float(ece),
+    "rows": len(p),
+}))
+"#;
+
+#[test]
+fn metrics_agree_with_scikit_learn_and_slices_cover_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(&fixture().record, &dir.path().join("run"), &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let predictions = dir.path().join("predictions.csv");
+    let out = tool("evaluate")
+        .args(["--predictions".as_ref(), predictions.as_os_str()])
+        .args(["--bootstrap", "100", "-q"])
+        .stdin(trained.stdout)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let record = out.json();
+    let section = &record["evaluate"];
+    assert_eq!(section["split"], "test");
+    assert_eq!(section["passed"], true);
+    assert_eq!(
+        section["weights_blake3"], record["train"]["weights_blake3"],
+        "scored the model train wrote"
+    );
+    let overall = &section["overall"];
+
+    let python = python_with_pyarrow();
+    let reference = Command::new(python)
+        .args(["-c", REFERENCE])
+        .arg(&predictions)
+        .output()
+        .unwrap();
+    assert!(
+        reference.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
+    let expected: Value = serde_json::from_slice(&reference.stdout).unwrap();
+    assert_eq!(overall["rows"], expected["rows"]);
+    for metric in [
+        "auc",
+        "logloss",
+        "brier",
+        "accuracy",
+        "positive_rate",
+        "ece",
+    ] {
+        let (ours, theirs) = (
+            overall[metric].as_f64().unwrap(),
+            expected[metric].as_f64().unwrap(),
+        );
+        assert!(
+            (ours - theirs).abs() < 1e-9,
+            "{metric}: evaluate {ours}, scikit-learn {theirs}"
+        );
+    }
+    let ci = &overall["ci95"]["auc"];
+    let auc = overall["auc"].as_f64().unwrap();
+    assert!(ci[0].as_f64().unwrap() < auc && auc < ci[1].as_f64().unwrap());
+
+    for column in ["region", "tier"] {
+        let slices = section["slices"][column].as_object().unwrap();
+        assert!(slices.len() >= 3, "{column}: {slices:?}");
+        let rows: u64 = slices.values().map(|m| m["rows"].as_u64().unwrap()).sum();
+        assert_eq!(
+            rows,
+            overall["rows"].as_u64().unwrap(),
+            "{column} slices cover every row"
+        );
+    }
+}
+
+#[test]
+fn the_baseline_role_scores_the_same_rows_under_its_own_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(&fixture().record, &dir.path().join("run"), &[]);
+    let model = trained.json()["train"]["weights"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let candidate = tool("evaluate").args(["-q"]).stdin(trained.stdout).run();
+    assert_eq!(candidate.code, 0, "{}", candidate.stderr);
+    let both = tool("evaluate")
+        .args(["--as", "baseline", "--model", &model, "-q"])
+        .stdin(candidate.stdout)
+        .run();
+    assert_eq!(both.code, 0, "{}", both.stderr);
+    let record = both.json();
+    assert_eq!(record["baseline"]["overall"], record["evaluate"]["overall"]);
+    assert_eq!(record["baseline"]["model"], model);
+}
+
+#[test]
+fn a_slice_with_one_class_reports_a_null_auc_with_the_reason() {
+    // Category `c` never churns.
+    let rows: Vec<(String, &str, &str)> = (0..400)
+        .map(|i| {
+            let cat = ["a", "b", "c"][i % 3];
+            let y = if cat != "c" && (i * 7) % 5 < 2 {
+                "1"
+            } else {
+                "0"
+            };
+            (format!("{}", (i % 13) as f64 / 3.0), cat, y)
+        })
+        .collect();
+    let rows: Vec<(&str, &str, &str)> = rows.iter().map(|(x, c, y)| (x.as_str(), *c, *y)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"hidden": [4], "global_batch": 16, "max_steps": 30});
+    let record = tiny_run(dir.path(), &rows, config);
+    let trained = train(&record, &dir.path().join("run"), &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let out = tool("evaluate")
+        .args(["--split", "val", "--slice", "cat", "-q"])
+        .stdin(trained.stdout)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let c = &out.json()["evaluate"]["slices"]["cat"]["c"];
+    assert_eq!(c["auc"], Value::Null);
+    assert!(
+        c["auc_note"].as_str().unwrap().contains("both classes"),
+        "{c}"
+    );
+    assert!(out.json()["evaluate"]["slices"]["cat"]["a"]["auc"].is_number());
+}
+
+#[test]
+fn a_schema_that_differs_from_the_models_preprocessing_is_refused() {
+    let config = serde_json::json!({"hidden": [4], "global_batch": 16, "max_steps": 10});
+    let strings: Vec<(String, &str, &str)> = (0..200)
+        .map(|i| {
+            (
+                format!("{}", i % 7),
+                ["a", "b"][i % 2],
+                ["0", "1"][(i / 3) % 2],
+            )
+        })
+        .collect();
+    let strings: Vec<(&str, &str, &str)> = strings
+        .iter()
+        .map(|(x, c, y)| (x.as_str(), *c, *y))
+        .collect();
+    let a = tempfile::tempdir().unwrap();
+    let trained = train(
+        &tiny_run(a.path(), &strings, config.clone()),
+        &a.path().join("run"),
+        &[],
+    );
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let model = a.path().join("run/model.safetensors");
+
+    // The same columns, but `cat` holds numbers.
+    let numbers: Vec<(&str, &str, &str)> = strings.iter().map(|(x, _, y)| (*x, "3", *y)).collect();
+    let b = tempfile::tempdir().unwrap();
+    let other = tiny_run(b.path(), &numbers, config);
+    tool("evaluate")
+        .args(["--split", "val", "--model".as_ref(), model.to_str().unwrap()])
+        .stdin(other)
+        .run()
+        .assert_bad_input("evaluate", "column `cat` is Int64, but the model's preprocessing treats it as a string column (schema mismatch)");
+}
+
+#[test]
+fn bad_usage_names_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(&fixture().record, &dir.path().join("run"), &[]);
+    tool("evaluate")
+        .args(["--split", "holdout"])
+        .stdin(trained.stdout.clone())
+        .run()
+        .assert_bad_input("evaluate", "`holdout` is not a split");
+    tool("evaluate")
+        .args(["--model", "/nonexistent/model.safetensors"])
+        .stdin(trained.stdout.clone())
+        .run()
+        .assert_bad_input("evaluate", "/nonexistent/model.safetensors");
+    let not_a_model = dir.path().join("model.safetensors");
+    std::fs::write(&not_a_model, b"\x08\0\0\0\0\0\0\0{}garbage").unwrap();
+    tool("evaluate")
+        .args(["--model".as_ref(), not_a_model.as_os_str()])
+        .stdin(trained.stdout.clone())
+        .run()
+        .assert_bad_input("evaluate", "model.safetensors");
+    tool("evaluate")
+        .stdin(crate::train::edited(|r| {
+            r.as_object_mut().unwrap().remove("train");
+        }))
+        .run()
+        .assert_bad_input("evaluate", "run train first");
+}

@@ -264,3 +264,105 @@ pub fn load_latest(
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::Preprocess;
+
+    fn state(step: u64) -> CheckpointState {
+        CheckpointState {
+            format: FORMAT.into(),
+            manifest_hash: "blake3:m".into(),
+            seed: 1,
+            step,
+            epoch: 0,
+            position: step,
+            world_size: 1,
+            threads: 1,
+            optimizer: OptimizerState {
+                kind: "adamw".into(),
+                step,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            },
+            schedule: Schedule {
+                lr: 0.1,
+                warmup_steps: 0,
+                total_steps: 10,
+                min_lr_ratio: 0.0,
+            },
+            rng: RngState {
+                data_order_seed: 1,
+                next_torch_seed: 2,
+            },
+            samples: 0,
+            preprocess: Preprocess {
+                label: "y".into(),
+                numeric: vec![],
+                categorical: vec![],
+                train_rows: 1,
+            },
+            tensors: TensorsRef {
+                file: String::new(),
+                bytes: 0,
+                blake3: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn keeps_the_newest_and_falls_back_past_a_corrupt_one() {
+        let dir = tempfile::tempdir().unwrap();
+        for step in [1, 2, 3] {
+            let t = Tensor::from_slice(&[step as f32; 4]);
+            save(dir.path(), state(step), &[("w".into(), &t)], 2).unwrap();
+        }
+        assert_eq!(committed_steps(dir.path()).unwrap(), vec![3, 2]);
+        assert!(!dir.path().join("step-0000000001.safetensors").exists());
+        // An interrupted save leaves tensors without a JSON: ignored, then removed.
+        std::fs::write(dir.path().join("step-0000000004.safetensors"), b"partial").unwrap();
+        let mut warnings = Vec::new();
+        let loaded = load_latest(dir.path(), "blake3:m", 1, &mut warnings)
+            .unwrap()
+            .unwrap();
+        assert_eq!(loaded.state.step, 3);
+        assert!(warnings.is_empty());
+        // Corrupt the newest: the previous one is used, with a warning.
+        std::fs::write(dir.path().join("step-0000000003.safetensors"), b"x").unwrap();
+        let loaded = load_latest(dir.path(), "blake3:m", 1, &mut warnings)
+            .unwrap()
+            .unwrap();
+        assert_eq!(loaded.state.step, 2);
+        assert_eq!(
+            Vec::<f32>::try_from(&loaded.tensors[0].1).unwrap(),
+            vec![2.0; 4]
+        );
+        assert_eq!(warnings.len(), 1);
+        // Another manifest or seed is refused.
+        let err = load_latest(dir.path(), "blake3:other", 1, &mut warnings).unwrap_err();
+        assert!(err.to_string().contains("--fresh"), "{err}");
+        let err = load_latest(dir.path(), "blake3:m", 9, &mut warnings).unwrap_err();
+        assert!(err.to_string().contains("seed"), "{err}");
+        clear(dir.path()).unwrap();
+        assert!(
+            load_latest(dir.path(), "blake3:m", 1, &mut warnings)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_same_tensors_give_the_same_bytes() {
+        let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
+        let meta = serde_json::json!({"a": 1, "b": [2, 3]});
+        let a = crate::tensor_file::encode(&[("x".into(), &t), ("y".into(), &t)], &meta).unwrap();
+        let b = crate::tensor_file::encode(&[("y".into(), &t), ("x".into(), &t)], &meta).unwrap();
+        assert_eq!(a, b);
+        let (tensors, back) = crate::tensor_file::decode(&a, "test").unwrap();
+        assert_eq!(back, meta);
+        assert_eq!(tensors[0].0, "x");
+    }
+}

@@ -382,3 +382,152 @@ mod tests {
         assert_eq!(q.rows, 0);
     }
 }
+
+#[cfg(test)]
+mod resume_tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+
+    use super::*;
+    use crate::features::{CategoricalFeature, NumericFeature, Preprocess};
+
+    fn write_shards(dir: &std::path::Path, sizes: &[usize]) -> ShardSet {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("x", DataType::Float64, true),
+            Field::new("c", DataType::Utf8, true),
+            Field::new("y", DataType::Int64, true),
+        ]));
+        let mut paths = Vec::new();
+        let mut next = 0;
+        for (i, &n) in sizes.iter().enumerate() {
+            let path = dir.join(format!("part-{i}.parquet"));
+            let x: Vec<f64> = (next..next + n).map(|v| v as f64).collect();
+            let c: Vec<&str> = (0..n).map(|v| ["a", "b"][v % 2]).collect();
+            let y: Vec<i64> = (0..n as i64).map(|v| v % 2).collect();
+            next += n;
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Float64Array::from(x)),
+                    Arc::new(StringArray::from(c)),
+                    Arc::new(Int64Array::from(y)),
+                ],
+            )
+            .unwrap();
+            let mut writer =
+                ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema.clone(), None)
+                    .unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+            paths.push(path);
+        }
+        ShardSet {
+            paths,
+            rows: sizes.iter().map(|&n| n as u64).collect(),
+        }
+    }
+
+    fn preprocess() -> Arc<Preprocess> {
+        Arc::new(Preprocess {
+            label: "y".into(),
+            numeric: vec![NumericFeature {
+                name: "x".into(),
+                mean: 0.0,
+                std: 1.0,
+                nulls: 0,
+            }],
+            categorical: vec![CategoricalFeature {
+                name: "c".into(),
+                vocab: vec!["a".into(), "b".into()],
+            }],
+            train_rows: 0,
+        })
+    }
+
+    fn batches(
+        set: &ShardSet,
+        epoch: u64,
+        position: u64,
+        count: usize,
+        cache: usize,
+    ) -> Vec<(u64, u64, Vec<f32>)> {
+        let mut loader = Loader::start(
+            set.clone(),
+            preprocess(),
+            LoaderOptions {
+                batch: 7,
+                seed: 3,
+                start_epoch: epoch,
+                start_position: position,
+                rank: 0,
+                world: 1,
+                prefetch: 2,
+                lookahead: 2,
+                pin_for: None,
+                cache_bytes: cache,
+            },
+        )
+        .unwrap();
+        (0..count)
+            .map(|_| {
+                let b = loader.next_batch().unwrap();
+                let x: Vec<f32> = Vec::try_from(&b.numeric.reshape([-1])).unwrap();
+                (b.epoch, b.position, x)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn resuming_mid_epoch_replays_the_same_batches_with_or_without_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = write_shards(dir.path(), &[10, 13, 9]);
+        // 32 rows, batch 7: 4 batches per epoch, 4 rows dropped.
+        let straight = batches(&set, 0, 0, 13, 0);
+        assert_eq!(straight[4].0, 1, "epoch 1 starts after 4 batches");
+        assert_eq!(straight[4].1, 0);
+        let resumed = batches(&set, 0, 3, 10, 0);
+        assert_eq!(resumed, straight[3..].to_vec());
+        let cached = batches(&set, 0, 0, 13, 1 << 20);
+        assert_eq!(cached, straight);
+        // Every row appears at most once per epoch and the epochs differ in order.
+        let mut epoch0: Vec<f32> = straight[..4].iter().flat_map(|b| b.2.clone()).collect();
+        epoch0.sort_by(f32::total_cmp);
+        epoch0.dedup();
+        assert_eq!(epoch0.len(), 28);
+        assert_ne!(straight[0].2, straight[4].2);
+    }
+
+    #[test]
+    fn ranks_split_each_batch_without_overlap() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = write_shards(dir.path(), &[20, 20]);
+        let whole = batches(&set, 0, 0, 3, 0);
+        let part = |rank| {
+            let mut loader = Loader::start(
+                set.clone(),
+                preprocess(),
+                LoaderOptions {
+                    batch: 7,
+                    seed: 3,
+                    start_epoch: 0,
+                    start_position: 0,
+                    rank,
+                    world: 2,
+                    prefetch: 2,
+                    lookahead: 2,
+                    pin_for: None,
+                    cache_bytes: 0,
+                },
+            )
+            .unwrap();
+            let b = loader.next_batch().unwrap();
+            Vec::<f32>::try_from(&b.numeric.reshape([-1])).unwrap()
+        };
+        let (r0, r1) = (part(0), part(1));
+        assert_eq!(r0.len(), 3);
+        assert_eq!([r0, r1].concat(), whole[0].2);
+    }
+}

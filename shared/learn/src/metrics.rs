@@ -161,8 +161,8 @@ mod tests {
         assert_eq!(m.accuracy, 0.75);
         assert_eq!(m.positive_rate, 0.25);
         assert_eq!(m.label_rate, 0.5);
-        // Bins: 0.1 -> 1 (y 0), 0.4 and 0.35 -> 3 (y 0, 1), 0.8 -> 8 (y 1).
-        let ece = (0.1 + (0.75f64 - 1.0).abs() + 0.2) / 4.0;
+        // Bins: 0.1 -> 1 (y 0), 0.35 -> 3 (y 1), 0.4 -> 4 (y 0), 0.8 -> 8 (y 1).
+        let ece = (0.1 + 0.65 + 0.4 + 0.2) / 4.0;
         assert!((m.ece - ece).abs() < 1e-12);
     }
 

@@ -180,7 +180,7 @@ fn a_schema_that_differs_from_the_models_preprocessing_is_refused() {
     let b = tempfile::tempdir().unwrap();
     let other = tiny_run(b.path(), &numbers, config);
     tool("evaluate")
-        .args(["--split", "val", "--model".as_ref(), model.to_str().unwrap()])
+        .args(["--split", "val", "--model", model.to_str().unwrap()])
         .stdin(other)
         .run()
         .assert_bad_input("evaluate", "column `cat` is Int64, but the model's preprocessing treats it as a string column (schema mismatch)");

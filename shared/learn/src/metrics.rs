@@ -91,6 +91,9 @@ pub fn ece(scores: &[f64], labels: &[bool]) -> f64 {
         .sum()
 }
 
+/// Reads one metric of a bootstrap replicate.
+type MetricOf = fn(&Metrics) -> Option<f64>;
+
 /// 95% percentile intervals from `replicates` bootstrap resamples of the rows, seeded so that
 /// the same inputs give the same intervals.
 pub fn bootstrap(
@@ -115,7 +118,7 @@ pub fn bootstrap(
         })
         .collect();
     let mut out = BTreeMap::new();
-    let pick: [(&str, fn(&Metrics) -> Option<f64>); 6] = [
+    let pick: [(&str, MetricOf); 6] = [
         ("auc", |m| m.auc),
         ("logloss", |m| Some(m.logloss)),
         ("brier", |m| Some(m.brier)),

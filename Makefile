@@ -45,10 +45,10 @@ bench:
 ## with nothing changed does nothing.
 run: build
 	@$(MAKE) --no-print-directory stages
-	@echo "run: records under $(RUN_DIR)/ (the last one: $(RUN_DIR)/ckpt.json)"
+	@echo "run: records under $(RUN_DIR)/ (the last one: $(RUN_DIR)/evaluate.json)"
 
 .PHONY: stages
-stages: $(RUN_DIR)/ckpt.json
+stages: $(RUN_DIR)/evaluate.json
 
 # The snapshot the demo manifest names (./runs/demo/snapshot), generated deterministically.
 $(RUN_DIR)/snapshot.json: $(BIN)/demo-data
@@ -69,6 +69,13 @@ $(RUN_DIR)/shards.json: $(RUN_DIR)/leaks.json $(BIN)/shardify
 
 $(RUN_DIR)/ckpt.json: $(RUN_DIR)/shards.json $(BIN)/ckpt-interval
 	$(BIN)/ckpt-interval --cost 90 --mtbf 43200 --restart 120 < $< > $@
+
+# Killed halfway, a rerun resumes from the newest checkpoint under train-seed7/checkpoints.
+$(RUN_DIR)/train.json: $(RUN_DIR)/ckpt.json $(BIN)/train
+	$(BIN)/train --out $(RUN_DIR)/train-seed7 < $< > $@
+
+$(RUN_DIR)/evaluate.json: $(RUN_DIR)/train.json $(BIN)/evaluate
+	$(BIN)/evaluate --bootstrap 200 < $< > $@
 
 ## Rewrite the golden files under testdata/ from the current tools; review the diff.
 golden:

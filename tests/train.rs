@@ -40,9 +40,12 @@ pub fn fixture() -> &'static Fixture {
     })
 }
 
+/// One libtorch thread: tests run several trainings at once, and libgomp's spinning worker
+/// threads slow oversubscribed processes down badly.
 pub fn train(record: &str, out: &Path, extra: &[&str]) -> Output {
     tool("train")
         .args(["--out".as_ref(), out.as_os_str(), "-q".as_ref()])
+        .args(["--threads", "1"])
         .args(extra)
         .stdin(record.to_string())
         .run()
@@ -132,6 +135,7 @@ fn learns_and_reruns_bit_identically() {
 fn kill_mid_run(record: &str, out: &Path) -> bool {
     let mut child = Command::new(bin("train"))
         .args(["--out".as_ref(), out.as_os_str(), "-q".as_ref()])
+        .args(["--threads", "1"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -223,6 +227,7 @@ fn a_corrupt_newest_checkpoint_falls_back_to_the_previous_one() {
     std::fs::write(&newest, &bytes[..bytes.len() / 2]).unwrap();
     let resumed = tool("train")
         .args(["--out".as_ref(), out.as_os_str()])
+        .args(["--threads", "1"])
         .stdin(record)
         .run();
     assert!(

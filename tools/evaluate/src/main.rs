@@ -137,10 +137,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             .into());
         }
     }
-    let device = args
-        .device
-        .open()
-        .map_err(|m| InputError::field("--device", m))?;
+    let device = args.device.open().map_err(anyhow::Error::msg)?;
     let loaded = weights::load(&model_path, device)?;
     let paths: Vec<PathBuf> = split
         .shards

@@ -149,10 +149,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     if args.bf16 && args.device == DeviceChoice::Cpu {
         return Err(InputError::field("--bf16", "applies to --device cuda only").into());
     }
-    let device = args
-        .device
-        .open()
-        .map_err(|m| InputError::field("--device", m))?;
+    let device = args.device.open().map_err(anyhow::Error::msg)?;
     let ckpt_every_s = record
         .get_path("ckpt_interval.interval_s")
         .and_then(Value::as_f64)

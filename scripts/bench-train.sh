@@ -11,7 +11,7 @@
 #   BENCH_ONLY           comma list of train,ckpt (default both). Names of the other bench scripts'
 #                        benchmarks (mf-hash, shardify, ds-validate, leak-check) are ignored, so a
 #                        list meant for them skips this script
-#   BENCH_TRAIN_STEPS    optimizer steps per training run (default 2000)
+#   BENCH_TRAIN_STEPS    optimizer steps per training run, a multiple of 10 (default 2000)
 #   BENCH_TRAIN_BATCH    global batch (default 1024)
 #   BENCH_TRAIN_THREADS  libtorch intra-op threads on every side: train --threads N and
 #                        torch.set_num_threads(N) (default 2)
@@ -23,6 +23,10 @@
 #   BENCH_CKPT_SAVES     checkpoints saved (and, for torch, loaded) per run (default 10)
 #   BENCH_QUIET_WAIT_S   seconds one may wait in all for other processes (a build) to go quiet
 #                        before the timed runs (default 600; the JSON records what remained)
+#   BENCH_TRAIN_RUN_TIMEOUT_S  a run taking longer is stopped (default 180)
+#   BENCH_TRAIN_RETRIES  reruns in all of runs that timed out or that other processes disturbed
+#                        (default 4): with every core in use, a busy neighbour slows libtorch's
+#                        thread pool many times over
 #   RUNFN_CACHE          cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/runfn); the peers live
 #                        in its bench-train-venv, made here from scripts/bench/requirements-train.txt
 #                        (the full torch 2.13.0 wheel, about 4.7 GB, once; never used by `make test`)
@@ -47,6 +51,8 @@ WARMUP="${BENCH_TRAIN_WARMUP:-20}"
 ROWS="${BENCH_TRAIN_ROWS:-200000}"
 CKPT_HIDDEN="${BENCH_CKPT_HIDDEN:-64,32 1024,1024}"
 CKPT_SAVES="${BENCH_CKPT_SAVES:-10}"
+RUN_TIMEOUT="${BENCH_TRAIN_RUN_TIMEOUT_S:-180}"
+RETRIES="${BENCH_TRAIN_RETRIES:-4}"
 CACHE="${RUNFN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runfn}"
 VENV="$CACHE/bench-train-venv"
 REQS=scripts/bench/requirements-train.txt
@@ -65,7 +71,10 @@ positive BENCH_TRAIN_BATCH "$BATCH"
 positive BENCH_TRAIN_THREADS "$THREADS"
 positive BENCH_TRAIN_ROWS "$ROWS"
 positive BENCH_CKPT_SAVES "$CKPT_SAVES"
+positive BENCH_TRAIN_RUN_TIMEOUT_S "$RUN_TIMEOUT"
+[[ "$RETRIES" =~ ^[0-9]+$ ]] || die "BENCH_TRAIN_RETRIES must be an integer >= 0"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] || die "BENCH_TRAIN_WORKERS must be an integer >= 0"
+(( STEPS % 10 == 0 )) || die "BENCH_TRAIN_STEPS must be a multiple of 10 (train's metrics window)"
 [[ "$WARMUP" =~ ^[0-9]+$ ]] && (( WARMUP % 10 == 0 && WARMUP < STEPS )) \
     || die "BENCH_TRAIN_WARMUP must be a multiple of 10 below BENCH_TRAIN_STEPS"
 for h in $CKPT_HIDDEN; do
@@ -84,6 +93,7 @@ if [[ -z "$ONLY" ]]; then
     exit 0
 fi
 command -v python3 >/dev/null || die "python3 is required"
+command -v timeout >/dev/null || die "timeout (coreutils) is required"
 [[ -f "$REQS" ]] || die "$REQS is missing"
 [[ -f "$MANIFEST" ]] || die "$MANIFEST is missing"
 mkdir -p "$WORK" bench
@@ -186,7 +196,8 @@ export PYTHONDONTWRITEBYTECODE=1 BENCH_PY="$PY" BENCH_TRAIN=target/release/train
     BENCH_DATA_SPEC="$SPEC" BENCH_SCRATCH="$WORK/train-scratch" BENCH_OUT=bench/train.json BENCH_RUNS_N="$RUNS" \
     BENCH_TRAIN_STEPS_N="$STEPS" BENCH_TRAIN_BATCH_N="$BATCH" BENCH_TRAIN_THREADS_N="$THREADS" \
     BENCH_TRAIN_WORKERS_N="$WORKERS" BENCH_TRAIN_WARMUP_N="$WARMUP" BENCH_CKPT_HIDDEN_N="$CKPT_HIDDEN" \
-    BENCH_CKPT_SAVES_N="$CKPT_SAVES" BENCH_ONLY_N="$ONLY" \
+    BENCH_CKPT_SAVES_N="$CKPT_SAVES" BENCH_ONLY_N="$ONLY" BENCH_TRAIN_RUN_TIMEOUT_N="$RUN_TIMEOUT" \
+    BENCH_TRAIN_RETRIES_N="$RETRIES" \
     BENCH_LIBTORCH_VERSION="$(cat "$LIBTORCH/build-version" 2>/dev/null || echo unknown)"
 rm -rf "$BENCH_SCRATCH"
 mkdir -p "$BENCH_SCRATCH"

@@ -7,7 +7,8 @@ Run from the repository root by scripts/bench-train.sh, which builds the tools, 
 the venv, and passes everything in BENCH_* variables. Every run is its own child process (wall
 seconds, peak RSS from wait4, CPU seconds, and how busy other processes kept the machine); the tools
 alternate within a run and the order rotates between runs; the shards are in the page cache first.
-A tool that fails is recorded as failed and not run again; the others go on.
+A run that timed out, or that other processes disturbed, is run once more when the machine is quiet
+(a few times in all). A tool that fails is recorded as failed and not run again; the others go on.
 
 Training (same record, so the same MLP, features, data, batch, steps, lr schedule, clipping and
 thread count on every side):
@@ -28,6 +29,7 @@ Checkpoints, per model size (hidden widths): the state is the weights plus the A
   torch        train_peers.py ckpt: torch.save; torch.save made durable the same way (fsync,
                rename, folder fsync); torch.load(weights_only=True); torch.load + load_state_dict.
 """
+import functools
 import glob
 import hashlib
 import json
@@ -63,9 +65,14 @@ WARMUP = int(env["BENCH_TRAIN_WARMUP_N"])
 CKPT_HIDDEN = [[int(w) for w in h.split(",")] for h in env["BENCH_CKPT_HIDDEN_N"].split()]
 CKPT_SAVES = int(env["BENCH_CKPT_SAVES_N"])
 ONLY = env["BENCH_ONLY_N"].split(",")
+RUN_TIMEOUT = int(env.get("BENCH_TRAIN_RUN_TIMEOUT_N", "180"))
+RETRIES = int(env.get("BENCH_TRAIN_RETRIES_N", "4"))
+retries = [RETRIES]  # reruns left for disturbed runs, over the whole harness
+DISTURBED = 0.5     # cores kept busy by other processes during a run
 LR = 0.003          # the demo manifest's lr
 LOG_EVERY = 10      # train's metrics window; WARMUP is a multiple of it
 TARGET_SPEEDUP = 1.5
+TAIL = max(LOG_EVERY, STEPS // 10 // LOG_EVERY * LOG_EVERY)  # last steps whose train loss is compared
 
 
 class CheckFailed(Exception):
@@ -87,8 +94,11 @@ def make_record(tag, config):
 
 
 def run_all(tools, label):
-    """tools: {name: {"argv", "stdout", "prepare"?, "check"}}; check(sample) parses the outputs
-    into sample["metrics"] or raises CheckFailed. Returns {name: [samples]}."""
+    """tools: {name: {"argv", "stdout", "prepare"?, "check", "say"}}; check(sample) parses the
+    outputs into sample["metrics"] or raises CheckFailed. A run that timed out or that other
+    processes disturbed (more than DISTURBED cores busy beside it: with every core in use by the
+    benchmark, that slows libtorch's thread pool many times over) is run once more after the machine
+    calmed down, RETRIES times in all. Returns {name: [samples]}."""
     samples = {name: [] for name in tools}
     failed = set()
     for run in range(RUNS):
@@ -96,10 +106,23 @@ def run_all(tools, label):
             if name in failed:
                 continue
             t = tools[name]
-            if t.get("prepare"):
-                t["prepare"]()
-            wait_quiet()
-            s = measure(t["argv"], stdout=t["stdout"])
+            for attempt in (1, 2):
+                if t.get("prepare"):
+                    t["prepare"]()
+                wait_quiet()
+                s = measure(["timeout", "-k", "5", str(RUN_TIMEOUT), *t["argv"]], stdout=t["stdout"])
+                timed_out = s["returncode"] in (124, 137, -9)
+                if timed_out:
+                    s["reason"] = f"timed out after {RUN_TIMEOUT} s"
+                busy = s["other_cores_busy"]
+                disturbed = timed_out or (busy is not None and busy > DISTURBED)
+                if disturbed and attempt == 1 and retries[0] > 0:
+                    retries[0] -= 1
+                    log(f"{label}: run {run + 1}/{RUNS} {name}: "
+                        + (s["reason"] if timed_out else f"other processes kept {busy:.1f} cores busy")
+                        + "; once more when the machine is quiet")
+                    continue
+                break
             if s["ok"]:
                 try:
                     t["check"](s)
@@ -112,7 +135,6 @@ def run_all(tools, label):
                 if s.get("stderr_tail"):
                     log(f"  stderr: {s['stderr_tail'][-600:]}")
             else:
-                busy = s["other_cores_busy"]
                 log(f"{label}: run {run + 1}/{RUNS} {name:16s} {s['seconds']:7.2f} s  {t['say'](s['metrics'])}"
                     + (f"  (other processes busy: {busy:.1f} cores)" if busy is not None and busy > 0.2 else ""))
     return samples
@@ -148,10 +170,12 @@ def rm(path):
         os.remove(path)
 
 
+@functools.cache
 def train_version():
     return version([TRAIN, "--version"])
 
 
+@functools.cache
 def peer_versions():
     try:
         return json.loads(subprocess.run([PY, PEERS, "versions"], capture_output=True, text=True,
@@ -200,6 +224,7 @@ def ours_train_tool(record):
             "loop": {"samples_per_s": t["samples_per_s"], "data_wait_fraction": t["data_wait_fraction"],
                      "step_time_s": t["step_time_s"]},
             "train_wall_s": t["wall_s"], "final_loss": windows[-1]["loss"],
+            "tail_loss": sum(w["loss"] * w["steps"] for w in windows if w["from"] >= STEPS - TAIL) / TAIL,
             "val": {"auc": val.get("auc"), "logloss": val.get("logloss"), "rows": val.get("rows")},
             "parameters": t.get("parameters"), "features": t.get("features"),
         }
@@ -220,7 +245,8 @@ def peer_train_tool(mode, record):
         r = read_json(out_json)
         if r.get("steps") != STEPS:
             raise CheckFailed(f"{r.get('steps')} steps, expected {STEPS}")
-        s["metrics"] = {"all": r["all"], "steady": r["steady"], "final_loss": r["final_loss"], "val": r["val"],
+        s["metrics"] = {"all": r["all"], "steady": r["steady"], "final_loss": r["final_loss"],
+                        "tail_loss": statistics.fmean(r["losses"][-TAIL:]), "val": r["val"],
                         "fit_s": r["fit_s"], "setup_s": r["setup_s"], "loop_s": r["loop_s"],
                         "parameters": r["parameters"], "features": r["features"]}
 
@@ -259,6 +285,7 @@ def run_train():
             extra[part]["samples_per_s_runs"] = [rnd(s["metrics"][part]["samples_per_s"], 1)
                                                  for s in ss if s["ok"]]
         extra["final_loss"] = rnd(median_of(ss, "final_loss"))
+        extra["tail_loss"] = rnd(median_of(ss, "tail_loss"))
         extra["val"] = {"auc": rnd(median_of(ss, "val", "auc")), "logloss": rnd(median_of(ss, "val", "logloss"))}
         good = [s for s in ss if s["ok"]]
         if good:
@@ -279,7 +306,9 @@ def run_train():
             extra["dataloader"] = {"num_workers": WORKERS, "batch_size": None, "persistent_workers": True,
                                    "prefetch_factor": 2}
         results[name] = summarize(ss, versions[name], t["command"], extra)
-        results[name]["process_note"] = "median_s, all_s, cpu_s, peak_rss_bytes: the whole process, start-up included"
+        results[name]["process_note"] = ("median_s, all_s, cpu_s, peak_rss_bytes: the whole process, start-up "
+                                         "included; cpu_s counts DataLoader workers, peak_rss_bytes is the largest "
+                                         "single process (workers not added)")
 
     ours = results["runfn-train"]["steady"]["samples_per_s"]
     dl = results["torch-dataloader"]["steady"]["samples_per_s"]
@@ -292,10 +321,11 @@ def run_train():
     wait = {name: results[name]["steady"]["data_wait_fraction"] for name in results}
     aucs = [r["val"]["auc"] for r in results.values() if r["val"]["auc"] is not None]
     same_model = {"val_auc": {n: r["val"]["auc"] for n, r in results.items()},
-                  "final_train_loss": {n: r["final_loss"] for n, r in results.items()},
+                  "val_logloss": {n: r["val"]["logloss"] for n, r in results.items()},
+                  f"train_loss_last_{TAIL}_steps": {n: r["tail_loss"] for n, r in results.items()},
                   "auc_spread": rnd(max(aucs) - min(aucs)) if aucs else None,
-                  "note": "a check that every side trained the same model: val AUC and loss should agree to "
-                          "about 0.01 (different random streams for init, dropout and data order)"}
+                  "note": "a check that every side trained the same model: val AUC and log loss should agree to "
+                          "about 0.01 (the sides differ only in their random streams: init, dropout, data order)"}
     with open(BASE) as f:
         base = json.load(f)
     block = {
@@ -471,7 +501,10 @@ def main():
             results.update(b["results"])
         for tag, size in b.get("sizes", {}).items():
             results.update({f"{tag}/{n}": r for n, r in size["results"].items()})
-    doc["interference"] = interference(results)
+    doc["interference"] = interference(results) | {
+        "reruns": RETRIES - retries[0], "rerun_rule": f"a run that timed out ({RUN_TIMEOUT} s) or beside which other "
+        f"processes kept more than {DISTURBED} cores busy was run once more after the machine went quiet, "
+        f"at most {RETRIES} times in all; only the rerun is kept"}
     doc["notes"] = [
         "Both sides run libtorch 2.13.0 on the CPU with the same intra-op thread count (train --threads, "
         "torch.set_num_threads); the DataLoader workers are extra processes on the same cores.",

@@ -368,7 +368,7 @@ def run_train(mode, args):
         "all": block(waits, computes, loop_end - loop0),
         "steady": block(waits[k:], computes[k:], loop_end - steady0),
         "fit_s": t_fit - t_start, "setup_s": t_setup - t_fit, "loop_s": loop_end - loop0,
-        "final_loss": statistics.fmean(losses[-10:]), "val": val,
+        "final_loss": statistics.fmean(losses[-10:]), "losses": [round(x, 6) for x in losses], "val": val,
         "parameters": sum(p.numel() for p in model.parameters()),
         "features": {"numeric": [f["name"] for f in prep["numeric"]],
                      "categorical": [f["name"] for f in prep["categorical"]]},

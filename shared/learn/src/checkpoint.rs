@@ -53,14 +53,14 @@ pub struct OptimizerState {
 }
 
 /// Every random stream in use. Each is derived from the seed and a position rather than
-/// carried, so these fields are the complete state: the data order of an epoch comes from
-/// (seed, epoch), and libtorch's generator (dropout) is reseeded before each step from
-/// (seed, step).
+/// carried, so the seed with `epoch` and `position` is the complete state: the order of an epoch
+/// comes from (seed, epoch), the dropout masks of a batch from (seed, epoch, position), the
+/// initial weights from (seed). libtorch's own generator is not used.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RngState {
-    pub data_order_seed: u64,
-    pub next_torch_seed: i64,
+    pub seed: u64,
+    pub streams: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -295,8 +295,8 @@ mod tests {
                 min_lr_ratio: 0.0,
             },
             rng: RngState {
-                data_order_seed: 1,
-                next_torch_seed: 2,
+                seed: 1,
+                streams: vec![],
             },
             samples: 0,
             preprocess: Preprocess {

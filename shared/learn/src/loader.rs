@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::{Result, anyhow, bail};
+use rand::RngExt;
 use tch::{Device, Tensor};
 
 use crate::features::{FeatureBlock, Lookup, Preprocess};
@@ -51,6 +52,10 @@ pub struct LoaderOptions {
     pub pin_for: Option<Device>,
     /// Keep the decoded split in memory when it needs at most this many bytes.
     pub cache_bytes: usize,
+    /// Dropout probability and the widths of the layers it applies to: the loader draws the
+    /// keep-masks of every batch here, off the training thread.
+    pub dropout: f64,
+    pub dropout_widths: Vec<i64>,
 }
 
 #[derive(Debug)]
@@ -61,6 +66,8 @@ pub struct Batch {
     pub numeric: Tensor,
     pub categorical: Tensor,
     pub labels: Tensor,
+    /// One keep-mask per hidden layer (empty without dropout).
+    pub dropout: Vec<Tensor>,
 }
 
 #[derive(Debug)]
@@ -210,7 +217,12 @@ impl Producer {
                 (self.options.rank + 1) * batch / self.options.world,
             );
             let part = queue.take(batch, lo..hi, n_num, n_cat);
-            if self.tx.send(Ok(self.batch(epoch, position, part))).is_err() {
+            let masks = self.dropout_masks(epoch, position, lo..hi);
+            if self
+                .tx
+                .send(Ok(self.batch(epoch, position, part, masks)))
+                .is_err()
+            {
                 return Ok(());
             }
             position += 1;
@@ -230,7 +242,48 @@ impl Producer {
         (bytes <= self.options.cache_bytes).then(|| Arc::new(Mutex::new(HashMap::new())))
     }
 
-    fn batch(&self, epoch: u64, position: u64, part: FeatureBlock) -> Batch {
+    /// The dropout keep-masks of batch (epoch, position), drawn for the whole global batch from
+    /// a stream of that position and cut to this rank's rows, so a rank's masks are the rows a
+    /// single process would have drawn.
+    fn dropout_masks(
+        &self,
+        epoch: u64,
+        position: u64,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<Tensor> {
+        let p = self.options.dropout;
+        if p <= 0.0 {
+            return Vec::new();
+        }
+        let scale = (1.0 / (1.0 - p)) as f32;
+        // Drop when a uniform u32 falls below p * 2^32: one draw and one compare per unit.
+        let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+        let mut rng = seeds::rng(self.options.seed, "dropout", &[epoch, position]);
+        self.options
+            .dropout_widths
+            .iter()
+            .map(|&width| {
+                let width = width as usize;
+                let all: Vec<f32> = (0..self.options.batch * width)
+                    .map(|_| {
+                        if rng.random::<u32>() < threshold {
+                            0.0
+                        } else {
+                            scale
+                        }
+                    })
+                    .collect();
+                let mine = &all[rows.start * width..rows.end * width];
+                let mask = Tensor::from_slice(mine).reshape([rows.len() as i64, width as i64]);
+                match self.options.pin_for {
+                    Some(device @ Device::Cuda(_)) => mask.pin_memory(device),
+                    _ => mask,
+                }
+            })
+            .collect()
+    }
+
+    fn batch(&self, epoch: u64, position: u64, part: FeatureBlock, dropout: Vec<Tensor>) -> Batch {
         let (n_num, n_cat) = (
             self.preprocess.numeric.len() as i64,
             self.preprocess.categorical.len() as i64,
@@ -256,6 +309,7 @@ impl Producer {
             numeric: pin(numeric),
             categorical: pin(categorical),
             labels: pin(Tensor::from_slice(&part.labels)),
+            dropout,
         }
     }
 
@@ -468,6 +522,8 @@ mod resume_tests {
                 lookahead: 2,
                 pin_for: None,
                 cache_bytes: cache,
+                dropout: 0.0,
+                dropout_widths: vec![],
             },
         )
         .unwrap();
@@ -520,6 +576,8 @@ mod resume_tests {
                     lookahead: 2,
                     pin_for: None,
                     cache_bytes: 0,
+                    dropout: 0.5,
+                    dropout_widths: vec![3],
                 },
             )
             .unwrap();

@@ -162,7 +162,14 @@ impl Mlp {
     }
 
     /// Logits `[rows]` for numeric `[rows, numeric]` and categorical `[rows, strings]` inputs.
-    pub fn forward(&self, numeric: &Tensor, categorical: &Tensor, train: bool) -> Tensor {
+    /// `dropout` holds one keep-mask per hidden layer (values 0 or 1/(1-p), shaped
+    /// `[rows, width]`) when training; `None` scores without dropout.
+    pub fn forward(
+        &self,
+        numeric: &Tensor,
+        categorical: &Tensor,
+        dropout: Option<&[Tensor]>,
+    ) -> Tensor {
         let n_emb = self.arch.cardinalities.len();
         let mut parts = Vec::with_capacity(1 + n_emb);
         if self.arch.numeric > 0 {
@@ -186,8 +193,8 @@ impl Mlp {
             x = self.linear(&x, w, b);
             if k + 1 < n_layers {
                 x = x.relu();
-                if self.arch.dropout > 0.0 {
-                    x = x.dropout(self.arch.dropout, train);
+                if let Some(mask) = dropout.and_then(|masks| masks.get(k)) {
+                    x = x * mask;
                 }
             }
         }

@@ -58,7 +58,7 @@ pub fn score(
             let logits = model.forward(
                 &numeric.to_device(device),
                 &categorical.to_device(device),
-                false,
+                None,
             );
             let probs = logits
                 .sigmoid()

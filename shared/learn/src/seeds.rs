@@ -23,11 +23,13 @@ pub fn rng(seed: u64, purpose: &str, position: &[u64]) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(derive(seed, purpose, position))
 }
 
-/// Seeds libtorch's global generator (dropout) for one training step. libtorch takes an i64;
-/// the top bit is dropped so the value is never negative.
-pub fn torch_seed_for_step(seed: u64, step: u64) -> i64 {
-    (derive(seed, "torch-step", &[step]) >> 1) as i64
-}
+/// The streams a training run draws from, as `purpose(position)`; recorded in checkpoints.
+pub const STREAMS: &[&str] = &[
+    "init()",
+    "shard-order(epoch)",
+    "row-order(epoch, shard)",
+    "dropout(epoch, position)",
+];
 
 /// A permutation of `0..n` drawn from `rng` (Fisher-Yates).
 pub fn permutation(n: usize, rng: &mut ChaCha8Rng) -> Vec<u32> {
@@ -47,7 +49,6 @@ mod tests {
         assert_ne!(derive(7, "epoch", &[1]), derive(7, "epoch", &[2]));
         assert_ne!(derive(7, "epoch", &[1]), derive(7, "init", &[1]));
         assert_ne!(derive(7, "epoch", &[1]), derive(8, "epoch", &[1]));
-        assert!(torch_seed_for_step(7, 3) >= 0);
     }
 
     #[test]

@@ -186,7 +186,7 @@ pub fn train(
         }
         (_, Some(n)) => tch::set_num_threads(n),
         (Some(l), None) => tch::set_num_threads(l.state.threads),
-        (None, None) => {}
+        (None, None) => tch::set_num_threads(default_threads()),
     }
     let threads = tch::get_num_threads();
 
@@ -252,6 +252,8 @@ pub fn train(
             lookahead: job.loader_lookahead,
             pin_for: matches!(job.device, Device::Cuda(_)).then_some(job.device),
             cache_bytes: job.loader_cache_bytes,
+            dropout: config.dropout,
+            dropout_widths: config.hidden.clone(),
         },
     )?;
     let watchdog = Watchdog::start(Duration::from_secs_f64(config.stall_timeout_s), on_stall);
@@ -271,11 +273,15 @@ pub fn train(
         let batch = loader.next_batch()?;
         let waited = t_wait.elapsed();
         let t_compute = Instant::now();
-        tch::manual_seed(seeds::torch_seed_for_step(job.seed, step));
         let numeric = to_device(&batch.numeric, job.device);
         let categorical = to_device(&batch.categorical, job.device);
         let labels = to_device(&batch.labels, job.device);
-        let logits = model.forward(&numeric, &categorical, true);
+        let masks: Vec<Tensor> = batch
+            .dropout
+            .iter()
+            .map(|m| to_device(m, job.device))
+            .collect();
+        let logits = model.forward(&numeric, &categorical, Some(&masks));
         let loss =
             logits.binary_cross_entropy_with_logits::<Tensor>(&labels, None, None, Reduction::Mean);
         model.zero_grad();
@@ -359,8 +365,8 @@ pub fn train(
                 },
                 schedule,
                 rng: RngState {
-                    data_order_seed: job.seed,
-                    next_torch_seed: seeds::torch_seed_for_step(job.seed, step),
+                    seed: job.seed,
+                    streams: seeds::STREAMS.iter().map(|s| s.to_string()).collect(),
                 },
                 samples,
                 preprocess: preprocess.clone(),
@@ -448,6 +454,14 @@ pub fn train(
     report.weights = Some(weights_path.display().to_string());
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// One core is left to the input pipeline (decoding, batching, dropout masks): on a small
+/// machine an intra-op thread competing with it costs more than it gains, and libgomp's spinning
+/// workers make that contention worse.
+pub fn default_threads() -> i32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.saturating_sub(1).max(1) as i32
 }
 
 /// Non-blocking copy to the device (from pinned memory on CUDA); a no-op on CPU.

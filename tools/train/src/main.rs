@@ -71,7 +71,8 @@ struct Args {
     /// Discard existing checkpoints in OUT and start from step 0.
     #[arg(long)]
     fresh: bool,
-    /// libtorch intra-op threads (default: the checkpoint's when resuming, else one per core).
+    /// libtorch intra-op threads (default: the checkpoint's when resuming, else one per core
+    /// but one, which is left to the input pipeline).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
     threads: Option<i32>,
     /// Batches the input pipeline prepares ahead.

@@ -194,7 +194,8 @@ impl Mlp {
             if k + 1 < n_layers {
                 x = x.relu();
                 if let Some(mask) = dropout.and_then(|masks| masks.get(k)) {
-                    x = x * mask;
+                    // Out of place: relu saved its output for the backward pass.
+                    x = x.g_mul(mask);
                 }
             }
         }

@@ -200,6 +200,11 @@ fn bad_usage_names_the_problem() {
         .stdin(trained.stdout.clone())
         .run()
         .assert_bad_input("evaluate", "/nonexistent/model.safetensors");
+    tool("evaluate")
+        .args(["--model", "churn@prod"])
+        .stdin(trained.stdout.clone())
+        .run()
+        .assert_bad_input("evaluate", "names a registered model");
     let not_a_model = dir.path().join("model.safetensors");
     std::fs::write(&not_a_model, b"\x08\0\0\0\0\0\0\0{}garbage").unwrap();
     tool("evaluate")

@@ -397,3 +397,34 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn a_step_counter_that_stops_is_reported_as_a_stall() {
+    // A limit far below the time the input pipeline needs for its first batch.
+    let record = edited(|r| r["manifest"]["config"]["stall_timeout_s"] = 0.001.into());
+    let dir = tempfile::tempdir().unwrap();
+    let out = train(&record, &dir.path().join("run"), &[]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let section = &out.json()["train"];
+    assert_eq!(section["passed"], false);
+    assert!(
+        section["reason"].as_str().unwrap().starts_with("stalled"),
+        "{section}"
+    );
+}
+
+#[test]
+fn ckpt_interval_reads_the_measured_cost_and_step_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(&fixture().record, &dir.path().join("run"), &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let section = trained.json()["train"].clone();
+    let out = tool("ckpt-interval")
+        .args(["--mtbf", "43200", "-q"])
+        .stdin(trained.stdout)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let inputs = &out.json()["ckpt_interval"]["inputs"];
+    assert_eq!(inputs["cost_s"], section["ckpt_mean_s"]);
+    assert_eq!(inputs["step_time_s"], section["step_time_s"]);
+}

@@ -89,6 +89,16 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let mut record = Record::read(args.record.as_deref(), RecordInput::Required)?;
     record.refuse_failed_checks(section)?;
     let model_path = match args.model {
+        Some(path) if !path.exists() && is_registry_reference(&path) => {
+            return Err(InputError::field(
+                "--model",
+                format!(
+                    "`{}` names a registered model (NAME@ALIAS), but this build has no model registry yet; pass the model file",
+                    path.display()
+                ),
+            )
+            .into());
+        }
         Some(path) => path,
         None => match record.get_path("train.weights") {
             Some(Value::String(path)) => PathBuf::from(path),
@@ -219,6 +229,15 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }),
     );
     tool.finish(record, Exit::Passed)
+}
+
+/// `churn@prod`: a name and an alias, no path separator.
+fn is_registry_reference(path: &std::path::Path) -> bool {
+    let text = path.to_string_lossy();
+    !text.contains('/')
+        && text
+            .split_once('@')
+            .is_some_and(|(name, alias)| !name.is_empty() && !alias.is_empty())
 }
 
 /// `manifest.eval.slices` (absent: none).

@@ -201,10 +201,11 @@ fn bad_usage_names_the_problem() {
         .run()
         .assert_bad_input("evaluate", "/nonexistent/model.safetensors");
     tool("evaluate")
-        .args(["--model", "churn@prod"])
+        .args(["--model", "churn@prod", "--registry"])
+        .args([dir.path()])
         .stdin(trained.stdout.clone())
         .run()
-        .assert_bad_input("evaluate", "names a registered model");
+        .assert_bad_input("evaluate", "churn@prod: no such alias");
     let not_a_model = dir.path().join("model.safetensors");
     std::fs::write(&not_a_model, b"\x08\0\0\0\0\0\0\0{}garbage").unwrap();
     tool("evaluate")

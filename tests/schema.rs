@@ -214,6 +214,7 @@ fn every_tool_documents_examples_and_output() {
         "demo-data",
         "train",
         "evaluate",
+        "register",
     ] {
         let out = tool(name).args(["--help"]).run();
         assert_eq!(out.code, 0, "{name} --help");
@@ -384,6 +385,7 @@ struct EvalMetrics {
 struct Evaluate {
     passed: bool,
     model: String,
+    registered_as: Option<String>,
     weights_blake3: String,
     model_manifest_hash: String,
     split: String,

@@ -384,23 +384,13 @@ fn numeric_values(
     first_row: u64,
 ) -> Result<Vec<Option<f64>>> {
     let array = column(batch, name, origin)?;
-    let values: Vec<Option<f64>> = match array.data_type() {
-        DataType::Int64 => array
-            .as_primitive::<Int64Type>()
-            .iter()
-            .map(|v| v.map(|v| v as f64))
-            .collect(),
-        DataType::Float64 => array.as_primitive::<Float64Type>().iter().collect(),
-        DataType::Boolean => array
-            .as_boolean()
-            .iter()
-            .map(|v| v.map(|b| if b { 1.0 } else { 0.0 }))
-            .collect(),
-        other => bail!(
-            "{}: column `{name}` is {other}, but the model's preprocessing treats it as numeric (schema mismatch)",
-            origin.display()
-        ),
-    };
+    let values = as_f64(array).ok_or_else(|| {
+        anyhow!(
+            "{}: column `{name}` is {}, but the model's preprocessing treats it as numeric (schema mismatch)",
+            origin.display(),
+            array.data_type()
+        )
+    })?;
     if let Some(i) = values
         .iter()
         .position(|v| v.is_some_and(|v| !v.is_finite()))
@@ -415,10 +405,10 @@ fn numeric_values(
     Ok(values)
 }
 
-/// The label as 0/1; null, NaN or any other value is an error naming the row.
-fn labels_of(batch: &RecordBatch, name: &str, origin: &Path, first_row: u64) -> Result<Vec<f32>> {
-    let array = column(batch, name, origin).context("reading the label")?;
-    let values: Vec<Option<f64>> = match array.data_type() {
+/// An integer, float or boolean column as f64 (booleans as 0/1), nulls as None; None for any
+/// other type.
+fn as_f64(array: &ArrayRef) -> Option<Vec<Option<f64>>> {
+    Some(match array.data_type() {
         DataType::Int64 => array
             .as_primitive::<Int64Type>()
             .iter()
@@ -430,11 +420,20 @@ fn labels_of(batch: &RecordBatch, name: &str, origin: &Path, first_row: u64) -> 
             .iter()
             .map(|v| v.map(|b| if b { 1.0 } else { 0.0 }))
             .collect(),
-        other => bail!(
-            "{}: label `{name}` is {other}; a binary label must be 0/1 or boolean",
-            origin.display()
-        ),
-    };
+        _ => return None,
+    })
+}
+
+/// The label as 0/1; null, NaN or any other value is an error naming the row.
+fn labels_of(batch: &RecordBatch, name: &str, origin: &Path, first_row: u64) -> Result<Vec<f32>> {
+    let array = column(batch, name, origin).context("reading the label")?;
+    let values = as_f64(array).ok_or_else(|| {
+        anyhow!(
+            "{}: label `{name}` is {}; a binary label must be 0/1 or boolean",
+            origin.display(),
+            array.data_type()
+        )
+    })?;
     values
         .iter()
         .enumerate()

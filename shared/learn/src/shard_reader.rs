@@ -72,13 +72,4 @@ impl ShardReader {
             }
         }
     }
-
-    /// Every remaining batch, concatenated into one.
-    pub fn read_all(mut self) -> Result<Vec<(RecordBatch, u64)>> {
-        let mut out = Vec::new();
-        while let Some(b) = self.next_batch()? {
-            out.push(b);
-        }
-        Ok(out)
-    }
 }

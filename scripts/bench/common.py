@@ -1,5 +1,6 @@
-"""Shared helpers of the scripts/bench-data.sh harnesses: child processes timed and measured for
-peak RSS, medians, machine facts, atomic JSON writes. Standard library only."""
+"""Shared helpers of the scripts/bench-*.sh harnesses: child processes timed and measured for
+peak RSS, the bench loop that runs the tools side by side, medians, machine facts, atomic JSON
+writes. Standard library only."""
 import datetime
 import json
 import os
@@ -124,6 +125,87 @@ def now():
 def rotate(names, run):
     k = run % len(names)
     return names[k:] + names[:k]
+
+
+class CheckFailed(Exception):
+    """Raised by a tool's check: the run ended well but its output is wrong."""
+
+
+class Reruns:
+    """The rerun rule of bench(): a run that timed out, or beside which other processes kept more
+    than `busy` cores busy, is run once more (only the rerun is kept), at most `budget` times over
+    every bench() call that is given this object."""
+
+    def __init__(self, budget, busy):
+        self.budget, self.left, self.busy = budget, budget, busy
+
+    @property
+    def used(self):
+        return self.budget - self.left
+
+
+def bench(tools, runs, label, *, timeout=None, reruns=None, check_errors=(CheckFailed,), describe=None,
+          show_stderr=False):
+    """Run every tool `runs` times as its own child process (measure()); the tools alternate within
+    a run and the order rotates between runs. A tool that fails is recorded as failed and not run
+    again; the others go on. Returns {name: [samples]}.
+
+    tools: {name: {"argv", "stdout"?, "prepare"?, "check"?, "ok_codes"?, "cleanup"?}}. prepare()
+    runs before every attempt, cleanup() after the run; check(sample) runs when the exit status is
+    in ok_codes (default (0,)), may add to the sample, and raises one of `check_errors` when the
+    output is wrong ("wrong output: ..." in the sample's reason).
+    timeout: seconds per run; the child runs under `timeout -k 5 TIMEOUT` and a run past it fails.
+    reruns: a Reruns (shareable between calls); without it nothing is rerun.
+    describe(name, tool, sample): the text after "run i/n " of a good run's log line (default: the
+    name, the seconds and the peak RSS).
+    show_stderr: also log the last 600 characters of a failed run's stderr."""
+    samples = {name: [] for name in tools}
+    failed = set()
+    for run in range(runs):
+        for name in rotate(list(tools), run):
+            if name in failed:
+                continue
+            t = tools[name]
+            for attempt in (1, 2):
+                if t.get("prepare"):
+                    t["prepare"]()
+                wait_quiet()
+                argv = t["argv"] if timeout is None else ["timeout", "-k", "5", str(timeout), *t["argv"]]
+                s = measure(argv, stdout=t.get("stdout"))
+                timed_out = timeout is not None and s["returncode"] in (124, 137, -9)
+                if timed_out:
+                    s["reason"] = f"timed out after {timeout} s"
+                busy = s["other_cores_busy"]
+                if reruns is None or attempt == 2 or reruns.left <= 0:
+                    break
+                if timed_out or (busy is not None and busy > reruns.busy):
+                    reruns.left -= 1
+                    log(f"{label}: run {run + 1}/{runs} {name}: "
+                        + (s["reason"] if timed_out else f"other processes kept {busy:.1f} cores busy")
+                        + "; once more when the machine is quiet")
+                    continue
+                break
+            if not timed_out and s["returncode"] in t.get("ok_codes", (0,)):
+                s["ok"], s["reason"] = True, None
+                try:
+                    if t.get("check"):
+                        t["check"](s)
+                except check_errors as err:
+                    s["ok"], s["reason"] = False, f"wrong output: {err}"
+            samples[name].append(s)
+            if not s["ok"]:
+                failed.add(name)
+                log(f"{label}: run {run + 1}/{runs} {name}: FAILED ({s['reason']})")
+                if show_stderr and s.get("stderr_tail"):
+                    log(f"  stderr: {s['stderr_tail'][-600:]}")
+            else:
+                text = (describe(name, t, s) if describe else
+                        f"{name:14s} {s['seconds']:8.2f} s  peak RSS {fmt_mib(s['peak_rss_bytes'])}")
+                log(f"{label}: run {run + 1}/{runs} {text}"
+                    + (f"  (other processes busy: {busy:.1f} cores)" if busy is not None and busy > 0.2 else ""))
+            if t.get("cleanup"):
+                t["cleanup"]()
+    return samples
 
 
 def summarize(samples, version_text, command, extra=None):

@@ -18,8 +18,8 @@ import sys
 
 sys.dont_write_bytecode = True  # keep scripts/bench free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (dir_bytes, fmt_mib, fmt_s, interference, log, machine, measure, now, ratio,  # noqa: E402
-                    rotate, summarize, version, wait_quiet, warm, write_json)
+from common import (CheckFailed, bench, dir_bytes, fmt_mib, fmt_s, interference, log, machine,  # noqa: E402
+                    now, ratio, summarize, version, warm, write_json)
 
 env = os.environ
 PY = env["BENCH_PY"]                      # the bench venv's python (absolute; never recorded)
@@ -27,10 +27,6 @@ PEERS = "scripts/bench/peers.py"
 SCRATCH = env["BENCH_SCRATCH"]           # bench/work/scratch
 RUNS = int(env["BENCH_RUNS_N"])
 PY_SHOWN = "python"                      # how the JSON names the venv python
-
-
-class CheckFailed(Exception):
-    pass
 
 
 def peer_versions():
@@ -41,40 +37,6 @@ def peer_versions():
                                          check=True).stdout)
     except Exception:  # noqa: BLE001
         return {}
-
-
-def bench(tools, runs, label):
-    """tools: {name: {"argv", "stdout", "prepare"?, "check"?, "ok_codes"?}}. Returns {name: [samples]}."""
-    samples = {name: [] for name in tools}
-    failed = set()
-    for run in range(runs):
-        for name in rotate(list(tools), run):
-            if name in failed:
-                continue
-            t = tools[name]
-            if t.get("prepare"):
-                t["prepare"]()
-            wait_quiet()
-            s = measure(t["argv"], stdout=t.get("stdout"))
-            if s["returncode"] in t.get("ok_codes", (0,)):
-                s["ok"], s["reason"] = True, None
-                try:
-                    if t.get("check"):
-                        t["check"](s)
-                except CheckFailed as err:
-                    s["ok"], s["reason"] = False, f"wrong output: {err}"
-            samples[name].append(s)
-            if not s["ok"]:
-                failed.add(name)
-                log(f"{label}: run {run + 1}/{runs} {name}: FAILED ({s['reason']})")
-            else:
-                busy = s["other_cores_busy"]
-                log(f"{label}: run {run + 1}/{runs} {name:14s} {s['seconds']:8.2f} s  "
-                    f"peak RSS {fmt_mib(s['peak_rss_bytes'])}"
-                    + (f"  (other processes busy: {busy:.1f} cores)" if busy is not None and busy > 0.2 else ""))
-            if t.get("cleanup"):
-                t["cleanup"]()
-    return samples
 
 
 def rm(path):

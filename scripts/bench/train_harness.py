@@ -42,8 +42,8 @@ import sys
 sys.dont_write_bytecode = True  # keep scripts/bench free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-from common import (fmt_mib, interference, log, machine, measure, now, ratio, rotate, summarize,  # noqa: E402
-                    version, wait_quiet, warm, write_json)
+from common import (CheckFailed, Reruns, bench, fmt_mib, interference, log, machine, now, ratio,  # noqa: E402
+                    summarize, version, warm, write_json)
 
 common.PREFIX = "bench-train"
 
@@ -67,16 +67,12 @@ CKPT_SAVES = int(env["BENCH_CKPT_SAVES_N"])
 ONLY = env["BENCH_ONLY_N"].split(",")
 RUN_TIMEOUT = int(env.get("BENCH_TRAIN_RUN_TIMEOUT_N", "180"))
 RETRIES = int(env.get("BENCH_TRAIN_RETRIES_N", "4"))
-retries = [RETRIES]  # reruns left for disturbed runs, over the whole harness
 DISTURBED = 0.5     # cores kept busy by other processes during a run
+RERUNS = Reruns(RETRIES, busy=DISTURBED)  # reruns of disturbed runs, over the whole harness
 LR = 0.003          # the demo manifest's lr
 LOG_EVERY = 10      # train's metrics window; WARMUP is a multiple of it
 TARGET_SPEEDUP = 1.5
 TAIL = max(LOG_EVERY, STEPS // 10 // LOG_EVERY * LOG_EVERY)  # last steps whose train loss is compared
-
-
-class CheckFailed(Exception):
-    pass
 
 
 def make_record(tag, config):
@@ -99,45 +95,10 @@ def run_all(tools, label):
     processes disturbed (more than DISTURBED cores busy beside it: with every core in use by the
     benchmark, that slows libtorch's thread pool many times over) is run once more after the machine
     calmed down, RETRIES times in all. Returns {name: [samples]}."""
-    samples = {name: [] for name in tools}
-    failed = set()
-    for run in range(RUNS):
-        for name in rotate(list(tools), run):
-            if name in failed:
-                continue
-            t = tools[name]
-            for attempt in (1, 2):
-                if t.get("prepare"):
-                    t["prepare"]()
-                wait_quiet()
-                s = measure(["timeout", "-k", "5", str(RUN_TIMEOUT), *t["argv"]], stdout=t["stdout"])
-                timed_out = s["returncode"] in (124, 137, -9)
-                if timed_out:
-                    s["reason"] = f"timed out after {RUN_TIMEOUT} s"
-                busy = s["other_cores_busy"]
-                disturbed = timed_out or (busy is not None and busy > DISTURBED)
-                if disturbed and attempt == 1 and retries[0] > 0:
-                    retries[0] -= 1
-                    log(f"{label}: run {run + 1}/{RUNS} {name}: "
-                        + (s["reason"] if timed_out else f"other processes kept {busy:.1f} cores busy")
-                        + "; once more when the machine is quiet")
-                    continue
-                break
-            if s["ok"]:
-                try:
-                    t["check"](s)
-                except (CheckFailed, OSError, ValueError, KeyError, TypeError) as err:
-                    s["ok"], s["reason"] = False, f"wrong output: {err}"
-            samples[name].append(s)
-            if not s["ok"]:
-                failed.add(name)
-                log(f"{label}: run {run + 1}/{RUNS} {name}: FAILED ({s['reason']})")
-                if s.get("stderr_tail"):
-                    log(f"  stderr: {s['stderr_tail'][-600:]}")
-            else:
-                log(f"{label}: run {run + 1}/{RUNS} {name:16s} {s['seconds']:7.2f} s  {t['say'](s['metrics'])}"
-                    + (f"  (other processes busy: {busy:.1f} cores)" if busy is not None and busy > 0.2 else ""))
-    return samples
+    return bench(tools, RUNS, label, timeout=RUN_TIMEOUT, reruns=RERUNS,
+                 check_errors=(CheckFailed, OSError, ValueError, KeyError, TypeError),
+                 describe=lambda name, t, s: f"{name:16s} {s['seconds']:7.2f} s  {t['say'](s['metrics'])}",
+                 show_stderr=True)
 
 
 def read_json(path):
@@ -502,7 +463,7 @@ def main():
         for tag, size in b.get("sizes", {}).items():
             results.update({f"{tag}/{n}": r for n, r in size["results"].items()})
     doc["interference"] = interference(results) | {
-        "reruns": RETRIES - retries[0], "rerun_rule": f"a run that timed out ({RUN_TIMEOUT} s) or beside which other "
+        "reruns": RERUNS.used, "rerun_rule": f"a run that timed out ({RUN_TIMEOUT} s) or beside which other "
         f"processes kept more than {DISTURBED} cores busy was run once more after the machine went quiet, "
         f"at most {RETRIES} times in all; only the rerun is kept"}
     doc["notes"] = [

@@ -97,6 +97,11 @@ impl Run {
         self
     }
 
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Run {
+        self.command.env(key, value);
+        self
+    }
+
     pub fn current_dir(mut self, dir: &Path) -> Run {
         self.command.current_dir(dir);
         self

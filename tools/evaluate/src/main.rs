@@ -13,12 +13,13 @@ use runfn_core::{Exit, InputError, Record};
 use runfn_learn::device::DeviceChoice;
 use runfn_learn::metrics::{self, Metrics};
 use runfn_learn::{inputs, score, weights};
+use runfn_registry::{ModelRef, Registry};
 use serde_json::{Map, Value, json};
 
 const AFTER_HELP: &str = "\
 Examples:
   train < shards.json | evaluate > evaluated.json
-  evaluate --model runs/prod/model.safetensors --as baseline < evaluated.json > compared.json
+  evaluate --model churn@prod --as baseline < evaluated.json > compared.json
   evaluate --split val --bootstrap 1000 --predictions preds.csv < trained.json
 
 Loads the model file in this process (the weights carry their own preprocessing) and scores
@@ -29,7 +30,7 @@ label_rate, mean_score, rows. The same per value of each column in manifest.eval
 --slice). --bootstrap N adds 95% percentile intervals (`ci95`) to the overall metrics.
 
 Output: the input record plus, under `evaluate` (or `baseline` with --as baseline),
-  {\"passed\": true, \"model\", \"weights_blake3\", \"model_manifest_hash\", \"split\",
+  {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\", \"model_manifest_hash\", \"split\",
    \"shards_index_blake3\", \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}}}
 
 Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
@@ -45,9 +46,13 @@ enum Role {
 #[derive(Debug, Parser)]
 #[command(name = "evaluate", version, after_help = AFTER_HELP)]
 struct Args {
-    /// Model file or training folder (default: the record's train.weights).
-    #[arg(long, value_name = "PATH")]
+    /// Model file, training folder, or a registered model as NAME@ALIAS or NAME@VERSION
+    /// (default: the record's train.weights).
+    #[arg(long, value_name = "PATH|NAME@ALIAS")]
     model: Option<PathBuf>,
+    /// The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry).
+    #[arg(long, value_name = "DIR")]
+    registry: Option<PathBuf>,
     /// The split to score.
     #[arg(long, default_value = "test")]
     split: String,
@@ -88,24 +93,27 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     };
     let mut record = Record::read(args.record.as_deref(), RecordInput::Required)?;
     record.refuse_failed_checks(section)?;
-    let model_path = match args.model {
-        Some(path) if !path.exists() && is_registry_reference(&path) => {
-            return Err(InputError::field(
-                "--model",
-                format!(
-                    "`{}` names a registered model (NAME@ALIAS), but this build has no model registry yet; pass the model file",
-                    path.display()
-                ),
-            )
-            .into());
+    let registry_dir = args
+        .registry
+        .clone()
+        .or_else(|| std::env::var_os("RUNFN_REGISTRY").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("registry"));
+    let (model_path, model_ref) = match args.model {
+        // A registered model: NAME@ALIAS or NAME@VERSION, resolved in the registry.
+        Some(path) if !path.exists() && ModelRef::looks_like(&path.to_string_lossy()) => {
+            let text = path.to_string_lossy().into_owned();
+            let registry = Registry::open(&registry_dir)?;
+            let entry = registry.resolve(&ModelRef::parse(&text)?)?;
+            let blob = registry.blobs.path(&entry.weights_blake3);
+            (blob, Some(format!("{}@{}", entry.name, entry.version)))
         }
-        Some(path) => path,
+        Some(path) => (path, None),
         None => match record.get_path("train.weights") {
-            Some(Value::String(path)) => PathBuf::from(path),
+            Some(Value::String(path)) => (PathBuf::from(path), None),
             _ => {
                 return Err(InputError::field(
                     "--model",
-                    "is missing and the record has no train.weights (run train first, or name a model file)",
+                    "is missing and the record has no train.weights (run train first, or name a model file or NAME@ALIAS)",
                 )
                 .into());
             }
@@ -220,6 +228,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         json!({
             "passed": true,
             "model": model_path.display().to_string(),
+            "registered_as": model_ref,
             "weights_blake3": loaded.blake3,
             "model_manifest_hash": loaded.meta.manifest_hash,
             "split": args.split,
@@ -229,15 +238,6 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }),
     );
     tool.finish(record, Exit::Passed)
-}
-
-/// `churn@prod`: a name and an alias, no path separator.
-fn is_registry_reference(path: &std::path::Path) -> bool {
-    let text = path.to_string_lossy();
-    !text.contains('/')
-        && text
-            .split_once('@')
-            .is_some_and(|(name, alias)| !name.is_empty() && !alias.is_empty())
 }
 
 /// `manifest.eval.slices` (absent: none).

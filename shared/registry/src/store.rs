@@ -1,0 +1,441 @@
+//! The SQLite index of entries, aliases and alias history.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::blobs::{BlobStore, Blobs};
+use crate::names::{ModelRef, validate_name};
+use crate::{RegistryError, Result};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS entries (
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    weights_blake3 TEXT NOT NULL,
+    manifest_hash TEXT NOT NULL,
+    snapshot TEXT,
+    code_commit TEXT,
+    image TEXT,
+    metrics TEXT NOT NULL,
+    gate TEXT NOT NULL,
+    ungated_reason TEXT,
+    blobs TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
+CREATE TABLE IF NOT EXISTS aliases (
+    name TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (name, alias),
+    FOREIGN KEY (name, version) REFERENCES entries (name, version)
+);
+CREATE TABLE IF NOT EXISTS alias_history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    from_version INTEGER,
+    to_version INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    reason TEXT
+);
+";
+
+#[derive(Debug)]
+pub struct Registry {
+    dir: PathBuf,
+    db_path: PathBuf,
+    conn: Connection,
+    pub blobs: BlobStore,
+}
+
+/// What a registration supplies; the version and time are assigned inside the transaction.
+#[derive(Debug, Clone)]
+pub struct NewEntry {
+    pub name: String,
+    pub weights_blake3: String,
+    pub manifest_hash: String,
+    pub snapshot: Option<String>,
+    pub code_commit: Option<String>,
+    pub image: Option<String>,
+    pub metrics: Value,
+    pub gate: Value,
+    pub ungated_reason: Option<String>,
+    pub blobs: Blobs,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub name: String,
+    pub version: i64,
+    pub weights_blake3: String,
+    pub manifest_hash: String,
+    pub snapshot: Option<String>,
+    pub code_commit: Option<String>,
+    pub image: Option<String>,
+    pub metrics: Value,
+    pub gate: Value,
+    pub ungated_reason: Option<String>,
+    pub blobs: Blobs,
+    pub created_at: String,
+    /// Aliases pointing at this entry now.
+    pub aliases: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AliasMove {
+    pub name: String,
+    pub alias: String,
+    pub from_version: Option<i64>,
+    pub to_version: i64,
+    pub at: String,
+    pub reason: Option<String>,
+}
+
+/// Something `verify` found wrong.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Problem {
+    pub entry: String,
+    pub blob: String,
+    pub problem: String,
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+impl Registry {
+    /// Opens (creating when absent) the registry in `dir`.
+    pub fn open(dir: &Path) -> Result<Registry> {
+        std::fs::create_dir_all(dir).map_err(|source| RegistryError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let db_path = dir.join("index.sqlite");
+        let sql = |source| RegistryError::Sql {
+            path: db_path.clone(),
+            source,
+        };
+        let mut conn = Connection::open(&db_path).map_err(sql)?;
+        // Concurrent registrations queue on the write lock instead of failing.
+        conn.busy_timeout(Duration::from_secs(60)).map_err(sql)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(sql)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        tx.execute_batch(SCHEMA).map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        Ok(Registry {
+            dir: dir.to_path_buf(),
+            blobs: BlobStore::new(dir.join("blobs")),
+            db_path,
+            conn,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn sql(&self) -> impl Fn(rusqlite::Error) -> RegistryError + '_ {
+        |source| RegistryError::Sql {
+            path: self.db_path.clone(),
+            source,
+        }
+    }
+
+    /// Inserts an entry with the next version of its name and, with `promote`, points that
+    /// alias at it, all in one transaction.
+    pub fn register(&mut self, entry: NewEntry, promote: Option<&str>) -> Result<Entry> {
+        validate_name("name", &entry.name)?;
+        if let Some(alias) = promote {
+            validate_name("alias", alias)?;
+        }
+        for (role, hash) in entry.blobs.all() {
+            self.blobs
+                .check(hash)
+                .map_err(|e| RegistryError::Invalid(format!("{role} blob: {e}")))?;
+        }
+        let at = now();
+        let db_path = self.db_path.clone();
+        let sql = |source| RegistryError::Sql {
+            path: db_path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        let version: i64 = tx
+            .query_row(
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM entries WHERE name = ?1",
+                params![entry.name],
+                |row| row.get(0),
+            )
+            .map_err(sql)?;
+        tx.execute(
+            "INSERT INTO entries (name, version, weights_blake3, manifest_hash, snapshot, code_commit,
+                                  image, metrics, gate, ungated_reason, blobs, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                entry.name,
+                version,
+                entry.weights_blake3,
+                entry.manifest_hash,
+                entry.snapshot,
+                entry.code_commit,
+                entry.image,
+                entry.metrics.to_string(),
+                entry.gate.to_string(),
+                entry.ungated_reason,
+                serde_json::to_string(&entry.blobs).expect("blobs serialize"),
+                at,
+            ],
+        )
+        .map_err(sql)?;
+        if let Some(alias) = promote {
+            move_alias(
+                &tx,
+                &entry.name,
+                alias,
+                version,
+                Some("promoted at registration"),
+                &at,
+            )
+            .map_err(sql)?;
+        }
+        tx.commit().map_err(sql)?;
+        self.show(&entry.name, version)
+    }
+
+    /// Points `name@alias` at `version`, recording the move.
+    pub fn set_alias(
+        &mut self,
+        name: &str,
+        alias: &str,
+        version: i64,
+        reason: Option<&str>,
+    ) -> Result<AliasMove> {
+        validate_name("name", name)?;
+        validate_name("alias", alias)?;
+        let at = now();
+        let db_path = self.db_path.clone();
+        let sql = |source| RegistryError::Sql {
+            path: db_path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        let exists: bool = tx
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM entries WHERE name = ?1 AND version = ?2)",
+                params![name, version],
+                |row| row.get(0),
+            )
+            .map_err(sql)?;
+        if !exists {
+            return Err(RegistryError::NotFound(format!(
+                "{name} version {version}: no such entry"
+            )));
+        }
+        let from = move_alias(&tx, name, alias, version, reason, &at).map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        Ok(AliasMove {
+            name: name.into(),
+            alias: alias.into(),
+            from_version: from,
+            to_version: version,
+            at,
+            reason: reason.map(str::to_string),
+        })
+    }
+
+    pub fn resolve(&self, reference: &ModelRef) -> Result<Entry> {
+        match reference {
+            ModelRef::Version { name, version } => self.show(name, *version),
+            ModelRef::Alias { name, alias } => {
+                let version: Option<i64> = self
+                    .conn
+                    .query_row(
+                        "SELECT version FROM aliases WHERE name = ?1 AND alias = ?2",
+                        params![name, alias],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(self.sql())?;
+                match version {
+                    Some(v) => self.show(name, v),
+                    None => Err(RegistryError::NotFound(format!(
+                        "{name}@{alias}: no such alias in {}",
+                        self.dir.display()
+                    ))),
+                }
+            }
+        }
+    }
+
+    pub fn show(&self, name: &str, version: i64) -> Result<Entry> {
+        let mut entries = self.query(
+            "SELECT * FROM entries WHERE name = ?1 AND version = ?2",
+            params![name, version],
+        )?;
+        entries.pop().ok_or_else(|| {
+            RegistryError::NotFound(format!("{name} version {version}: no such entry"))
+        })
+    }
+
+    /// Every entry (of `name`, when given), by name then version.
+    pub fn list(&self, name: Option<&str>) -> Result<Vec<Entry>> {
+        match name {
+            Some(name) => self.query(
+                "SELECT * FROM entries WHERE name = ?1 ORDER BY version",
+                params![name],
+            ),
+            None => self.query("SELECT * FROM entries ORDER BY name, version", params![]),
+        }
+    }
+
+    pub fn alias_history(&self, name: &str) -> Result<Vec<AliasMove>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT name, alias, from_version, to_version, at, reason FROM alias_history
+                 WHERE name = ?1 ORDER BY id",
+            )
+            .map_err(self.sql())?;
+        let rows = stmt
+            .query_map(params![name], |row| {
+                Ok(AliasMove {
+                    name: row.get(0)?,
+                    alias: row.get(1)?,
+                    from_version: row.get(2)?,
+                    to_version: row.get(3)?,
+                    at: row.get(4)?,
+                    reason: row.get(5)?,
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<std::result::Result<_, _>>()
+            .map_err(self.sql())
+    }
+
+    fn query(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<Entry>> {
+        let mut stmt = self.conn.prepare(sql).map_err(self.sql())?;
+        let rows = stmt
+            .query_map(args, |row| {
+                let text = |i: &str| -> rusqlite::Result<String> { row.get(i) };
+                let json = |s: String| serde_json::from_str(&s).unwrap_or(Value::Null);
+                Ok(Entry {
+                    name: row.get("name")?,
+                    version: row.get("version")?,
+                    weights_blake3: text("weights_blake3")?,
+                    manifest_hash: text("manifest_hash")?,
+                    snapshot: row.get("snapshot")?,
+                    code_commit: row.get("code_commit")?,
+                    image: row.get("image")?,
+                    metrics: json(text("metrics")?),
+                    gate: json(text("gate")?),
+                    ungated_reason: row.get("ungated_reason")?,
+                    blobs: serde_json::from_str(&text("blobs")?).unwrap_or_default(),
+                    created_at: text("created_at")?,
+                    aliases: Vec::new(),
+                })
+            })
+            .map_err(self.sql())?;
+        let mut entries: Vec<Entry> = rows
+            .collect::<std::result::Result<_, _>>()
+            .map_err(self.sql())?;
+        for entry in &mut entries {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT alias FROM aliases WHERE name = ?1 AND version = ?2 ORDER BY alias",
+                )
+                .map_err(self.sql())?;
+            entry.aliases = stmt
+                .query_map(params![entry.name, entry.version], |row| row.get(0))
+                .map_err(self.sql())?
+                .collect::<std::result::Result<_, _>>()
+                .map_err(self.sql())?;
+        }
+        Ok(entries)
+    }
+
+    /// Re-hashes every blob of every entry and checks that every alias points at an entry.
+    pub fn verify(&self) -> Result<Vec<Problem>> {
+        let mut problems = Vec::new();
+        for entry in self.list(None)? {
+            let id = format!("{}@{}", entry.name, entry.version);
+            for (role, hash) in entry.blobs.all() {
+                if let Err(problem) = self.blobs.check(hash) {
+                    problems.push(Problem {
+                        entry: id.clone(),
+                        blob: role.into(),
+                        problem,
+                    });
+                }
+            }
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT a.name, a.alias, a.version FROM aliases a
+                 LEFT JOIN entries e ON e.name = a.name AND e.version = a.version
+                 WHERE e.name IS NULL",
+            )
+            .map_err(self.sql())?;
+        let dangling: Vec<(String, String, i64)> = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .map_err(self.sql())?
+            .collect::<std::result::Result<_, _>>()
+            .map_err(self.sql())?;
+        for (name, alias, version) in dangling {
+            problems.push(Problem {
+                entry: format!("{name}@{alias}"),
+                blob: String::new(),
+                problem: format!("alias points at version {version}, which does not exist"),
+            });
+        }
+        Ok(problems)
+    }
+}
+
+/// Upserts the alias and appends the move to the history; returns the previous version.
+fn move_alias(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    alias: &str,
+    version: i64,
+    reason: Option<&str>,
+    at: &str,
+) -> rusqlite::Result<Option<i64>> {
+    let from: Option<i64> = tx
+        .query_row(
+            "SELECT version FROM aliases WHERE name = ?1 AND alias = ?2",
+            params![name, alias],
+            |row| row.get(0),
+        )
+        .optional()?;
+    tx.execute(
+        "INSERT INTO aliases (name, alias, version) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name, alias) DO UPDATE SET version = excluded.version",
+        params![name, alias, version],
+    )?;
+    tx.execute(
+        "INSERT INTO alias_history (name, alias, from_version, to_version, at, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![name, alias, from, version, at, reason],
+    )?;
+    Ok(from)
+}

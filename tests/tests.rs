@@ -8,6 +8,7 @@ mod gate;
 mod leak_check;
 mod mf_hash;
 mod noise_floor;
+mod pipeline;
 mod register;
 mod schema;
 mod shardify;

@@ -2,12 +2,12 @@
 //! refusal of ungated records, verify catching tampering, and a kill mid-registration.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
 
 use crate::train::{fixture, train};
-use crate::util::{Output, bin, tool};
+use crate::util::{Output, spawn, tool};
 
 /// A trained and evaluated record with a passed gate (no baseline).
 fn gated_record(dir: &Path) -> String {
@@ -160,22 +160,18 @@ fn eight_concurrent_registrations_get_eight_consecutive_versions() {
     let registry = dir.path().join("registry");
     let children: Vec<_> = (0..8)
         .map(|_| {
-            let mut child = Command::new(bin("register"))
-                .args(["--registry".as_ref(), registry.as_os_str()])
-                .args(["--name", "churn", "-q"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(record.as_bytes())
-                .unwrap();
-            child
+            spawn(
+                "register",
+                &[
+                    "--registry".as_ref(),
+                    registry.as_os_str(),
+                    "--name".as_ref(),
+                    "churn".as_ref(),
+                    "-q".as_ref(),
+                ],
+                record.as_bytes(),
+                Stdio::piped(),
+            )
         })
         .collect();
     let mut versions: Vec<i64> = children
@@ -247,16 +243,20 @@ fn a_registration_killed_at_any_moment_leaves_a_consistent_registry() {
         0
     );
     for delay_ms in [0u64, 2, 5, 10, 20] {
-        let mut child = Command::new(bin("register"))
-            .args(["--registry".as_ref(), registry.as_os_str()])
-            .args(["--name", "churn", "--promote", "prod", "-q"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        let _ = child.stdin.take().unwrap().write_all(record.as_bytes());
+        let mut child = spawn(
+            "register",
+            &[
+                "--registry".as_ref(),
+                registry.as_os_str(),
+                "--name".as_ref(),
+                "churn".as_ref(),
+                "--promote".as_ref(),
+                "prod".as_ref(),
+                "-q".as_ref(),
+            ],
+            record.as_bytes(),
+            Stdio::null(),
+        );
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         let _ = child.kill();
         let _ = child.wait();

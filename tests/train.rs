@@ -1,15 +1,14 @@
 //! train: learning, bit-identical reruns, exact resume after SIGKILL, checkpoint refusal and
 //! fallback, and bad inputs ending in clear errors.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Output, bin, demo_snapshot, tool};
+use crate::util::{Output, demo_snapshot, spawn, tool};
 
 /// Shards of a small demo snapshot and the record that points at them, made once per test run.
 pub struct Fixture {
@@ -133,20 +132,18 @@ fn learns_and_reruns_bit_identically() {
 /// Starts train, waits for its first checkpoint, then SIGKILLs it at a random moment; returns
 /// whether the kill landed before the run finished.
 fn kill_mid_run(record: &str, out: &Path) -> bool {
-    let mut child = Command::new(bin("train"))
-        .args(["--out".as_ref(), out.as_os_str(), "-q".as_ref()])
-        .args(["--threads", "1"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(record.as_bytes())
-        .unwrap();
+    let mut child = spawn(
+        "train",
+        &[
+            "--out".as_ref(),
+            out.as_os_str(),
+            "-q".as_ref(),
+            "--threads".as_ref(),
+            "1".as_ref(),
+        ],
+        record.as_bytes(),
+        Stdio::null(),
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     let first = out.join("checkpoints/step-0000000050.json");
     while !first.exists() && Instant::now() < deadline {

@@ -128,6 +128,24 @@ impl Run {
     }
 }
 
+/// Starts `tool` with `args`, writes `stdin` to it and closes it; stdout as given, stderr piped.
+pub fn spawn(
+    tool: &str,
+    args: &[&std::ffi::OsStr],
+    stdin: &[u8],
+    stdout: Stdio,
+) -> std::process::Child {
+    let mut child = Command::new(bin(tool))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tool starts");
+    let _ = child.stdin.take().expect("stdin pipe").write_all(stdin);
+    child
+}
+
 /// Checks the last `timings` entry belongs to `tool` and is well formed, then removes the
 /// `timings` array, whose values differ on every run.
 pub fn strip_timings(mut record: Value, tool: &str) -> Value {

@@ -164,6 +164,7 @@ pub fn train(
     checkpoint::ensure_writable(&ckpt_dir)?;
 
     let mut warnings = Vec::new();
+    let load_started = Instant::now();
     let loaded = if job.fresh {
         checkpoint::clear(&ckpt_dir)?;
         None
@@ -226,7 +227,10 @@ pub fn train(
         epoch = l.state.epoch;
         position = l.state.position;
         samples = l.state.samples;
-        resumed_from = Some(json!({"checkpoint": origin, "step": step}));
+        // Reading, verifying and decoding the checkpoint, and copying it into the model and
+        // optimizer: what a restart pays before its first step.
+        let load_s = load_started.elapsed().as_secs_f64();
+        resumed_from = Some(json!({"checkpoint": origin, "step": step, "load_s": load_s}));
         reporter.info(format!("resuming from {origin} at step {step}"));
     }
     if step > config.max_steps {

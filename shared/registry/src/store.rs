@@ -146,6 +146,29 @@ impl Registry {
         &self.dir
     }
 
+    /// Runs `work` in an IMMEDIATE transaction (the write lock is taken up front, so two writers
+    /// queue instead of deadlocking on an upgrade) and commits when it returns `Ok(Ok(_))`; the
+    /// inner result carries a refusal that rolls back.
+    fn write<T>(
+        &mut self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<Result<T>>,
+    ) -> Result<Result<T>> {
+        let db_path = self.db_path.clone();
+        let sql = |source| RegistryError::Sql {
+            path: db_path.clone(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        let outcome = work(&tx).map_err(sql)?;
+        if outcome.is_ok() {
+            tx.commit().map_err(sql)?;
+        }
+        Ok(outcome)
+    }
+
     fn sql(&self) -> impl Fn(rusqlite::Error) -> RegistryError + '_ {
         |source| RegistryError::Sql {
             path: self.db_path.clone(),
@@ -166,54 +189,36 @@ impl Registry {
                 .map_err(|e| RegistryError::Invalid(format!("{role} blob: {e}")))?;
         }
         let at = now();
-        let db_path = self.db_path.clone();
-        let sql = |source| RegistryError::Sql {
-            path: db_path.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        let version: i64 = tx
-            .query_row(
+        let version = self.write(|tx| {
+            let version: i64 = tx.query_row(
                 "SELECT COALESCE(MAX(version), 0) + 1 FROM entries WHERE name = ?1",
                 params![entry.name],
                 |row| row.get(0),
-            )
-            .map_err(sql)?;
-        tx.execute(
-            "INSERT INTO entries (name, version, weights_blake3, manifest_hash, snapshot, code_commit,
-                                  image, metrics, gate, ungated_reason, blobs, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                entry.name,
-                version,
-                entry.weights_blake3,
-                entry.manifest_hash,
-                entry.snapshot,
-                entry.code_commit,
-                entry.image,
-                entry.metrics.to_string(),
-                entry.gate.to_string(),
-                entry.ungated_reason,
-                serde_json::to_string(&entry.blobs).expect("blobs serialize"),
-                at,
-            ],
-        )
-        .map_err(sql)?;
-        if let Some(alias) = promote {
-            move_alias(
-                &tx,
-                &entry.name,
-                alias,
-                version,
-                Some("promoted at registration"),
-                &at,
-            )
-            .map_err(sql)?;
-        }
-        tx.commit().map_err(sql)?;
+            )?;
+            tx.execute(
+                "INSERT INTO entries (name, version, weights_blake3, manifest_hash, snapshot, code_commit,
+                                      image, metrics, gate, ungated_reason, blobs, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    entry.name,
+                    version,
+                    entry.weights_blake3,
+                    entry.manifest_hash,
+                    entry.snapshot,
+                    entry.code_commit,
+                    entry.image,
+                    entry.metrics.to_string(),
+                    entry.gate.to_string(),
+                    entry.ungated_reason,
+                    serde_json::to_string(&entry.blobs).expect("blobs serialize"),
+                    at,
+                ],
+            )?;
+            if let Some(alias) = promote {
+                move_alias(tx, &entry.name, alias, version, Some("promoted at registration"), &at)?;
+            }
+            Ok(Ok(version))
+        })??;
         self.show(&entry.name, version)
     }
 
@@ -228,29 +233,19 @@ impl Registry {
         validate_name("name", name)?;
         validate_name("alias", alias)?;
         let at = now();
-        let db_path = self.db_path.clone();
-        let sql = |source| RegistryError::Sql {
-            path: db_path.clone(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        let exists: bool = tx
-            .query_row(
+        let from = self.write(|tx| {
+            let exists: bool = tx.query_row(
                 "SELECT EXISTS(SELECT 1 FROM entries WHERE name = ?1 AND version = ?2)",
                 params![name, version],
                 |row| row.get(0),
-            )
-            .map_err(sql)?;
-        if !exists {
-            return Err(RegistryError::NotFound(format!(
-                "{name} version {version}: no such entry"
-            )));
-        }
-        let from = move_alias(&tx, name, alias, version, reason, &at).map_err(sql)?;
-        tx.commit().map_err(sql)?;
+            )?;
+            if !exists {
+                return Ok(Err(RegistryError::NotFound(format!(
+                    "{name} version {version}: no such entry"
+                ))));
+            }
+            Ok(Ok(move_alias(tx, name, alias, version, reason, &at)?))
+        })??;
         Ok(AliasMove {
             name: name.into(),
             alias: alias.into(),

@@ -42,7 +42,7 @@ Output: the input record plus
   \"train\": {\"passed\", \"reason\" (on failure), \"weights\", \"weights_blake3\", \"steps\",
             \"steps_this_run\", \"seed\", \"device\", \"threads\", \"wall_s\", \"samples_per_s\",
             \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"checkpoints_written\",
-            \"resumed_from\", \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
+            \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
             \"shards_index_blake3\"}
 
 Exit: 0 trained, 1 the loss or gradient became non-finite or the run stalled (no weights written),

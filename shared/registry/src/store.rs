@@ -53,8 +53,9 @@ pub struct Registry {
     pub blobs: BlobStore,
 }
 
-/// What a registration supplies; the version and time are assigned inside the transaction.
-#[derive(Debug, Clone)]
+/// What a registration supplies (the model and its lineage); the version and time are assigned
+/// inside the transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewEntry {
     pub name: String,
     pub weights_blake3: String,
@@ -70,17 +71,9 @@ pub struct NewEntry {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
-    pub name: String,
+    #[serde(flatten)]
+    pub lineage: NewEntry,
     pub version: i64,
-    pub weights_blake3: String,
-    pub manifest_hash: String,
-    pub snapshot: Option<String>,
-    pub code_commit: Option<String>,
-    pub image: Option<String>,
-    pub metrics: Value,
-    pub gate: Value,
-    pub ungated_reason: Option<String>,
-    pub blobs: Blobs,
     pub created_at: String,
     /// Aliases pointing at this entry now.
     pub aliases: Vec<String>,
@@ -332,17 +325,19 @@ impl Registry {
                 let text = |i: &str| -> rusqlite::Result<String> { row.get(i) };
                 let json = |s: String| serde_json::from_str(&s).unwrap_or(Value::Null);
                 Ok(Entry {
-                    name: row.get("name")?,
+                    lineage: NewEntry {
+                        name: row.get("name")?,
+                        weights_blake3: text("weights_blake3")?,
+                        manifest_hash: text("manifest_hash")?,
+                        snapshot: row.get("snapshot")?,
+                        code_commit: row.get("code_commit")?,
+                        image: row.get("image")?,
+                        metrics: json(text("metrics")?),
+                        gate: json(text("gate")?),
+                        ungated_reason: row.get("ungated_reason")?,
+                        blobs: serde_json::from_str(&text("blobs")?).unwrap_or_default(),
+                    },
                     version: row.get("version")?,
-                    weights_blake3: text("weights_blake3")?,
-                    manifest_hash: text("manifest_hash")?,
-                    snapshot: row.get("snapshot")?,
-                    code_commit: row.get("code_commit")?,
-                    image: row.get("image")?,
-                    metrics: json(text("metrics")?),
-                    gate: json(text("gate")?),
-                    ungated_reason: row.get("ungated_reason")?,
-                    blobs: serde_json::from_str(&text("blobs")?).unwrap_or_default(),
                     created_at: text("created_at")?,
                     aliases: Vec::new(),
                 })
@@ -359,7 +354,7 @@ impl Registry {
                 )
                 .map_err(self.sql())?;
             entry.aliases = stmt
-                .query_map(params![entry.name, entry.version], |row| row.get(0))
+                .query_map(params![entry.lineage.name, entry.version], |row| row.get(0))
                 .map_err(self.sql())?
                 .collect::<std::result::Result<_, _>>()
                 .map_err(self.sql())?;
@@ -371,8 +366,8 @@ impl Registry {
     pub fn verify(&self) -> Result<Vec<Problem>> {
         let mut problems = Vec::new();
         for entry in self.list(None)? {
-            let id = format!("{}@{}", entry.name, entry.version);
-            for (role, hash) in entry.blobs.all() {
+            let id = format!("{}@{}", entry.lineage.name, entry.version);
+            for (role, hash) in entry.lineage.blobs.all() {
                 if let Err(problem) = self.blobs.check(hash) {
                     problems.push(Problem {
                         entry: id.clone(),

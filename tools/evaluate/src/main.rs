@@ -104,8 +104,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             let text = path.to_string_lossy().into_owned();
             let registry = Registry::open(&registry_dir)?;
             let entry = registry.resolve(&ModelRef::parse(&text)?)?;
-            let blob = registry.blobs.path(&entry.weights_blake3);
-            (blob, Some(format!("{}@{}", entry.name, entry.version)))
+            let blob = registry.blobs.path(&entry.lineage.weights_blake3);
+            (
+                blob,
+                Some(format!("{}@{}", entry.lineage.name, entry.version)),
+            )
         }
         Some(path) => (path, None),
         None => match record.get_path("train.weights") {

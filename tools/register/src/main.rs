@@ -113,7 +113,7 @@ fn entry_json(registry: &Registry, entry: &runfn_registry::Entry) -> Value {
     value["weights"] = json!(
         registry
             .blobs
-            .path(&entry.weights_blake3)
+            .path(&entry.lineage.weights_blake3)
             .display()
             .to_string()
     );
@@ -337,11 +337,11 @@ fn register(tool: &Tool, args: Args, dir: PathBuf) -> anyhow::Result<Exit> {
     )?;
     tool.info(format!(
         "{}@{} registered{}",
-        entry.name,
+        entry.lineage.name,
         entry.version,
         args.promote
             .as_deref()
-            .map(|a| format!(", now {}@{a}", entry.name))
+            .map(|a| format!(", now {}@{a}", entry.lineage.name))
             .unwrap_or_default()
     ));
     record.set_section(
@@ -349,10 +349,10 @@ fn register(tool: &Tool, args: Args, dir: PathBuf) -> anyhow::Result<Exit> {
         json!({
             "passed": true,
             "registry": dir.display().to_string(),
-            "name": entry.name,
+            "name": entry.lineage.name,
             "version": entry.version,
             "weights_blake3": weights_blake3,
-            "weights": registry.blobs.path(&entry.weights_blake3).display().to_string(),
+            "weights": registry.blobs.path(&entry.lineage.weights_blake3).display().to_string(),
             "manifest_hash": manifest_hash,
             "promoted": args.promote,
             "ungated_reason": ungated_reason,

@@ -54,8 +54,18 @@ pub struct Mlp {
 }
 
 impl Mlp {
+    /// A model initialised from the seed's `init` stream.
     pub fn new(arch: Architecture, seed: u64, device: Device) -> Mlp {
-        let mut rng = seeds::rng(seed, "init", &[]);
+        Mlp::build(arch, Some(seeds::rng(seed, "init", &[])), device)
+    }
+
+    /// A model with zero parameters, to be overwritten by `load` (skips drawing the initial
+    /// weights, which a restart would throw away).
+    pub fn zeroed(arch: Architecture, device: Device) -> Mlp {
+        Mlp::build(arch, None, device)
+    }
+
+    fn build(arch: Architecture, mut rng: Option<rand_chacha::ChaCha8Rng>, device: Device) -> Mlp {
         let mut values: Vec<f32> = Vec::new();
         let mut layout: Vec<(String, Vec<i64>, i64, bool)> = Vec::new();
         let mut push = |name: String, shape: Vec<i64>, data: Vec<f32>, decay: bool| {
@@ -64,12 +74,15 @@ impl Mlp {
         };
         for (i, &card) in arch.cardinalities.iter().enumerate() {
             let n = (card * arch.embedding_dim) as usize;
-            let data = (0..n)
-                .map(|_| {
-                    let x: f64 = StandardNormal.sample(&mut rng);
-                    x as f32
-                })
-                .collect();
+            let data = match &mut rng {
+                Some(rng) => (0..n)
+                    .map(|_| {
+                        let x: f64 = StandardNormal.sample(rng);
+                        x as f32
+                    })
+                    .collect(),
+                None => vec![0.0; n],
+            };
             push(
                 format!("embedding.{i}"),
                 vec![card, arch.embedding_dim],
@@ -89,9 +102,12 @@ impl Mlp {
             // PyTorch's default for linear layers: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
             let bound = 1.0 / (width.max(1) as f64).sqrt();
             let mut uniform = |n: i64| -> Vec<f32> {
-                (0..n)
-                    .map(|_| rng.random_range(-bound..bound) as f32)
-                    .collect()
+                match &mut rng {
+                    Some(rng) => (0..n)
+                        .map(|_| rng.random_range(-bound..bound) as f32)
+                        .collect(),
+                    None => vec![0.0; n as usize],
+                }
             };
             let weight = uniform(out * width);
             let bias = uniform(out);

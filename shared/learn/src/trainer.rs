@@ -211,7 +211,10 @@ pub fn train(
         hidden: config.hidden.clone(),
         dropout: config.dropout,
     };
-    let mut model = Mlp::new(arch, job.seed, job.device);
+    let mut model = match &loaded {
+        Some(_) => Mlp::zeroed(arch, job.device),
+        None => Mlp::new(arch, job.seed, job.device),
+    };
     if job.bf16 {
         model.compute = Kind::BFloat16;
     }

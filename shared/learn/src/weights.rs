@@ -59,7 +59,7 @@ pub fn load(path: &Path, device: Device) -> Result<LoadedModel> {
     if meta.format != FORMAT {
         bail!("{origin}: format `{}`, expected `{FORMAT}`", meta.format);
     }
-    let mut model = Mlp::new(meta.architecture.clone(), 0, device);
+    let mut model = Mlp::zeroed(meta.architecture.clone(), device);
     model.load(&tensors, "", &origin)?;
     Ok(LoadedModel {
         model,

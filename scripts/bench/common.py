@@ -2,6 +2,7 @@
 peak RSS, the bench loop that runs the tools side by side, medians, machine facts, atomic JSON
 writes. Standard library only."""
 import datetime
+import functools
 import json
 import os
 import signal
@@ -276,3 +277,13 @@ def fmt_mib(n):
 
 def fmt_s(x):
     return "   failed" if x is None else f"{x:8.2f} s"
+
+
+@functools.cache
+def peer_versions(python, peers_script):
+    """The peers' versions as the peers script reports them (`SCRIPT versions`); {} when it fails."""
+    try:
+        return json.loads(subprocess.run([python, peers_script, "versions"], capture_output=True,
+                                         text=True, check=True).stdout)
+    except Exception:  # noqa: BLE001
+        return {}

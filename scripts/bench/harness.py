@@ -13,11 +13,11 @@ OOM killer, wrong output) is recorded as failed in the JSON and not run again; t
 import json
 import os
 import shutil
-import statistics
 import sys
 
 sys.dont_write_bytecode = True  # keep scripts/bench free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 from common import (CheckFailed, bench, dir_bytes, fmt_mib, fmt_s, interference, log, machine,  # noqa: E402
                     now, ratio, summarize, version, warm, write_json)
 
@@ -30,13 +30,7 @@ PY_SHOWN = "python"                      # how the JSON names the venv python
 
 
 def peer_versions():
-    try:
-        import subprocess
-
-        return json.loads(subprocess.run([PY, PEERS, "versions"], capture_output=True, text=True,
-                                         check=True).stdout)
-    except Exception:  # noqa: BLE001
-        return {}
+    return common.peer_versions(PY, PEERS)
 
 
 def rm(path):

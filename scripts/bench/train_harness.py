@@ -36,7 +36,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # keep scripts/bench free of __pycache__
@@ -136,13 +135,8 @@ def train_version():
     return version([TRAIN, "--version"])
 
 
-@functools.cache
 def peer_versions():
-    try:
-        return json.loads(subprocess.run([PY, PEERS, "versions"], capture_output=True, text=True,
-                                         check=True).stdout)
-    except Exception:  # noqa: BLE001
-        return {}
+    return common.peer_versions(PY, PEERS)
 
 
 def shard_files():

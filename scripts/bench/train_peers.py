@@ -292,15 +292,20 @@ class ParquetBatches(IterableDataset):
             carry = (num[full:], cat[full:], y[full:])
 
 
-def run_train(mode, args):
-    t_start = time.perf_counter()
+def prepare(args):
+    """Threads, seed, the record's config and layout, and the preprocessing fitted on train."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     with open(args.record) as f:
         record = json.load(f)
     cfg = config_of(record)
     lay = layout(record)
-    prep = fit(lay["train"], lay, cfg["max_vocab"])
+    return cfg, lay, fit(lay["train"], lay, cfg["max_vocab"])
+
+
+def run_train(mode, args):
+    t_start = time.perf_counter()
+    cfg, lay, prep = prepare(args)
     t_fit = time.perf_counter()
     model, opt, sched = build(prep, cfg)
     model.train()
@@ -380,13 +385,7 @@ def run_train(mode, args):
 
 # --- checkpoints --------------------------------------------------------------------------------------
 def run_ckpt(args):
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    with open(args.record) as f:
-        record = json.load(f)
-    cfg = config_of(record)
-    lay = layout(record)
-    prep = fit(lay["train"], lay, cfg["max_vocab"])
+    cfg, lay, prep = prepare(args)
     model, opt, sched = build(prep, cfg)
     model.train()
     num, cat, y = (torch.from_numpy(a[:cfg["global_batch"]])

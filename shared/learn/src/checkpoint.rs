@@ -39,6 +39,23 @@ pub struct CheckpointState {
     /// The preprocessing fitted at the start of the run, reused on resume.
     pub preprocess: crate::features::Preprocess,
     pub tensors: TensorsRef,
+    /// Every rank's place in the data, gathered from the ranks when the checkpoint was taken.
+    #[serde(default)]
+    pub ranks: Vec<RankState>,
+}
+
+/// One rank's place in the data at a checkpoint: the epoch and batch position it resumes at
+/// (the same on every rank), its slice `rows` (start, end) of every global batch, and the samples
+/// it has trained on. Its random state is the run's streams at (seed, epoch, position) cut to
+/// `rows`, so these numbers restore it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RankState {
+    pub rank: usize,
+    pub epoch: u64,
+    pub position: u64,
+    pub rows: [u64; 2],
+    pub samples: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,6 +6,7 @@
 pub mod adamw;
 pub mod checkpoint;
 pub mod config;
+pub mod data_parallel;
 pub mod device;
 pub mod features;
 pub mod inputs;

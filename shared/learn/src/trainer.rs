@@ -14,10 +14,12 @@ use runfn_core::atomic::write_bytes_atomic;
 use runfn_data::shards::ShardIndex;
 use serde::Serialize;
 use serde_json::{Value, json};
+use runfn_dist::ProcessGroup;
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::adamw::AdamW;
-use crate::checkpoint::{self, CheckpointState, OptimizerState, RngState, TensorsRef};
+use crate::checkpoint::{self, CheckpointState, OptimizerState, RankState, RngState, TensorsRef};
+use crate::data_parallel::{self, GradientSync, Start};
 use crate::config::TrainConfig;
 use crate::features::{self, Preprocess, Reserved};
 use crate::loader::{Loader, LoaderOptions, ShardSet};
@@ -48,6 +50,12 @@ pub struct TrainJob {
     pub loader_cache_bytes: usize,
     /// libtorch intra-op threads (None: the checkpoint's on resume, else libtorch's default).
     pub threads: Option<i32>,
+    /// The process group when this is one rank of a data-parallel job.
+    pub group: Option<ProcessGroup>,
+    /// Ranks on this machine (they share its cores).
+    pub local_world: usize,
+    /// Gradient all-reduce bucket size.
+    pub bucket_bytes: usize,
 }
 
 /// The record's `train` section.
@@ -76,6 +84,22 @@ pub struct TrainReport {
     pub final_loss: Option<f64>,
     pub val: Option<Metrics>,
     pub shards_index_blake3: String,
+    /// The data-parallel job, when there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<DistributedReport>,
+}
+
+/// The record's `train.distributed`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DistributedReport {
+    pub world_size: usize,
+    pub backend: String,
+    pub buckets: usize,
+    pub bucket_bytes: usize,
+    /// Mean seconds per step in the gradient all-reduce (rank 0's view).
+    pub allreduce_s_per_step: f64,
+    /// The share of step time spent in it.
+    pub allreduce_fraction: f64,
 }
 
 /// How the loop talks to the tool: messages and warnings for stderr.
@@ -160,50 +184,90 @@ pub fn train(
         );
     };
     let val_set = split_shards(job, "val");
+    let group = job.group.as_ref();
+    let (rank, world) = group.map_or((0, 1), |g| (g.rank, g.world));
+    let root = rank == 0;
+    if config.global_batch % world as u64 != 0 {
+        bail!(
+            "manifest.config.global_batch = {} does not split evenly over {world} ranks: the global batch \
+             is fixed and every rank takes an equal part of it; choose a multiple of {world}",
+            config.global_batch
+        );
+    }
     let ckpt_dir = job.out.join("checkpoints");
-    checkpoint::ensure_writable(&ckpt_dir)?;
 
-    let mut warnings = Vec::new();
+    // Only rank 0 reads and writes OUT; the other ranks receive the start, the parameters and
+    // the optimizer moments from it, so OUT need not be on a shared file system.
     let load_started = Instant::now();
-    let loaded = if job.fresh {
-        checkpoint::clear(&ckpt_dir)?;
-        None
-    } else {
-        checkpoint::load_latest(&ckpt_dir, &job.manifest_hash, job.seed, &mut warnings)?
-    };
-    for w in warnings {
-        reporter.warn(w);
-    }
-
-    // Floating-point sums are split across threads, so the thread count is part of what makes
-    // a resumed run bit-identical: a resume uses the checkpoint's unless told otherwise.
-    match (&loaded, job.threads) {
-        (Some(l), Some(n)) if n != l.state.threads => {
+    let mut loaded = None;
+    let mut start = None;
+    if root {
+        checkpoint::ensure_writable(&ckpt_dir)?;
+        let mut warnings = Vec::new();
+        loaded = if job.fresh {
+            checkpoint::clear(&ckpt_dir)?;
+            None
+        } else {
+            checkpoint::load_latest(&ckpt_dir, &job.manifest_hash, job.seed, &mut warnings)?
+        };
+        for w in warnings {
+            reporter.warn(w);
+        }
+        if let Some(l) = &loaded
+            && l.state.world_size != world as u64
+        {
             reporter.warn(format!(
-                "--threads {n} differs from the checkpoint's {}: the result will not be bit-identical to an uninterrupted run",
-                l.state.threads
+                "checkpoint {} was written by {} rank(s) and this run has {world}: resuming with another \
+                 world size is allowed, but the gradient sums run in another order, so the result will \
+                 not be bit-identical to an uninterrupted run",
+                l.path.display(),
+                l.state.world_size
             ));
-            tch::set_num_threads(n);
         }
-        (_, Some(n)) => tch::set_num_threads(n),
-        (Some(l), None) => tch::set_num_threads(l.state.threads),
-        (None, None) => tch::set_num_threads(default_threads()),
+        let threads = choose_threads(loaded.as_ref(), job.threads, job.local_world, reporter);
+        let preprocess = match &loaded {
+            Some(l) => l.state.preprocess.clone(),
+            None => {
+                let lists =
+                    features::choose(&job.index.columns, &job.reserved, config.features.as_ref())?;
+                Preprocess::fit(
+                    &train_set.paths,
+                    &lists,
+                    &job.reserved.label,
+                    config.max_vocab,
+                )?
+            }
+        };
+        start = Some(match &loaded {
+            Some(l) => Start {
+                preprocess,
+                step: l.state.step,
+                epoch: l.state.epoch,
+                position: l.state.position,
+                samples: l.state.samples,
+                optimizer_step: l.state.optimizer.step,
+                threads,
+            },
+            None => Start {
+                preprocess,
+                step: 0,
+                epoch: 0,
+                position: 0,
+                samples: 0,
+                optimizer_step: 0,
+                threads,
+            },
+        });
     }
-    let threads = tch::get_num_threads();
-
-    let preprocess = match &loaded {
-        Some(l) => l.state.preprocess.clone(),
-        None => {
-            let lists =
-                features::choose(&job.index.columns, &job.reserved, config.features.as_ref())?;
-            Preprocess::fit(
-                &train_set.paths,
-                &lists,
-                &job.reserved.label,
-                config.max_vocab,
-            )?
-        }
+    let start = match group {
+        Some(g) => data_parallel::share_start(g, start)?,
+        None => start.expect("rank 0 decides the start"),
     };
+    // Floating-point sums are split across threads, so every rank uses rank 0's choice.
+    tch::set_num_threads(start.threads);
+    let threads = start.threads;
+    let preprocess = start.preprocess;
+
     let arch = Architecture {
         numeric: preprocess.numeric.len() as i64,
         cardinalities: preprocess.cardinalities(),
@@ -211,30 +275,34 @@ pub fn train(
         hidden: config.hidden.clone(),
         dropout: config.dropout,
     };
-    let mut model = match &loaded {
-        Some(_) => Mlp::zeroed(arch, job.device),
-        None => Mlp::new(arch, job.seed, job.device),
+    // Only a fresh rank 0 draws initial weights; the others receive them.
+    let mut model = if root && loaded.is_none() {
+        Mlp::new(arch, job.seed, job.device)
+    } else {
+        Mlp::zeroed(arch, job.device)
     };
     if job.bf16 {
         model.compute = Kind::BFloat16;
     }
     let mut optimizer = AdamW::new(&model, config.weight_decay);
     let schedule = config.schedule();
-    let (mut step, mut epoch, mut position, mut samples) = (0u64, 0u64, 0u64, 0u64);
+    let (mut step, mut epoch, mut position, mut samples) =
+        (start.step, start.epoch, start.position, start.samples);
+    optimizer.step = start.optimizer_step;
     let mut resumed_from = None;
     if let Some(l) = &loaded {
         let origin = l.path.display().to_string();
         model.load(&l.tensors, "model.", &origin)?;
         optimizer.load(&model, &l.tensors, l.state.optimizer.step, &origin)?;
-        step = l.state.step;
-        epoch = l.state.epoch;
-        position = l.state.position;
-        samples = l.state.samples;
         // Reading, verifying and decoding the checkpoint, and copying it into the model and
         // optimizer: what a restart pays before its first step.
         let load_s = load_started.elapsed().as_secs_f64();
         resumed_from = Some(json!({"checkpoint": origin, "step": step, "load_s": load_s}));
         reporter.info(format!("resuming from {origin} at step {step}"));
+    }
+    drop(loaded);
+    if let Some(g) = group {
+        data_parallel::share_parameters(g, &model, &optimizer)?;
     }
     if step > config.max_steps {
         bail!(
@@ -242,9 +310,16 @@ pub fn train(
             config.max_steps
         );
     }
+    let mut sync = group.map(|_| GradientSync::new(model.flat.numel() as i64, job.bucket_bytes));
+    let local_batch = config.global_batch / world as u64;
+    let rows = [rank as u64 * local_batch, (rank as u64 + 1) * local_batch];
 
     let metrics_path = job.out.join("metrics.jsonl");
-    let mut metrics_file = open_metrics(&metrics_path, step)?;
+    let mut metrics_file = if root {
+        Some(open_metrics(&metrics_path, step)?)
+    } else {
+        None
+    };
     let mut loader = Loader::start(
         train_set,
         Arc::new(preprocess.clone()),
@@ -253,8 +328,8 @@ pub fn train(
             seed: job.seed,
             start_epoch: epoch,
             start_position: position,
-            rank: 0,
-            world: 1,
+            rank,
+            world,
             prefetch: job.loader_prefetch,
             lookahead: job.loader_lookahead,
             pin_for: matches!(job.device, Device::Cuda(_)).then_some(job.device),
@@ -293,8 +368,32 @@ pub fn train(
             logits.binary_cross_entropy_with_logits::<Tensor>(&labels, None, None, Reduction::Mean);
         model.zero_grad();
         loss.backward();
-        let loss_value = loss.double_value(&[]);
+        let mut loss_value = loss.double_value(&[]);
         let lr = schedule.lr_at(step);
+        let mut grad = model.flat_grad();
+        // Only rank 0 looks at the clock; the wish travels with the gradients so that every
+        // rank checkpoints (and gathers its state) at the same step.
+        let mut by_time = root
+            && job
+                .ckpt_every_s
+                .is_some_and(|s| last_ckpt.elapsed().as_secs_f64() >= s);
+        let mut reduced = Duration::ZERO;
+        if let (Some(g), Some(sync)) = (group, sync.as_mut()) {
+            let before = sync.time;
+            let synced = sync.step(g, &mut grad, loss_value, by_time);
+            reduced = sync.time - before;
+            match synced {
+                Ok(synced) => {
+                    loss_value = synced.loss;
+                    by_time = synced.checkpoint_now;
+                }
+                Err(e) => {
+                    failure = Some(format!("{e:#} (at step {})", step + 1));
+                    break;
+                }
+            }
+        }
+        // After the all-reduce every rank sees the same loss and gradient, so all stop together.
         if !loss_value.is_finite() {
             failure = Some(format!(
                 "the loss became {loss_value} at step {} (lr {lr:.3e}); stopped without writing weights. \
@@ -303,7 +402,6 @@ pub fn train(
             ));
             break;
         }
-        let mut grad = model.flat_grad();
         let grad_norm = AdamW::clip_grad_norm(&mut grad, config.grad_clip);
         if !grad_norm.is_finite() {
             failure = Some(format!(
@@ -326,7 +424,7 @@ pub fn train(
         watchdog.steps.store(step, Ordering::Relaxed);
         wait_total += waited;
         compute_total += computed;
-        window.add(loss_value, waited, computed, config.global_batch);
+        window.add(loss_value, waited, computed, reduced, config.global_batch);
         last_loss = Some(loss_value);
 
         let mut line = None;
@@ -334,7 +432,8 @@ pub fn train(
             line = Some(window.line(step, epoch, lr, grad_norm));
             window = Window::default();
         }
-        if let Some(val) = &val_set
+        if root
+            && let Some(val) = &val_set
             && (step % config.eval_every == 0 || step == config.max_steps)
         {
             let scored = score::score(&model, &preprocess, &val.paths, &[], job.device)?;
@@ -349,10 +448,28 @@ pub fn train(
             ));
             last_val = Some(m);
         }
-        let by_time = job
-            .ckpt_every_s
-            .is_some_and(|s| last_ckpt.elapsed().as_secs_f64() >= s);
         if step % config.ckpt_every == 0 || by_time || step == config.max_steps {
+            let mine = RankState {
+                rank,
+                epoch,
+                position,
+                rows,
+                samples: step * local_batch,
+            };
+            let ranks = match group {
+                Some(g) => match data_parallel::gather_ranks(g, &mine) {
+                    Ok(ranks) => ranks,
+                    Err(e) => {
+                        failure = Some(format!("{e:#} (checkpoint at step {step})"));
+                        break;
+                    }
+                },
+                None => vec![mine],
+            };
+            if !root {
+                last_ckpt = Instant::now();
+                continue;
+            }
             let state = CheckpointState {
                 format: checkpoint::FORMAT.into(),
                 manifest_hash: job.manifest_hash.clone(),
@@ -360,7 +477,7 @@ pub fn train(
                 step,
                 epoch,
                 position,
-                world_size: 1,
+                world_size: world as u64,
                 threads,
                 optimizer: OptimizerState {
                     kind: "adamw".into(),
@@ -382,6 +499,7 @@ pub fn train(
                     bytes: 0,
                     blake3: String::new(),
                 },
+                ranks,
             };
             let moments = optimizer.named(&model);
             let mut named: Vec<(String, &Tensor)> = model
@@ -395,9 +513,9 @@ pub fn train(
             last_ckpt = Instant::now();
             line.get_or_insert_with(|| json!({"step": step}))["ckpt_s"] = json!(seconds);
         }
-        if let Some(line) = line {
-            writeln!(metrics_file, "{line}")
-                .and_then(|_| metrics_file.flush())
+        if let (Some(line), Some(file)) = (line, metrics_file.as_mut()) {
+            writeln!(file, "{line}")
+                .and_then(|_| file.flush())
                 .with_context(|| metrics_path.display().to_string())?;
         }
     }
@@ -442,8 +560,20 @@ pub fn train(
         final_loss: last_loss,
         val: last_val,
         shards_index_blake3: job.index_blake3.clone(),
+        distributed: group.zip(sync.as_ref()).map(|(g, sync)| {
+            let reduce_s = sync.time.as_secs_f64();
+            DistributedReport {
+                world_size: g.world,
+                backend: g.backend.to_string(),
+                buckets: sync.buckets(),
+                bucket_bytes: sync.bucket_bytes,
+                allreduce_s_per_step: reduce_s / steps_this_run.max(1) as f64,
+                allreduce_fraction: if loop_s > 0.0 { reduce_s / loop_s } else { 0.0 },
+            }
+        }),
     };
-    if failure.is_some() {
+    // Rank 0 writes the model; the others only trained.
+    if failure.is_some() || !root {
         return Ok(report);
     }
     let weights_path = job.out.join(weights::FILE_NAME);
@@ -463,12 +593,35 @@ pub fn train(
     Ok(report)
 }
 
-/// One core is left to the input pipeline (decoding, batching, dropout masks): on a small
-/// machine an intra-op thread competing with it costs more than it gains, and libgomp's spinning
-/// workers make that contention worse.
-pub fn default_threads() -> i32 {
+/// The cores are shared by the `local_world` ranks on this machine, and of each rank's share one
+/// core is left to its input pipeline (decoding, batching, dropout masks): on a small machine an
+/// intra-op thread competing with it costs more than it gains, and libgomp's spinning workers
+/// make that contention worse.
+pub fn default_threads(local_world: usize) -> i32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores.saturating_sub(1).max(1) as i32
+    (cores / local_world.max(1)).saturating_sub(1).max(1) as i32
+}
+
+/// Floating-point sums are split across threads, so the thread count is part of what makes a
+/// resumed run bit-identical: a resume uses the checkpoint's unless told otherwise.
+fn choose_threads(
+    loaded: Option<&checkpoint::Loaded>,
+    asked: Option<i32>,
+    local_world: usize,
+    reporter: &dyn Reporter,
+) -> i32 {
+    match (loaded, asked) {
+        (Some(l), Some(n)) if n != l.state.threads => {
+            reporter.warn(format!(
+                "--threads {n} differs from the checkpoint's {}: the result will not be bit-identical to an uninterrupted run",
+                l.state.threads
+            ));
+            n
+        }
+        (_, Some(n)) => n,
+        (Some(l), None) => l.state.threads,
+        (None, None) => default_threads(local_world),
+    }
 }
 
 /// Non-blocking copy to the device (from pinned memory on CUDA); a no-op on CPU.
@@ -516,22 +669,31 @@ struct Window {
     loss: f64,
     wait: Duration,
     compute: Duration,
+    allreduce: Duration,
     samples: u64,
 }
 
 impl Window {
-    fn add(&mut self, loss: f64, wait: Duration, compute: Duration, samples: u64) {
+    fn add(
+        &mut self,
+        loss: f64,
+        wait: Duration,
+        compute: Duration,
+        allreduce: Duration,
+        samples: u64,
+    ) {
         self.steps += 1;
         self.loss += loss;
         self.wait += wait;
         self.compute += compute;
+        self.allreduce += allreduce;
         self.samples += samples;
     }
 
     fn line(&self, step: u64, epoch: u64, lr: f64, grad_norm: f64) -> Value {
         let total = (self.wait + self.compute).as_secs_f64();
         let n = self.steps.max(1) as f64;
-        json!({
+        let mut line = json!({
             "step": step,
             "epoch": epoch,
             "loss": self.loss / n,
@@ -540,6 +702,10 @@ impl Window {
             "step_time_s": total / n,
             "data_wait_fraction": if total > 0.0 { self.wait.as_secs_f64() / total } else { 0.0 },
             "samples_per_s": if total > 0.0 { self.samples as f64 / total } else { 0.0 },
-        })
+        });
+        if !self.allreduce.is_zero() && total > 0.0 {
+            line["allreduce_fraction"] = json!(self.allreduce.as_secs_f64() / total);
+        }
+        line
     }
 }

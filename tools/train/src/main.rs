@@ -1,7 +1,10 @@
 //! train: train the run's model on libtorch; resumable, exactly.
 
+mod launcher;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
@@ -9,7 +12,10 @@ use runfn_core::record::RecordInput;
 use runfn_core::timings::Stopwatch;
 use runfn_core::{Exit, InputError, Record};
 use runfn_data::spec::parse_size;
+use runfn_dist::group::GroupOptions;
+use runfn_dist::{Backend, Launch, ProcessGroup};
 use runfn_learn::config::TrainConfig;
+use runfn_learn::tch;
 use runfn_learn::device::DeviceChoice;
 use runfn_learn::inputs;
 use runfn_learn::trainer::{self, Reporter, TrainJob};
@@ -62,9 +68,10 @@ struct Args {
     /// The shard folder (default: the record's shards.dir).
     #[arg(long, value_name = "DIR")]
     shards: Option<PathBuf>,
-    /// cpu, cuda or cuda:N. CUDA needs the full libtorch install.
-    #[arg(long, default_value = "cpu", value_parser = DeviceChoice::parse)]
-    device: DeviceChoice,
+    /// cpu, cuda or cuda:N. CUDA needs the full libtorch install. In a distributed job plain
+    /// `cuda` means cuda:LOCAL_RANK.
+    #[arg(long, default_value = "cpu", value_parser = DeviceArg::parse)]
+    device: DeviceArg,
     /// Matrix products in bf16 on CUDA (weights, optimizer and loss stay fp32).
     #[arg(long)]
     bf16: bool,
@@ -84,24 +91,123 @@ struct Args {
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Start N ranks of this job on this machine, as torchrun would: each gets RANK, WORLD_SIZE,
+    /// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Signals are forwarded to them,
+    /// and when one fails the others are stopped.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    nproc_per_node: Option<u32>,
+    /// Rendezvous port for --nproc-per-node (default: MASTER_PORT, else a free port).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    master_port: Option<u16>,
+    /// Collective backend of a distributed job: auto (NCCL on CUDA, Gloo on the CPU), gloo or nccl.
+    #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = ["auto", "gloo", "nccl"])]
+    dist_backend: String,
+    /// Seconds a rank waits for its peers, at the rendezvous and in every collective, before it
+    /// fails: a rank that died or hung ends the job within this time.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0, value_parser = positive_seconds)]
+    dist_timeout: f64,
+    /// Gradient all-reduce bucket size in MiB: one collective per bucket of the flat gradient.
+    #[arg(long, value_name = "MIB", default_value_t = 25.0, value_parser = positive_seconds)]
+    bucket_mb: f64,
     #[command(flatten)]
     common: CommonArgs,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(nproc) = args.nproc_per_node {
+        let launched = launcher::run(
+            nproc,
+            args.master_port,
+            args.record.as_deref(),
+            args.common.quiet,
+        );
+        return launched.unwrap_or_else(|err| {
+            eprintln!("train: {}", runfn_core::cli::error_chain(&err));
+            Exit::BadInput.into()
+        });
+    }
     runfn_core::cli::main("train", args.common.clone(), |tool| run(tool, args))
 }
 
-struct ToolReporter<'a>(&'a Tool);
+/// `--device` as given: plain `cuda` in a distributed job means the rank's own GPU.
+#[derive(Debug, Clone)]
+struct DeviceArg {
+    choice: DeviceChoice,
+    indexed: bool,
+}
+
+impl DeviceArg {
+    fn parse(text: &str) -> Result<DeviceArg, String> {
+        Ok(DeviceArg {
+            choice: DeviceChoice::parse(text)?,
+            indexed: text.contains(':'),
+        })
+    }
+
+    fn for_rank(&self, launch: Option<&Launch>) -> DeviceChoice {
+        match (self.choice, launch) {
+            (DeviceChoice::Cuda(_), Some(l)) if !self.indexed => DeviceChoice::Cuda(l.local_rank),
+            (choice, _) => choice,
+        }
+    }
+}
+
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("`{text}`: expected a number above 0")),
+    }
+}
+
+/// Rank 0 talks as `train`; the other ranks only warn, naming themselves.
+struct ToolReporter<'a> {
+    tool: &'a Tool,
+    rank: usize,
+}
 
 impl Reporter for ToolReporter<'_> {
     fn info(&self, message: String) {
-        self.0.info(message);
+        if self.rank == 0 {
+            self.tool.info(message);
+        }
     }
     fn warn(&self, message: String) {
-        self.0.warn(message);
+        match self.rank {
+            0 => self.tool.warn(message),
+            rank => self.tool.warn(format!("rank {rank}: {message}")),
+        }
     }
+}
+
+/// Joins the job's process group when the environment names one (torchrun, Slurm, Kubernetes
+/// or --nproc-per-node).
+fn join_group(
+    launch: Option<&Launch>,
+    backend: &str,
+    timeout_s: f64,
+    device: tch::Device,
+) -> anyhow::Result<Option<ProcessGroup>> {
+    let Some(launch) = launch else {
+        return Ok(None);
+    };
+    let backend = match backend {
+        "auto" => Backend::for_device(device),
+        other => Backend::parse(other).map_err(anyhow::Error::msg)?,
+    };
+    let options = GroupOptions {
+        backend,
+        timeout: Duration::from_secs_f64(timeout_s),
+        gloo_ifname: std::env::var("GLOO_SOCKET_IFNAME")
+            .ok()
+            .filter(|s| !s.is_empty()),
+        gloo_threads: 1,
+        device: match backend {
+            Backend::Nccl => device,
+            Backend::Gloo => tch::Device::Cpu,
+        },
+    };
+    Ok(Some(ProcessGroup::connect(launch, &options)?))
 }
 
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
@@ -147,10 +253,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     };
     let shards = inputs::shards(&record, args.shards)?;
     let reserved = inputs::reserved(&record)?;
-    if args.bf16 && args.device == DeviceChoice::Cpu {
+    let launch = Launch::from_env().map_err(|m| InputError::field("launch environment", m))?;
+    let rank = launch.as_ref().map_or(0, |l| l.rank);
+    let device_choice = args.device.for_rank(launch.as_ref());
+    if args.bf16 && device_choice == DeviceChoice::Cpu {
         return Err(InputError::field("--bf16", "applies to --device cuda only").into());
     }
-    let device = args.device.open().map_err(anyhow::Error::msg)?;
+    let device = device_choice.open().map_err(anyhow::Error::msg)?;
     let ckpt_every_s = record
         .get_path("ckpt_interval.interval_s")
         .and_then(Value::as_f64)
@@ -173,16 +282,36 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         loader_lookahead: 2,
         loader_cache_bytes: args.cache as usize,
         threads: args.threads,
+        group: join_group(
+            launch.as_ref(),
+            &args.dist_backend,
+            args.dist_timeout,
+            device,
+        )?,
+        local_world: launch.as_ref().map_or(1, |l| l.local_world),
+        bucket_bytes: (args.bucket_mb * 1024.0 * 1024.0) as usize,
     };
-    tool.info(format!(
-        "training {} steps of global batch {} on {} -> {}",
+    let reporter = ToolReporter { tool, rank };
+    reporter.info(format!(
+        "training {} steps of global batch {} on {device_choice}{} -> {}",
         job.config.max_steps,
         job.config.global_batch,
-        args.device,
+        job.group.as_ref().map_or(String::new(), |g| format!(
+            " x {} ranks ({})",
+            g.world, g.backend
+        )),
         out.display()
     ));
-    let on_stall = stall_handler(&record, args.common.pretty);
-    let report = trainer::train(&job, &ToolReporter(tool), on_stall)?;
+    let on_stall = stall_handler(&record, args.common.pretty, rank);
+    let report = trainer::train(&job, &reporter, on_stall)?;
+    let exit = Exit::from_passed(report.passed);
+    if rank != 0 {
+        // Rank 0 writes the record; another rank's stdout would corrupt the stream.
+        if let Some(reason) = &report.reason {
+            reporter.warn(reason.clone());
+        }
+        return Ok(exit);
+    }
     match &report.reason {
         Some(reason) => tool.warn(reason),
         None => tool.info(format!(
@@ -193,7 +322,6 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             report.weights.as_deref().unwrap_or("-")
         )),
     }
-    let exit = Exit::from_passed(report.passed);
     let mut record = record;
     record.set_section("train", serde_json::to_value(&report)?);
     tool.finish(record, exit)
@@ -201,10 +329,14 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
 
 /// A stalled run cannot return from the loop, so the watchdog finishes the process itself:
 /// the record with the failed `train` section on stdout, the reason on stderr, exit 1.
-fn stall_handler(record: &Record, pretty: bool) -> trainer::StallHandler {
+fn stall_handler(record: &Record, pretty: bool, rank: usize) -> trainer::StallHandler {
     let mut record = record.clone();
     let stopwatch = Stopwatch::start();
     Box::new(move |reason: String| {
+        if rank != 0 {
+            eprintln!("train: rank {rank}: {reason}");
+            std::process::exit(Exit::CheckFailed.code().into());
+        }
         eprintln!("train: {reason}");
         record.set_section("train", json!({"passed": false, "reason": reason}));
         let _ = record.push_timing(stopwatch.entry("train"));

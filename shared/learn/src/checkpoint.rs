@@ -327,6 +327,7 @@ mod tests {
                 bytes: 0,
                 blake3: String::new(),
             },
+            ranks: vec![],
         }
     }
 

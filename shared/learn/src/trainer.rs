@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use runfn_core::atomic::write_bytes_atomic;
 use runfn_data::shards::ShardIndex;
+use runfn_dist::ProcessGroup;
 use serde::Serialize;
 use serde_json::{Value, json};
-use runfn_dist::ProcessGroup;
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::adamw::AdamW;
 use crate::checkpoint::{self, CheckpointState, OptimizerState, RankState, RngState, TensorsRef};
-use crate::data_parallel::{self, GradientSync, Start};
 use crate::config::TrainConfig;
+use crate::data_parallel::{self, GradientSync, Start};
 use crate::features::{self, Preprocess, Reserved};
 use crate::loader::{Loader, LoaderOptions, ShardSet};
 use crate::metrics::{self, Metrics};

@@ -11,7 +11,12 @@ use anyhow::{Context, Result, bail};
 use runfn_dist::local::{self, LocalJob};
 
 /// Runs the job and returns the exit code of the first rank that failed (0 when none did).
-pub fn run(nproc: u32, master_port: Option<u16>, record_file: Option<&Path>, quiet: bool) -> Result<ExitCode> {
+pub fn run(
+    nproc: u32,
+    master_port: Option<u16>,
+    record_file: Option<&Path>,
+    quiet: bool,
+) -> Result<ExitCode> {
     if std::env::var_os("RANK").is_some() {
         bail!(
             "--nproc-per-node starts the ranks itself, but RANK is already set (this process is a rank \
@@ -83,8 +88,16 @@ mod tests {
 
     #[test]
     fn launcher_flags_are_removed_in_both_spellings() {
-        let args = ["--nproc-per-node", "2", "--out", "o", "--master-port=9", "-q", "--nproc-per-node=3"]
-            .map(OsString::from);
+        let args = [
+            "--nproc-per-node",
+            "2",
+            "--out",
+            "o",
+            "--master-port=9",
+            "-q",
+            "--nproc-per-node=3",
+        ]
+        .map(OsString::from);
         let kept = args_without_launcher_flags(args.into_iter());
         assert_eq!(kept, ["--out", "o", "-q"].map(OsString::from));
     }

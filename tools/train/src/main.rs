@@ -15,9 +15,9 @@ use runfn_data::spec::parse_size;
 use runfn_dist::group::GroupOptions;
 use runfn_dist::{Backend, Launch, ProcessGroup};
 use runfn_learn::config::TrainConfig;
-use runfn_learn::tch;
 use runfn_learn::device::DeviceChoice;
 use runfn_learn::inputs;
+use runfn_learn::tch;
 use runfn_learn::trainer::{self, Reporter, TrainJob};
 use serde_json::{Value, json};
 

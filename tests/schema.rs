@@ -355,6 +355,18 @@ struct Train {
     final_loss: Option<f64>,
     val: Option<EvalMetrics>,
     shards_index_blake3: String,
+    distributed: Option<TrainDistributed>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainDistributed {
+    world_size: usize,
+    backend: String,
+    buckets: usize,
+    bucket_bytes: usize,
+    allreduce_s_per_step: f64,
+    allreduce_fraction: f64,
 }
 
 #[derive(Deserialize)]
@@ -411,5 +423,19 @@ fn train_and_evaluate_sections_match_their_schemas() {
     let record = out.json();
     let _: Train = section(&record, "train");
     let _: Evaluate = section(&record, "evaluate");
+    timings(&record);
+
+    let ranks = crate::train::train(
+        &crate::train::fixture().record,
+        &dir.path().join("ranks"),
+        &["--nproc-per-node", "2"],
+    );
+    assert_eq!(ranks.code, 0, "{}", ranks.stderr);
+    let record = ranks.json();
+    let train: Train = section(&record, "train");
+    let distributed = train.distributed.expect("a distributed section");
+    assert_eq!((distributed.world_size, distributed.backend.as_str()), (2, "gloo"));
+    assert!(distributed.buckets >= 1 && distributed.bucket_bytes > 0);
+    assert!(distributed.allreduce_s_per_step > 0.0 && distributed.allreduce_fraction > 0.0);
     timings(&record);
 }

@@ -26,6 +26,8 @@ Examples:
   shardify < validated.json | train > trained.json
   train --seed 8 --out runs/churn/train-seed8 < shards.json     # a noise-floor rerun
   train --device cuda --bf16 < shards.json                       # on a GPU (full libtorch install)
+  train --nproc-per-node 4 < shards.json > trained.json         # 4 data-parallel ranks, this machine
+  torchrun --no-python --nproc-per-node 4 train --record shards.json > trained.json
 
 Reads the run record (manifest, manifest_hash and the `shards` section), fits the preprocessing
 on the train split (numeric columns standardized, string columns through a vocabulary with an
@@ -40,6 +42,15 @@ Killed at any point, `train` run again with the same record resumes from the new
 checkpoint in OUT/checkpoints and ends with the same weights, bit for bit, on the same machine.
 A checkpoint of another manifest or seed is refused (exit 2) unless --fresh.
 
+Data-parallel: a rank reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT (set by torchrun, Slurm wrappers, Kubernetes operators or --nproc-per-node) and joins
+a c10d process group: Gloo on the CPU, NCCL on CUDA (--dist-backend overrides). The global batch is
+split evenly over the ranks, rank 0 sends its initial (or resumed) parameters to all, and the
+gradients are averaged by all-reduce over a flat buffer in --bucket-mb buckets, so N ranks train
+the model one process would, to float rounding. Rank 0 alone reads and writes OUT and prints the
+record. A rank that dies or hangs ends the others within --dist-timeout (exit 1); run the job
+again to resume from the last checkpoint. Resuming with another world size works, with a warning.
+
 Files under OUT: model.safetensors (weights with their preprocessing and lineage),
 metrics.jsonl (step, loss, lr, grad_norm, step_time_s, data_wait_fraction, samples_per_s,
 ckpt_s, val), checkpoints/step-N.{safetensors,json}.
@@ -49,11 +60,13 @@ Output: the input record plus
             \"steps_this_run\", \"seed\", \"device\", \"threads\", \"wall_s\", \"samples_per_s\",
             \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"checkpoints_written\",
             \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
-            \"shards_index_blake3\"}
+            \"shards_index_blake3\", \"distributed\" (with ranks: {world_size, backend, buckets,
+            bucket_bytes, allreduce_s_per_step, allreduce_fraction})}
 
-Exit: 0 trained, 1 the loss or gradient became non-finite or the run stalled (no weights written),
+Exit: 0 trained, 1 the loss or gradient became non-finite, the run stalled or a peer rank was
+lost (no weights written),
 2 bad usage or input (missing shards, schema mismatch, NaN feature or label, unwritable folder,
-a checkpoint of another manifest).";
+a checkpoint of another manifest, a rendezvous that failed: a port in use, a missing rank).";
 
 /// Train the run's MLP on libtorch from Parquet shards, with checkpoints that resume exactly.
 #[derive(Debug, Parser)]

@@ -49,20 +49,14 @@ impl Buckets {
             .collect()
     }
 
-    /// Averages `grad` over the ranks in place and sums `side` (small per-step values such as
-    /// the loss) in the same round of collectives. Returns the time spent in them.
-    pub fn average(
-        &self,
-        group: &ProcessGroup,
-        grad: &mut Tensor,
-        side: &Tensor,
-    ) -> Result<Duration> {
+    /// Averages `flat` over the ranks in place: one all-reduce per bucket, then a division by
+    /// the world size. Returns the time spent in the collectives.
+    pub fn average(&self, group: &ProcessGroup, flat: &mut Tensor) -> Result<Duration> {
         let start = Instant::now();
-        let mut tensors = self.views(grad);
-        tensors.push(side.shallow_clone());
-        group.allreduce_sum(&tensors)?;
-        let _ = grad.g_div_scalar_(group.world as f64);
-        Ok(start.elapsed())
+        group.allreduce_sum(&self.views(flat))?;
+        let elapsed = start.elapsed();
+        let _ = flat.g_div_scalar_(group.world as f64);
+        Ok(elapsed)
     }
 }
 

@@ -369,13 +369,13 @@ mod tests {
             let t = Tensor::from_slice(&[rank + 1.0, rank * 10.0]);
             group.broadcast(&t, 0).unwrap();
             let broadcast: Vec<f64> = Vec::try_from(&t).unwrap();
-            // Bucketed mean: 5 elements in buckets of 2, plus a summed side value.
+            // Bucketed mean: 5 elements in buckets of 2.
             let mut grad = Tensor::from_slice(&[rank as f32; 5]);
-            let side = Tensor::from_slice(&[1.0f64]);
-            Buckets::new(5, 4, 8)
-                .average(&group, &mut grad, &side)
-                .unwrap();
+            Buckets::new(5, 4, 8).average(&group, &mut grad).unwrap();
             let mean: Vec<f32> = Vec::try_from(&grad).unwrap();
+            // A plain sum of f64 values.
+            let side = Tensor::from_slice(&[1.0f64]);
+            group.allreduce_sum(std::slice::from_ref(&side)).unwrap();
             let gathered: Vec<i64> = group
                 .allgather(&Tensor::from_slice(&[group.rank as i64 * 7]))
                 .unwrap()

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use runfn_dist::ProcessGroup;
 use runfn_dist::buckets::Buckets;
 use serde::{Deserialize, Serialize};
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 use crate::adamw::AdamW;
 use crate::checkpoint::RankState;
@@ -99,9 +99,10 @@ pub struct Synced {
 }
 
 impl GradientSync {
+    /// For a flat gradient of `numel` f32 values (two more ride along: the loss and a flag).
     pub fn new(numel: i64, bucket_bytes: usize) -> GradientSync {
         GradientSync {
-            buckets: Buckets::new(numel, 4, bucket_bytes),
+            buckets: Buckets::new(numel + 2, 4, bucket_bytes),
             bucket_bytes,
             time: Duration::ZERO,
         }
@@ -111,7 +112,8 @@ impl GradientSync {
         self.buckets.len()
     }
 
-    /// Averages `grad` in place over the ranks and shares the loss and the checkpoint wish.
+    /// Averages `grad` in place over the ranks and shares the loss and the checkpoint wish. They
+    /// travel at the end of the gradient buffer, so a small model costs one collective a step.
     pub fn step(
         &mut self,
         group: &ProcessGroup,
@@ -119,22 +121,16 @@ impl GradientSync {
         loss: f64,
         checkpoint_now: bool,
     ) -> Result<Synced> {
-        let side = Tensor::from_slice(&[loss, f64::from(u8::from(checkpoint_now))])
-            .to_device(group.device());
-        let on_group = grad.device() == group.device();
-        let mut buffer = if on_group {
-            grad.shallow_clone()
-        } else {
-            grad.to_device(group.device())
-        };
-        self.time += self.buckets.average(group, &mut buffer, &side)?;
-        if !on_group {
-            let _guard = tch::no_grad_guard();
-            grad.copy_(&buffer);
-        }
-        let side = side.to_device(tch::Device::Cpu).to_kind(Kind::Double);
+        let numel = grad.numel() as i64;
+        let side = Tensor::from_slice(&[loss as f32, f32::from(u8::from(checkpoint_now))])
+            .to_device(grad.device());
+        let mut buffer = Tensor::cat(&[&*grad, &side], 0).to_device(group.device());
+        self.time += self.buckets.average(group, &mut buffer)?;
+        let _guard = tch::no_grad_guard();
+        grad.copy_(&buffer.narrow(0, 0, numel));
+        let side = buffer.narrow(0, numel, 2).to_device(tch::Device::Cpu);
         Ok(Synced {
-            loss: side.double_value(&[0]) / group.world as f64,
+            loss: side.double_value(&[0]),
             checkpoint_now: side.double_value(&[1]) > 0.0,
         })
     }

@@ -434,7 +434,10 @@ fn train_and_evaluate_sections_match_their_schemas() {
     let record = ranks.json();
     let train: Train = section(&record, "train");
     let distributed = train.distributed.expect("a distributed section");
-    assert_eq!((distributed.world_size, distributed.backend.as_str()), (2, "gloo"));
+    assert_eq!(
+        (distributed.world_size, distributed.backend.as_str()),
+        (2, "gloo")
+    );
     assert!(distributed.buckets >= 1 && distributed.bucket_bytes > 0);
     assert!(distributed.allreduce_s_per_step > 0.0 && distributed.allreduce_fraction > 0.0);
     timings(&record);

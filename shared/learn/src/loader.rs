@@ -242,9 +242,8 @@ impl Producer {
         (bytes <= self.options.cache_bytes).then(|| Arc::new(Mutex::new(HashMap::new())))
     }
 
-    /// The dropout keep-masks of batch (epoch, position), drawn for the whole global batch from
-    /// a stream of that position and cut to this rank's rows, so a rank's masks are the rows a
-    /// single process would have drawn.
+    /// The dropout keep-masks of batch (epoch, position), from a stream of that position: a
+    /// rank's masks are exactly the rows of them a single process would have drawn.
     fn dropout_masks(
         &self,
         epoch: u64,
@@ -259,12 +258,17 @@ impl Producer {
         // Drop when a uniform u32 falls below p * 2^32: one draw and one compare per unit.
         let threshold = (p * 4_294_967_296.0).min(u32::MAX as f64) as u32;
         let mut rng = seeds::rng(self.options.seed, "dropout", &[epoch, position]);
+        // Layer after layer, row after row, one u32 word per unit: a rank seeks straight to its
+        // rows' words (ChaCha is seekable) instead of drawing the whole global batch.
+        let mut layer_start = 0u128;
         self.options
             .dropout_widths
             .iter()
             .map(|&width| {
                 let width = width as usize;
-                let all: Vec<f32> = (0..self.options.batch * width)
+                rng.set_word_pos(layer_start + (rows.start * width) as u128);
+                layer_start += (self.options.batch * width) as u128;
+                let mine: Vec<f32> = (0..rows.len() * width)
                     .map(|_| {
                         if rng.random::<u32>() < threshold {
                             0.0
@@ -273,8 +277,7 @@ impl Producer {
                         }
                     })
                     .collect();
-                let mine = &all[rows.start * width..rows.end * width];
-                let mask = Tensor::from_slice(mine).reshape([rows.len() as i64, width as i64]);
+                let mask = Tensor::from_slice(&mine).reshape([rows.len() as i64, width as i64]);
                 match self.options.pin_for {
                     Some(device @ Device::Cuda(_)) => mask.pin_memory(device),
                     _ => mask,
@@ -557,35 +560,47 @@ mod resume_tests {
     }
 
     #[test]
-    fn ranks_split_each_batch_without_overlap() {
+    fn ranks_split_each_batch_and_its_dropout_masks_without_overlap() {
         let dir = tempfile::tempdir().unwrap();
         let set = write_shards(dir.path(), &[20, 20]);
-        let whole = batches(&set, 0, 0, 3, 0);
-        let part = |rank| {
+        // Rows and per-layer masks of the first batch as `rank` of `world` sees them.
+        let part = |rank, world| {
             let mut loader = Loader::start(
                 set.clone(),
                 preprocess(),
                 LoaderOptions {
-                    batch: 7,
+                    batch: 8,
                     seed: 3,
                     start_epoch: 0,
                     start_position: 0,
                     rank,
-                    world: 2,
+                    world,
                     prefetch: 2,
                     lookahead: 2,
                     pin_for: None,
                     cache_bytes: 0,
                     dropout: 0.5,
-                    dropout_widths: vec![3],
+                    dropout_widths: vec![3, 2],
                 },
             )
             .unwrap();
             let b = loader.next_batch().unwrap();
-            Vec::<f32>::try_from(&b.numeric.reshape([-1])).unwrap()
+            let numeric = Vec::<f32>::try_from(&b.numeric.reshape([-1])).unwrap();
+            let masks: Vec<Vec<f32>> = b
+                .dropout
+                .iter()
+                .map(|m| Vec::<f32>::try_from(&m.reshape([-1])).unwrap())
+                .collect();
+            (numeric, masks)
         };
-        let (r0, r1) = (part(0), part(1));
-        assert_eq!(r0.len(), 3);
-        assert_eq!([r0, r1].concat(), whole[0].2);
+        let (one, one_masks) = part(0, 1);
+        let (r0, m0) = part(0, 2);
+        let (r1, m1) = part(1, 2);
+        assert_eq!(r0.len(), 4);
+        assert_eq!([r0, r1].concat(), one);
+        for layer in 0..2 {
+            assert_eq!([m0[layer].clone(), m1[layer].clone()].concat(), one_masks[layer]);
+        }
+        assert!(one_masks[0].contains(&0.0) && one_masks[0].contains(&2.0));
     }
 }

@@ -52,6 +52,7 @@ bench:
 	scripts/bench-mf-hash.sh
 	scripts/bench-data.sh
 	scripts/bench-train.sh
+	scripts/bench-ddp.sh
 
 ## The pipeline on the built-in demo: one record per stage under runs/demo/, each stage reading
 ## the previous stage's record, ending with a registered model. Stages depend on their inputs and

@@ -8,6 +8,9 @@
 # Environment:
 #   BENCH_DIGEST_BYTES  total size of the generated data (default 2147483648 = 2 GiB)
 #   BENCH_RUNS          timed runs per tool (default 3); the median is reported
+#   BENCH_ONLY          comma list of benchmarks to run; this script runs when it names mf-hash (or
+#                       is unset). Names of the other bench scripts' benchmarks (shardify,
+#                       ds-validate, leak-check, train, ckpt, ddp) are ignored
 #   XDG_CACHE_HOME      b3sum is installed under ${XDG_CACHE_HOME:-$HOME/.cache}/runfn/bench-tools
 #
 # Data: bench/work/digest-data (git-ignored), regenerated only when its spec or size changed.
@@ -38,6 +41,19 @@ MF_HASH=target/release/mf-hash
 log() { printf 'bench-mf-hash: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+ONLY_IN="${BENCH_ONLY:-mf-hash}"
+WANTED=""
+for b in ${ONLY_IN//,/ }; do
+    case "$b" in
+        mf-hash) WANTED=1 ;;
+        shardify|ds-validate|leak-check|train|ckpt|ddp) ;;  # another script's benchmark
+        *) die "unknown benchmark in BENCH_ONLY: $b (this script has mf-hash)" ;;
+    esac
+done
+if [[ -z "$WANTED" ]]; then
+    log "BENCH_ONLY=$ONLY_IN does not name mf-hash; nothing to do"
+    exit 0
+fi
 [[ "$BYTES" =~ ^[0-9]+$ ]] && (( BYTES >= 1048576 )) || die "BENCH_DIGEST_BYTES must be an integer >= 1048576"
 [[ "$RUNS" =~ ^[0-9]+$ ]] && (( RUNS >= 1 )) || die "BENCH_RUNS must be a positive integer"
 command -v python3 >/dev/null || die "python3 is required"

@@ -9,7 +9,7 @@
 # Environment:
 #   BENCH_RUNS           timed runs per tool (default 3); medians are reported
 #   BENCH_ONLY           comma list of train,ckpt (default both). Names of the other bench scripts'
-#                        benchmarks (mf-hash, shardify, ds-validate, leak-check) are ignored, so a
+#                        benchmarks (mf-hash, shardify, ds-validate, leak-check, ddp) are ignored, so a
 #                        list meant for them skips this script
 #   BENCH_TRAIN_STEPS    optimizer steps per training run, a multiple of 10 (default 2000)
 #   BENCH_TRAIN_BATCH    global batch (default 1024)
@@ -18,7 +18,8 @@
 #                        bench/train-threadsN.json
 #   BENCH_TRAIN_WORKERS  DataLoader workers of the torch-dataloader peer (default 2)
 #   BENCH_TRAIN_WARMUP   first steps left out of the steady-state figures, a multiple of 10 (default 20)
-#   BENCH_TRAIN_ROWS     rows of the generated churn snapshot (default 200000, as `make run`)
+#   BENCH_TRAIN_ROWS     rows of the generated churn snapshot (default 200000, as `make run`; shared
+#                        with bench-ddp.sh)
 #   BENCH_CKPT_HIDDEN    hidden widths of the checkpoint models, lists separated by spaces
 #                        (default "64,32 1024,1024": the run's MLP and one big enough to time)
 #   BENCH_CKPT_SAVES     checkpoints saved (and, for torch, loaded) per run (default 10)
@@ -36,7 +37,8 @@
 # Data (bench/work, git-ignored; regenerated only when its spec changed): bench/work/train-data-ROWS,
 # the `make run` pipeline with the release tools on testdata/demo/manifest.yaml pointed at its own
 # snapshot: demo-data --rows ROWS --seed 7 -> mf-hash --data-digest -> ds-validate -> leak-check ->
-# shardify. Its shards.json is the record every side trains from.
+# shardify (scripts/bench/train-setup.sh, shared with bench-ddp.sh). Its shards.json is the record
+# every side trains from.
 # What is timed and how: scripts/bench/train_harness.py; the PyTorch side: scripts/bench/train_peers.py.
 set -euo pipefail
 
@@ -54,13 +56,7 @@ CKPT_HIDDEN="${BENCH_CKPT_HIDDEN:-64,32 1024,1024}"
 CKPT_SAVES="${BENCH_CKPT_SAVES:-10}"
 RUN_TIMEOUT="${BENCH_TRAIN_RUN_TIMEOUT_S:-180}"
 RETRIES="${BENCH_TRAIN_RETRIES:-4}"
-CACHE="${RUNFN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runfn}"
-VENV="$CACHE/bench-train-venv"
-REQS=scripts/bench/requirements-train.txt
 WORK=bench/work
-SEED=7
-MANIFEST=testdata/demo/manifest.yaml
-TOOLS=(train demo-data mf-hash ds-validate leak-check shardify)
 
 log() { printf 'bench-train: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -85,7 +81,7 @@ ONLY=""
 for b in ${ONLY_IN//,/ }; do
     case "$b" in
         train|ckpt) ONLY="${ONLY:+$ONLY,}$b" ;;
-        mf-hash|shardify|ds-validate|leak-check) ;;  # another script's benchmark
+        mf-hash|shardify|ds-validate|leak-check|ddp) ;;  # another script's benchmark
         *) die "unknown benchmark in BENCH_ONLY: $b (this script has train, ckpt)" ;;
     esac
 done
@@ -95,102 +91,13 @@ if [[ -z "$ONLY" ]]; then
 fi
 command -v python3 >/dev/null || die "python3 is required"
 command -v timeout >/dev/null || die "timeout (coreutils) is required"
-[[ -f "$REQS" ]] || die "$REQS is missing"
-[[ -f "$MANIFEST" ]] || die "$MANIFEST is missing"
 mkdir -p "$WORK" bench
 
-# --- build (the tree may be mid-edit: wait a minute and retry once) ------------------------------
-if [[ -z "${LIBTORCH:-}" ]]; then
-    LIBTORCH="$(scripts/setup-libtorch.sh)" || die "libtorch is not available; scripts/setup-libtorch.sh said why above"
-    export LIBTORCH
-fi
-PKGS=()
-for t in "${TOOLS[@]}"; do PKGS+=(-p "$t"); done
-log "building ${TOOLS[*]} (release)"
-if ! cargo build --release --bins "${PKGS[@]}" >&2; then
-    log "build failed; retrying once in 60 s"
-    sleep 60
-    cargo build --release --bins "${PKGS[@]}" >&2 || die "cargo build --release failed twice"
-fi
-for t in "${TOOLS[@]}"; do
-    [[ -x "target/release/$t" ]] || die "target/release/$t was not built"
-done
-
-# --- peers: a bench-only venv, (re)installed when requirements-train.txt changed -------------------
-REQS_SUM="$(sha256sum "$REQS" | cut -d' ' -f1)"
-if [[ ! -x "$VENV/bin/python" ]]; then
-    log "creating $VENV"
-    mkdir -p "$CACHE"
-    python3 -m venv "$VENV" || die "python3 -m venv failed (is the venv module installed?)"
-fi
-if [[ "$(cat "$VENV/.runfn-requirements" 2>/dev/null || true)" != "$REQS_SUM" ]]; then
-    log "installing the peers from $REQS into $VENV (the full torch wheel: about 4.7 GB, once)"
-    "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
-    "$VENV/bin/python" -m pip install --quiet -r "$REQS" >&2 || die "pip install -r $REQS failed"
-    "$VENV/bin/python" -c 'import torch, pyarrow, numpy' || die "the venv cannot import torch, pyarrow and numpy"
-    printf '%s\n' "$REQS_SUM" > "$VENV/.runfn-requirements"
-fi
-PY="$VENV/bin/python"
-
-# --- data: the `make run` pipeline, release tools, own folder --------------------------------------
-DATA="$WORK/train-data-$ROWS"
-SPEC="$DATA.spec.json"
-versions=()
-for t in "${TOOLS[@]:1}"; do versions+=("$(target/release/"$t" --version)"); done
-WANT="$(python3 - "$ROWS" "$SEED" "$(sha256sum "$MANIFEST" | cut -d' ' -f1)" "${versions[@]}" <<'PY'
-import json, sys
-rows, seed, manifest, *tools = sys.argv[1:]
-print(json.dumps({"rows": int(rows), "seed": int(seed), "manifest_sha256": manifest, "tools": tools}))
-PY
-)"
-if python3 - "$SPEC" "$WANT" "$DATA" <<'PY'
-import json, os, sys
-try:
-    spec, want, data = json.load(open(sys.argv[1])), json.loads(sys.argv[2]), sys.argv[3]
-    ok = all(spec.get(k) == v for k, v in want.items()) and os.path.isfile(os.path.join(data, "shards.json")) \
-        and os.path.isfile(os.path.join(data, "shards", "index.json"))
-except (OSError, ValueError):
-    ok = False
-sys.exit(0 if ok else 1)
-PY
-then
-    log "reusing $DATA ($ROWS rows)"
-else
-    log "generating $DATA ($ROWS rows: demo-data -> mf-hash -> ds-validate -> leak-check -> shardify)"
-    rm -rf "$DATA" "$SPEC"
-    mkdir -p "$DATA"
-    target/release/demo-data --out "$DATA/snapshot" --rows "$ROWS" --seed "$SEED" -q > "$DATA/snapshot.json" \
-        || die "demo-data failed"
-    # the demo manifest, normalized by mf-hash, with the snapshot moved to this folder
-    target/release/mf-hash "$MANIFEST" -q | python3 -c '
-import json, sys
-m = json.load(sys.stdin)["manifest"]
-m["data"]["snapshot"] = sys.argv[1]
-json.dump(m, sys.stdout, indent=2)
-' "$DATA/snapshot@snapshot=demo-seed$SEED-$ROWS" > "$DATA/manifest.json" || die "mf-hash $MANIFEST failed"
-    target/release/mf-hash "$DATA/manifest.json" --data-digest "$DATA/snapshot" -q > "$DATA/record.json" \
-        || die "mf-hash --data-digest failed"
-    target/release/ds-validate --profile-out "$DATA/profile.json" -q < "$DATA/record.json" > "$DATA/validate.json" \
-        || die "ds-validate failed (see $DATA/validate.json)"
-    target/release/leak-check -q < "$DATA/validate.json" > "$DATA/leaks.json" || die "leak-check failed (see $DATA/leaks.json)"
-    target/release/shardify --out "$DATA/shards" -q < "$DATA/leaks.json" > "$DATA/shards.json" || die "shardify failed"
-    python3 - "$SPEC" "$WANT" "$DATA" "$ROWS" "$SEED" "$MANIFEST" <<'PY'
-import json, os, sys
-path, want, data, rows, seed, manifest = sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:]
-shards = json.load(open(os.path.join(data, "shards.json")))["shards"]
-splits = {name: {"rows": s["rows"], "shards": s["shards"]} for name, s in shards["splits"].items()}
-spec = dict(want, dir=data, record=os.path.join(data, "shards.json"), shards=shards["dir"], splits=splits,
-            description="demo-data churn snapshot (the `make run` demo at the default size), split by signup_date "
-                        "and shuffled into zstd Parquet shards by shardify",
-            generator=f"target/release/demo-data --out {data}/snapshot --rows {rows} --seed {seed}; mf-hash "
-                      f"({manifest} with data.snapshot moved there) --data-digest; ds-validate; leak-check; "
-                      f"shardify --out {data}/shards")
-tmp = path + ".tmp"
-with open(tmp, "w") as f:
-    json.dump(spec, f, indent=2)
-os.replace(tmp, path)
-PY
-fi
+# --- build, peers, data: scripts/bench/train-setup.sh, shared with bench-ddp.sh ---------------------
+source scripts/bench/train-setup.sh
+train_setup_build
+train_setup_venv
+train_setup_data "$ROWS"
 
 # --- the benchmarks ----------------------------------------------------------------------------------
 # One result file per thread count: on 2 cores one intra-op thread beats two for this model,

@@ -3,8 +3,10 @@ peak RSS, the bench loop that runs the tools side by side, medians, machine fact
 writes. Standard library only."""
 import datetime
 import functools
+import hashlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -287,3 +289,52 @@ def peer_versions(python, peers_script):
                                          text=True, check=True).stdout)
     except Exception:  # noqa: BLE001
         return {}
+
+
+# --- the training benchmarks (train_harness.py, ddp_harness.py) --------------------------------------
+def bench_record(base, scratch, tag, config, salt):
+    """The record at `base` with manifest.config replaced and a manifest_hash of its own (so
+    train's checkpoints of one setting are never taken for another's), written to
+    SCRATCH/record-TAG.json; returns that path."""
+    with open(base) as f:
+        record = json.load(f)
+    record.pop("ckpt_interval", None)  # no time-based checkpoints
+    record["manifest"]["config"] = config
+    canon = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    record["manifest_hash"] = hashlib.sha256(f"{salt}\n{tag}\n{canon}".encode()).hexdigest()
+    path = os.path.join(scratch, f"record-{tag}.json")
+    write_json(path, record)
+    return path
+
+
+def read_last_json(path):
+    """The JSON object on the last line of a file; CheckFailed when there is none."""
+    try:
+        with open(path) as f:
+            return json.loads(f.read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError) as err:
+        raise CheckFailed(f"{path}: no JSON ({err})") from None
+
+
+def metrics_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def median_of(samples, key, sub=None):
+    """The median of sample["metrics"][key] (or [key][sub]) over the runs; None unless every run
+    has it."""
+    vals = [s["metrics"][key] if sub is None else (s["metrics"][key] or {}).get(sub) for s in samples if s["ok"]]
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals and len(vals) == len(samples) else None
+
+
+def rnd(x, digits=4):
+    return None if x is None else round(x, digits)
+
+
+def rm(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.remove(path)

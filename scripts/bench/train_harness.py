@@ -31,18 +31,17 @@ Checkpoints, per model size (hidden widths): the state is the weights plus the A
 """
 import functools
 import glob
-import hashlib
 import json
 import os
-import shutil
 import statistics
 import sys
 
 sys.dont_write_bytecode = True  # keep scripts/bench free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-from common import (CheckFailed, Reruns, bench, fmt_mib, interference, log, machine, now, ratio,  # noqa: E402
-                    summarize, version, warm, write_json)
+from common import (CheckFailed, Reruns, bench, bench_record, fmt_mib, interference, log, machine,  # noqa: E402
+                    median_of, metrics_lines, now, ratio, read_last_json, rm, rnd, summarize, version, warm,
+                    write_json)
 
 common.PREFIX = "bench-train"
 
@@ -75,17 +74,8 @@ TAIL = max(LOG_EVERY, STEPS // 10 // LOG_EVERY * LOG_EVERY)  # last steps whose 
 
 
 def make_record(tag, config):
-    """The bench data's record with manifest.config replaced and a manifest_hash of its own (so
-    train's checkpoints of one setting are never taken for another's)."""
-    with open(BASE) as f:
-        record = json.load(f)
-    record.pop("ckpt_interval", None)  # no time-based checkpoints
-    record["manifest"]["config"] = config
-    canon = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    record["manifest_hash"] = hashlib.sha256(f"runfn-bench-train\n{tag}\n{canon}".encode()).hexdigest()
-    path = os.path.join(SCRATCH, f"record-{tag}.json")
-    write_json(path, record)
-    return path
+    """The bench data's record with manifest.config replaced (common.bench_record)."""
+    return bench_record(BASE, SCRATCH, tag, config, "runfn-bench-train")
 
 
 def run_all(tools, label):
@@ -98,36 +88,6 @@ def run_all(tools, label):
                  check_errors=(CheckFailed, OSError, ValueError, KeyError, TypeError),
                  describe=lambda name, t, s: f"{name:16s} {s['seconds']:7.2f} s  {t['say'](s['metrics'])}",
                  show_stderr=True)
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.loads(f.read().strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError) as err:
-        raise CheckFailed(f"{path}: no JSON ({err})") from None
-
-
-def metrics_lines(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def median_of(samples, key, sub=None):
-    vals = [s["metrics"][key] if sub is None else (s["metrics"][key] or {}).get(sub) for s in samples if s["ok"]]
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals and len(vals) == len(samples) else None
-
-
-def rnd(x, digits=4):
-    return None if x is None else round(x, digits)
-
-
-def rm(path):
-    if os.path.isdir(path):
-        shutil.rmtree(path)
-    elif os.path.exists(path):
-        os.remove(path)
 
 
 @functools.cache
@@ -151,7 +111,7 @@ def ours_train_tool(record):
     argv = [TRAIN, "--out", out_dir, "--threads", str(THREADS), "--fresh", "-q", "--record", record]
 
     def check(s):
-        t = read_json(stdout).get("train") or {}
+        t = read_last_json(stdout).get("train") or {}
         if not t.get("passed") or t.get("steps") != STEPS:
             raise CheckFailed(f"train did not pass {STEPS} steps: {t.get('reason') or t.get('steps')}")
         prev, windows = 0, []
@@ -197,7 +157,7 @@ def peer_train_tool(mode, record):
     argv = [PY, PEERS, f"train-{mode}", record, out_json, *flags]
 
     def check(s):
-        r = read_json(out_json)
+        r = read_last_json(out_json)
         if r.get("steps") != STEPS:
             raise CheckFailed(f"{r.get('steps')} steps, expected {STEPS}")
         s["metrics"] = {"all": r["all"], "steady": r["steady"], "final_loss": r["final_loss"],
@@ -315,7 +275,7 @@ def ours_ckpt_tool(tag, record):
     argv = [TRAIN, "--out", out_dir, "--threads", str(THREADS), "--fresh", "-q", "--record", record]
 
     def check(s):
-        t = read_json(stdout).get("train") or {}
+        t = read_last_json(stdout).get("train") or {}
         if not t.get("passed"):
             raise CheckFailed(f"train failed: {t.get('reason')}")
         saves = [line["ckpt_s"] for line in metrics_lines(os.path.join(out_dir, "metrics.jsonl")) if "ckpt_s" in line]
@@ -340,7 +300,7 @@ def peer_ckpt_tool(tag, record):
             "--saves", str(CKPT_SAVES)]
 
     def check(s):
-        r = read_json(out_json)
+        r = read_last_json(out_json)
         s["metrics"] = {k: statistics.median(r[k]) for k in ("save_s", "save_durable_s", "load_s", "load_apply_s")}
         s["metrics"].update({"file_bytes": r["file_bytes"], "tensor_bytes": r["tensor_bytes"],
                              "parameters": r["parameters"]})

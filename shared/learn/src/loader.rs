@@ -599,7 +599,10 @@ mod resume_tests {
         assert_eq!(r0.len(), 4);
         assert_eq!([r0, r1].concat(), one);
         for layer in 0..2 {
-            assert_eq!([m0[layer].clone(), m1[layer].clone()].concat(), one_masks[layer]);
+            assert_eq!(
+                [m0[layer].clone(), m1[layer].clone()].concat(),
+                one_masks[layer]
+            );
         }
         assert!(one_masks[0].contains(&0.0) && one_masks[0].contains(&2.0));
     }

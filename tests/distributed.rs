@@ -169,7 +169,6 @@ fn two_and_four_ranks_match_one_process() {
                 r["rows"],
                 serde_json::json!([i as u64 * per, (i as u64 + 1) * per])
             );
-            assert_eq!(r["samples"], 200 * per);
             assert_eq!(r["epoch"], state["epoch"]);
             assert_eq!(r["position"], state["position"]);
         }
@@ -520,4 +519,13 @@ fn setup_errors_are_clear() {
         .stdin(record.clone())
         .run();
     nested.assert_bad_input("train", "RANK is already set");
+
+    // A malformed record is refused once, by the launcher, before any rank starts.
+    let malformed = tool("train")
+        .args(["--out".as_ref(), dir.path().join("malformed").as_os_str()])
+        .args(["--nproc-per-node", "2"])
+        .stdin("{\"manifest\": ")
+        .run();
+    malformed.assert_bad_input("train", "<stdin>");
+    assert_eq!(malformed.stderr.lines().count(), 1, "{}", malformed.stderr);
 }

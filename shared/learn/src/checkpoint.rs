@@ -45,9 +45,9 @@ pub struct CheckpointState {
 }
 
 /// One rank's place in the data at a checkpoint: the epoch and batch position it resumes at
-/// (the same on every rank), its slice `rows` (start, end) of every global batch, and the samples
-/// it has trained on. Its random state is the run's streams at (seed, epoch, position) cut to
-/// `rows`, so these numbers restore it.
+/// (the same on every rank) and its slice `rows` (start, end) of every global batch. Its random
+/// state is the run's streams at (seed, epoch, position) cut to `rows`, so these numbers restore
+/// it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RankState {
@@ -55,7 +55,6 @@ pub struct RankState {
     pub epoch: u64,
     pub position: u64,
     pub rows: [u64; 2],
-    pub samples: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -63,7 +63,6 @@ pub fn gather_ranks(group: &ProcessGroup, mine: &RankState) -> Result<Vec<RankSt
         mine.position as i64,
         mine.rows[0] as i64,
         mine.rows[1] as i64,
-        mine.samples as i64,
     ];
     let gathered = group.allgather(&Tensor::from_slice(&values).to_device(group.device()))?;
     gathered
@@ -75,7 +74,6 @@ pub fn gather_ranks(group: &ProcessGroup, mine: &RankState) -> Result<Vec<RankSt
                 epoch: v[1] as u64,
                 position: v[2] as u64,
                 rows: [v[3] as u64, v[4] as u64],
-                samples: v[5] as u64,
             })
         })
         .collect()

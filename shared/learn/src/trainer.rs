@@ -454,7 +454,6 @@ pub fn train(
                 epoch,
                 position,
                 rows,
-                samples: step * local_batch,
             };
             let ranks = match group {
                 Some(g) => match data_parallel::gather_ranks(g, &mine) {
@@ -467,7 +466,6 @@ pub fn train(
                 None => vec![mine],
             };
             if !root {
-                last_ckpt = Instant::now();
                 continue;
             }
             let state = CheckpointState {

@@ -2,12 +2,13 @@
 //! this machine, with the same launch variables torchrun would set.
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use runfn_core::Record;
+use runfn_core::record::{RecordInput, read_text};
 use runfn_dist::local::{self, LocalJob};
 
 /// Runs the job and returns the exit code of the first rank that failed (0 when none did).
@@ -31,17 +32,11 @@ pub fn run(
             .with_context(|| format!("MASTER_PORT={text:?} is not a TCP port"))?,
         (None, None) => local::free_port(&master_addr)?,
     };
-    // Every rank reads the same record: the file itself, or the bytes of stdin read once here.
-    let stdin = match record_file {
-        Some(_) => None,
-        None => {
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .context("reading the run record from stdin")?;
-            Some(bytes)
-        }
-    };
+    // Every rank reads the same record: the file itself, or stdin's text read once here. It is
+    // checked once here too, so bad input gets one error instead of one per rank.
+    let (text, origin) = read_text(record_file)?;
+    Record::parse(&text, &origin, RecordInput::Required)?.refuse_failed_checks("train")?;
+    let stdin = record_file.is_none().then(|| text.into_bytes());
     let job = LocalJob {
         nproc: nproc as usize,
         program: std::env::current_exe().context("cannot find this program's path")?,

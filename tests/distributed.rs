@@ -142,6 +142,11 @@ fn two_and_four_ranks_match_one_process() {
         assert_eq!(section["distributed"]["world_size"], n);
         assert_eq!(section["distributed"]["backend"], "gloo");
         assert_eq!(section["distributed"]["buckets"], 1);
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        match section["distributed"]["cpus"].as_array() {
+            Some(pinned) => assert_eq!(pinned.len(), cpus / n, "rank 0's share of {cpus} CPUs"),
+            None => assert!(cpus < n, "{n} ranks on {cpus} CPUs are pinned"),
+        }
         let fraction = section["distributed"]["allreduce_fraction"]
             .as_f64()
             .unwrap();
@@ -321,6 +326,20 @@ fn the_launcher_stops_every_rank_when_one_fails() {
         })
         .expect("a rank 1")
         .clone();
+    // Each rank runs on its own share of the CPUs.
+    let allowed = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("Cpus_allowed_list:")
+                    .map(|v| v.trim().to_string())
+            })
+            .unwrap()
+    };
+    if std::thread::available_parallelism().unwrap().get() >= 2 {
+        assert_ne!(allowed(&pids[0]), allowed(&pids[1]));
+    }
     assert!(
         Command::new("kill")
             .args(["-KILL", &rank1])

@@ -367,6 +367,7 @@ struct TrainDistributed {
     bucket_bytes: usize,
     allreduce_s_per_step: f64,
     allreduce_fraction: f64,
+    cpus: Option<Vec<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -440,5 +441,9 @@ fn train_and_evaluate_sections_match_their_schemas() {
     );
     assert!(distributed.buckets >= 1 && distributed.bucket_bytes > 0);
     assert!(distributed.allreduce_s_per_step > 0.0 && distributed.allreduce_fraction > 0.0);
+    // Two ranks pinned to disjoint halves of the CPUs (when there are at least two).
+    if let Some(cpus) = &distributed.cpus {
+        assert!(!cpus.is_empty());
+    }
     timings(&record);
 }

@@ -52,8 +52,10 @@ pub struct TrainJob {
     pub threads: Option<i32>,
     /// The process group when this is one rank of a data-parallel job.
     pub group: Option<ProcessGroup>,
-    /// Ranks on this machine (they share its cores).
-    pub local_world: usize,
+    /// The cores this rank may use: the machine's, or its share when ranks share the machine.
+    pub cores: usize,
+    /// The CPUs this rank was pinned to, when it was.
+    pub pinned_cpus: Option<Vec<usize>>,
     /// Gradient all-reduce bucket size.
     pub bucket_bytes: usize,
 }
@@ -100,6 +102,8 @@ pub struct DistributedReport {
     pub allreduce_s_per_step: f64,
     /// The share of step time spent in it.
     pub allreduce_fraction: f64,
+    /// The CPUs rank 0 was pinned to (null: not pinned).
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// How the loop talks to the tool: messages and warnings for stderr.
@@ -224,7 +228,7 @@ pub fn train(
                 l.state.world_size
             ));
         }
-        let threads = choose_threads(loaded.as_ref(), job.threads, job.local_world, reporter);
+        let threads = choose_threads(loaded.as_ref(), job.threads, job.cores, reporter);
         let preprocess = match &loaded {
             Some(l) => l.state.preprocess.clone(),
             None => {
@@ -567,6 +571,7 @@ pub fn train(
                 bucket_bytes: sync.bucket_bytes,
                 allreduce_s_per_step: reduce_s / steps_this_run.max(1) as f64,
                 allreduce_fraction: if loop_s > 0.0 { reduce_s / loop_s } else { 0.0 },
+                cpus: job.pinned_cpus.clone(),
             }
         }),
     };
@@ -591,13 +596,11 @@ pub fn train(
     Ok(report)
 }
 
-/// The cores are shared by the `local_world` ranks on this machine, and of each rank's share one
-/// core is left to its input pipeline (decoding, batching, dropout masks): on a small machine an
-/// intra-op thread competing with it costs more than it gains, and libgomp's spinning workers
-/// make that contention worse.
-pub fn default_threads(local_world: usize) -> i32 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cores / local_world.max(1)).saturating_sub(1).max(1) as i32
+/// Of the `cores` a rank has, one is left to its input pipeline (decoding, batching, dropout
+/// masks): on a small machine an intra-op thread competing with it costs more than it gains, and
+/// libgomp's spinning workers make that contention worse.
+pub fn default_threads(cores: usize) -> i32 {
+    cores.saturating_sub(1).max(1) as i32
 }
 
 /// Floating-point sums are split across threads, so the thread count is part of what makes a
@@ -605,7 +608,7 @@ pub fn default_threads(local_world: usize) -> i32 {
 fn choose_threads(
     loaded: Option<&checkpoint::Loaded>,
     asked: Option<i32>,
-    local_world: usize,
+    cores: usize,
     reporter: &dyn Reporter,
 ) -> i32 {
     match (loaded, asked) {
@@ -618,7 +621,7 @@ fn choose_threads(
         }
         (_, Some(n)) => n,
         (Some(l), None) => l.state.threads,
-        (None, None) => default_threads(local_world),
+        (None, None) => default_threads(cores),
     }
 }
 

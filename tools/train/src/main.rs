@@ -13,7 +13,7 @@ use runfn_core::timings::Stopwatch;
 use runfn_core::{Exit, InputError, Record};
 use runfn_data::spec::parse_size;
 use runfn_dist::group::GroupOptions;
-use runfn_dist::{Backend, Launch, ProcessGroup};
+use runfn_dist::{Backend, Launch, ProcessGroup, affinity};
 use runfn_learn::config::TrainConfig;
 use runfn_learn::device::DeviceChoice;
 use runfn_learn::inputs;
@@ -61,7 +61,7 @@ Output: the input record plus
             \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"checkpoints_written\",
             \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
             \"shards_index_blake3\", \"distributed\" (with ranks: {world_size, backend, buckets,
-            bucket_bytes, allreduce_s_per_step, allreduce_fraction})}
+            bucket_bytes, allreduce_s_per_step, allreduce_fraction, cpus})}
 
 Exit: 0 trained, 1 the loss or gradient became non-finite, the run stalled or a peer rank was
 lost (no weights written),
@@ -119,6 +119,11 @@ struct Args {
     /// fails: a rank that died or hung ends the job within this time.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0, value_parser = positive_seconds)]
     dist_timeout: f64,
+    /// How ranks on one machine share its CPUs: split (each pinned to an equal share of the CPUs
+    /// this process may use) or none (the scheduler decides). Two jobs on one machine should each
+    /// get their own CPUs through taskset or the batch system, or use none.
+    #[arg(long, value_name = "MODE", default_value = "split", value_parser = ["split", "none"])]
+    cpu_affinity: String,
     /// Gradient all-reduce bucket size in MiB: one collective per bucket of the flat gradient.
     #[arg(long, value_name = "MIB", default_value_t = 25.0, value_parser = positive_seconds)]
     bucket_mb: f64,
@@ -224,6 +229,19 @@ fn join_group(
 }
 
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
+    // Before anything starts a thread: threads inherit the CPUs of the thread that starts them.
+    let launch = Launch::from_env().map_err(|m| InputError::field("launch environment", m))?;
+    let local_world = launch.as_ref().map_or(1, |l| l.local_world);
+    let pinned = match &launch {
+        Some(l) if l.local_world > 1 && args.cpu_affinity == "split" => {
+            affinity::pin_to_share(l.local_rank, l.local_world)?
+        }
+        _ => None,
+    };
+    let cores = match &pinned {
+        Some(cpus) => cpus.len(),
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()) / local_world,
+    };
     let record = Record::read(args.record.as_deref(), RecordInput::Required)?;
     record.refuse_failed_checks("train")?;
     let config = TrainConfig::from_json(record.get_path("manifest.config"))
@@ -266,7 +284,6 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     };
     let shards = inputs::shards(&record, args.shards)?;
     let reserved = inputs::reserved(&record)?;
-    let launch = Launch::from_env().map_err(|m| InputError::field("launch environment", m))?;
     let rank = launch.as_ref().map_or(0, |l| l.rank);
     let device_choice = args.device.for_rank(launch.as_ref());
     if args.bf16 && device_choice == DeviceChoice::Cpu {
@@ -301,7 +318,8 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             args.dist_timeout,
             device,
         )?,
-        local_world: launch.as_ref().map_or(1, |l| l.local_world),
+        cores: cores.max(1),
+        pinned_cpus: pinned,
         bucket_bytes: (args.bucket_mb * 1024.0 * 1024.0) as usize,
     };
     let reporter = ToolReporter { tool, rank };

@@ -14,10 +14,13 @@ is run once more when the machine is quiet (a few times in all).
 Same record on every side, so the same MLP, features, data, global batch (split evenly over the
 ranks), steps, lr schedule and clipping, and one intra-op thread per rank:
   runfn-train      target/release/train --nproc-per-node 2 --threads 1 (c10d Gloo, gradients
-                   averaged in 25 MiB buckets after backward)
+                   averaged in 25 MiB buckets after backward; each rank pinned to its share of the
+                   CPUs, train's default)
   torch-ddp        torchrun --standalone --nproc-per-node 2 ddp_peer.py --comm-hook timed: DDP with a
                    comm hook that times every all-reduce (the all-reduce fraction)
   torch-ddp-plain  the same with DDP's built-in hook (plain DDP throughput; nothing timed)
+  torch-ddp-pinned DDP's built-in hook with each rank pinned to its share of the CPUs, as train
+                   does (--pin-cpus)
 Throughput = global samples / sum(wait + compute) of rank 0's steps after the first W ("steady",
 the headline) and over all steps. For `train` it comes from OUT/metrics.jsonl, whose lines
 average wait, compute and all-reduce over each 10 steps; its own whole-loop figures (which also
@@ -118,10 +121,12 @@ def ours_tool(record):
             "command": f"train --nproc-per-node {WORLD} --threads {THREADS} --out OUT --fresh -q --record RECORD"}
 
 
-def peer_tool(hook, record):
-    name = "torch-ddp" if hook == "timed" else "torch-ddp-plain"
+def peer_tool(hook, record, pin=False):
+    name = "torch-ddp-pinned" if pin else "torch-ddp" if hook == "timed" else "torch-ddp-plain"
     out_json, stdout = os.path.join(SCRATCH, f"{name}.out.json"), os.path.join(SCRATCH, f"{name}.json")
     flags = ["--threads", str(THREADS), "--warmup", str(WARMUP), "--nosync-steps", str(NOSYNC), "--comm-hook", hook]
+    if pin:
+        flags.append("--pin-cpus")
     argv = [TORCHRUN, "--standalone", "--nproc-per-node", str(WORLD), PEER, record, out_json, *flags]
 
     def check(s):
@@ -166,8 +171,9 @@ def main():
               "eval_every": STEPS, "ckpt_every": STEPS, "log_every": LOG_EVERY}
     record = bench_record(BASE, SCRATCH, "ddp", config, "runfn-bench-ddp")
     tools = {"runfn-train": ours_tool(record)}
-    for hook in ("timed", "default"):
-        name, tool = peer_tool(hook, record)
+    # train pins each rank to its share of the CPUs by default, so PyTorch is also run pinned.
+    for hook, pin in (("timed", False), ("default", False), ("default", True)):
+        name, tool = peer_tool(hook, record, pin)
         tools[name] = tool
     samples = bench(tools, RUNS, "ddp", timeout=RUN_TIMEOUT, reruns=RERUNS,
                     check_errors=(CheckFailed, OSError, ValueError, KeyError, TypeError),
@@ -219,7 +225,8 @@ def main():
     ours = results["runfn-train"]["steady"]["samples_per_s"]
     timed = results["torch-ddp"]["steady"]["samples_per_s"]
     plain = results["torch-ddp-plain"]["steady"]["samples_per_s"]
-    best_name, best = max((("torch-ddp", timed), ("torch-ddp-plain", plain)),
+    pinned = results["torch-ddp-pinned"]["steady"]["samples_per_s"]
+    best_name, best = max((("torch-ddp", timed), ("torch-ddp-plain", plain), ("torch-ddp-pinned", pinned)),
                           key=lambda kv: -1 if kv[1] is None else kv[1])
     value = ratio(ours, best)
     aucs = [r["val"]["auc"] for r in results.values() if r["val"]["auc"] is not None]
@@ -243,8 +250,10 @@ def main():
         "ratios": {"runfn_train_over_best_torch_ddp": value, "best_torch_ddp": best_name,
                    "runfn_train_over_torch_ddp": ratio(ours, timed),
                    "runfn_train_over_torch_ddp_plain": ratio(ours, plain),
-                   "note": "steady-state samples/s, medians over the runs; best_torch_ddp is the faster of "
-                           "the two PyTorch runs (with and without the timing comm hook)"},
+                   "runfn_train_over_torch_ddp_pinned": ratio(ours, pinned),
+                   "note": "steady-state samples/s, medians over the runs; best_torch_ddp is the fastest of "
+                           "the three PyTorch runs (with the timing comm hook; with DDP's own hook; with its "
+                           "own hook and each rank pinned to its share of the CPUs, as train pins by default)"},
         "target": {"metric": "ratio_samples_per_s", "min": TARGET_SPEEDUP, "value": value,
                    "met": None if value is None else value >= TARGET_SPEEDUP},
         "allreduce": {
@@ -254,6 +263,8 @@ def main():
                           "allreduce_s_per_step": results["torch-ddp"]["steady"]["allreduce_s_per_step"],
                           "allreduce_cost_fraction": results["torch-ddp"].get("allreduce_cost_fraction")},
             "torch-ddp-plain": {"allreduce_cost_fraction": results["torch-ddp-plain"].get("allreduce_cost_fraction")},
+            "torch-ddp-pinned": {
+                "allreduce_cost_fraction": results["torch-ddp-pinned"].get("allreduce_cost_fraction")},
             "definitions": {
                 "allreduce_fraction": "time inside the gradient all-reduce / step time (wait + compute), rank 0, "
                                       "steady steps. runfn-train: train's own timer around the bucketed all-reduce "

@@ -81,6 +81,15 @@ def union_seconds(intervals):
     return total
 
 
+def pin_to_share(local_rank, local_world):
+    """Pins this thread, and the threads started after it (OpenMP, Gloo), to the local rank's
+    contiguous share of the allowed CPUs; nothing when there are fewer CPUs than ranks."""
+    cpus = sorted(os.sched_getaffinity(0))
+    per = len(cpus) // local_world
+    if per:
+        os.sched_setaffinity(0, cpus[local_rank * per:(local_rank + 1) * per])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("record")
@@ -90,8 +99,12 @@ def main():
     p.add_argument("--nosync-steps", type=int, default=200)
     p.add_argument("--comm-hook", choices=["timed", "default"], default="timed")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--pin-cpus", action="store_true",
+                   help="pin each rank to an equal share of the allowed CPUs, as train's --cpu-affinity split")
     args = p.parse_args()
 
+    if args.pin_cpus:
+        pin_to_share(int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"]))
     t_start = time.perf_counter()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -159,38 +159,51 @@ type Job = JoinHandle<Result<FeatureBlock>>;
 type Cache = Arc<Mutex<HashMap<usize, Arc<FeatureBlock>>>>;
 
 impl Producer {
-    /// The (epoch, shard, rows to skip) to decode, in stream order, from the start position on.
-    fn plan(&self, epoch: u64, position: u64) -> Vec<(u64, usize, usize)> {
+    /// The shards to decode, in stream order, from the start position on.
+    fn plan(&self, epoch: u64, position: u64) -> Vec<Planned> {
         let order = seeds::permutation(
             self.shards.paths.len(),
             &mut seeds::rng(self.options.seed, "shard-order", &[epoch]),
         );
         let mut skip = position * self.options.batch as u64;
+        let mut stream_start = skip;
         let mut plan = Vec::new();
         for &s in &order {
             let rows = self.shards.rows[s as usize];
             if rows <= skip {
                 skip -= rows;
             } else {
-                plan.push((epoch, s as usize, skip as usize));
+                plan.push(Planned {
+                    epoch,
+                    shard: s as usize,
+                    skip: skip as usize,
+                    stream_start,
+                });
+                stream_start += rows - skip;
                 skip = 0;
             }
         }
         plan
     }
 
+    /// This rank's rows of every global batch: `lo..hi` within it.
+    fn slice(&self) -> (usize, usize) {
+        let (batch, rank, world) = (self.options.batch, self.options.rank, self.options.world);
+        (rank * batch / world, (rank + 1) * batch / world)
+    }
+
     /// Sends batches until the consumer goes away. Decoding runs `lookahead` shards ahead,
     /// across epoch boundaries, so a new epoch does not start with a wait.
     fn run(&mut self) -> Result<()> {
-        let batch = self.options.batch;
         let (n_num, n_cat) = (
             self.preprocess.numeric.len(),
             self.preprocess.categorical.len(),
         );
         let (mut epoch, mut position) = (self.options.start_epoch, self.options.start_position);
         let mut planned_epoch = epoch;
-        let mut plan: VecDeque<(u64, usize, usize)> = self.plan(epoch, position).into();
+        let mut plan: VecDeque<Planned> = self.plan(epoch, position).into();
         let mut jobs: VecDeque<(u64, Job)> = VecDeque::new();
+        let (lo, hi) = self.slice();
         let mut queue = RowQueue::default();
         let cache = self.cache_if_it_fits();
         loop {
@@ -199,10 +212,11 @@ impl Producer {
                     planned_epoch += 1;
                     plan = self.plan(planned_epoch, 0).into();
                 }
-                let (e, shard, skip) = plan.pop_front().expect("an epoch has shards");
-                jobs.push_back((e, self.decode(e, shard, skip, cache.clone())));
+                let next = plan.pop_front().expect("an epoch has shards");
+                jobs.push_back((next.epoch, self.decode(next, cache.clone())));
             }
-            if queue.rows < batch {
+            // The queue holds only this rank's rows: hi - lo of every global batch.
+            if queue.rows < hi - lo {
                 let (e, job) = jobs.pop_front().expect("jobs were queued");
                 let block = job
                     .join()
@@ -212,11 +226,7 @@ impl Producer {
                 }
                 continue;
             }
-            let (lo, hi) = (
-                self.options.rank * batch / self.options.world,
-                (self.options.rank + 1) * batch / self.options.world,
-            );
-            let part = queue.take(batch, lo..hi, n_num, n_cat);
+            let part = queue.take(hi - lo, n_num, n_cat);
             let masks = self.dropout_masks(epoch, position, lo..hi);
             if self
                 .tx
@@ -316,11 +326,22 @@ impl Producer {
         }
     }
 
-    fn decode(&self, epoch: u64, shard: usize, skip: usize, cache: Option<Cache>) -> Job {
+    /// Decodes (or takes from the cache) one shard and gathers, in epoch order, the rows of it
+    /// that fall in this rank's slice of their global batch: a rank copies only its own rows.
+    fn decode(&self, planned: Planned, cache: Option<Cache>) -> Job {
+        let Planned {
+            epoch,
+            shard,
+            skip,
+            stream_start,
+        } = planned;
         let path = self.shards.paths[shard].clone();
         let preprocess = Arc::clone(&self.preprocess);
         let lookup = Arc::clone(&self.lookup);
         let seed = self.options.seed;
+        let batch = self.options.batch as u64;
+        let (lo, hi) = self.slice();
+        let (lo, hi) = (lo as u64, hi as u64);
         std::thread::spawn(move || {
             let cached = cache
                 .as_ref()
@@ -348,6 +369,14 @@ impl Producer {
                 &mut seeds::rng(seed, "row-order", &[epoch, shard as u64]),
             );
             order.drain(..skip.min(order.len()));
+            if hi - lo < batch {
+                let mut index = stream_start;
+                order.retain(|_| {
+                    let mine = (lo..hi).contains(&(index % batch));
+                    index += 1;
+                    mine
+                });
+            }
             Ok(block.gather(
                 &order,
                 preprocess.numeric.len(),
@@ -355,6 +384,16 @@ impl Producer {
             ))
         })
     }
+}
+
+/// One shard of an epoch's stream: which, how many of its (permuted) rows a resume skips, and
+/// the stream index of its first row after them.
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    epoch: u64,
+    shard: usize,
+    skip: usize,
+    stream_start: u64,
 }
 
 /// Decoded rows waiting to be cut into batches, without copying the remainder on every cut.
@@ -372,35 +411,19 @@ impl RowQueue {
         self.blocks.push_back(block);
     }
 
-    /// Removes the next `count` rows and returns those with index in `keep` (0-based within
-    /// the `count`).
-    fn take(
-        &mut self,
-        count: usize,
-        keep: std::ops::Range<usize>,
-        n_num: usize,
-        n_cat: usize,
-    ) -> FeatureBlock {
+    /// Removes the next `count` rows and returns them.
+    fn take(&mut self, count: usize, n_num: usize, n_cat: usize) -> FeatureBlock {
         let mut out = FeatureBlock::default();
-        let mut index = 0;
-        while index < count {
+        while out.rows < count {
             let front = self.blocks.front().expect("enough rows queued");
-            let available = front.rows - self.offset;
-            let n = available.min(count - index);
-            let (a, b) = (
-                keep.start.clamp(index, index + n),
-                keep.end.clamp(index, index + n),
-            );
-            if a < b {
-                let (ra, rb) = (self.offset + a - index, self.offset + b - index);
-                out.numeric
-                    .extend_from_slice(&front.numeric[ra * n_num..rb * n_num]);
-                out.categorical
-                    .extend_from_slice(&front.categorical[ra * n_cat..rb * n_cat]);
-                out.labels.extend_from_slice(&front.labels[ra..rb]);
-                out.rows += b - a;
-            }
-            index += n;
+            let n = (front.rows - self.offset).min(count - out.rows);
+            let (a, b) = (self.offset, self.offset + n);
+            out.numeric
+                .extend_from_slice(&front.numeric[a * n_num..b * n_num]);
+            out.categorical
+                .extend_from_slice(&front.categorical[a * n_cat..b * n_cat]);
+            out.labels.extend_from_slice(&front.labels[a..b]);
+            out.rows += n;
             self.offset += n;
             if self.offset == front.rows {
                 self.blocks.pop_front();
@@ -426,15 +449,16 @@ mod tests {
     }
 
     #[test]
-    fn row_queue_cuts_across_blocks_and_slices_by_rank() {
+    fn row_queue_cuts_across_blocks() {
         let mut q = RowQueue::default();
         q.push(block(0, 5));
         q.push(block(5, 7));
-        let first = q.take(4, 0..4, 1, 1);
+        let first = q.take(4, 1, 1);
         assert_eq!(first.numeric, vec![0.0, 1.0, 2.0, 3.0]);
-        let second = q.take(4, 1..3, 1, 1);
-        assert_eq!(second.categorical, vec![5, 6]);
-        let third = q.take(4, 2..4, 1, 1);
+        let second = q.take(6, 1, 1);
+        assert_eq!(second.categorical, vec![4, 5, 6, 7, 8, 9]);
+        assert_eq!(second.labels.len(), 6);
+        let third = q.take(2, 1, 1);
         assert_eq!(third.numeric, vec![10.0, 11.0]);
         assert_eq!(q.rows, 0);
     }
@@ -562,9 +586,10 @@ mod resume_tests {
     #[test]
     fn ranks_split_each_batch_and_its_dropout_masks_without_overlap() {
         let dir = tempfile::tempdir().unwrap();
-        let set = write_shards(dir.path(), &[20, 20]);
-        // Rows and per-layer masks of the first batch as `rank` of `world` sees them.
-        let part = |rank, world| {
+        // 20 + 13 + 20 rows in batches of 8: batches cross shards, and a 5-row tail is dropped.
+        let set = write_shards(dir.path(), &[20, 13, 20]);
+        // (rows, per-layer masks) of `count` batches from `position` on, as `rank` of `world`.
+        let part = |rank, world, position, count| {
             let mut loader = Loader::start(
                 set.clone(),
                 preprocess(),
@@ -572,38 +597,47 @@ mod resume_tests {
                     batch: 8,
                     seed: 3,
                     start_epoch: 0,
-                    start_position: 0,
+                    start_position: position,
                     rank,
                     world,
                     prefetch: 2,
                     lookahead: 2,
                     pin_for: None,
-                    cache_bytes: 0,
+                    cache_bytes: 1 << 20,
                     dropout: 0.5,
                     dropout_widths: vec![3, 2],
                 },
             )
             .unwrap();
-            let b = loader.next_batch().unwrap();
-            let numeric = Vec::<f32>::try_from(&b.numeric.reshape([-1])).unwrap();
-            let masks: Vec<Vec<f32>> = b
-                .dropout
-                .iter()
-                .map(|m| Vec::<f32>::try_from(&m.reshape([-1])).unwrap())
-                .collect();
-            (numeric, masks)
+            (0..count)
+                .map(|_| {
+                    let b = loader.next_batch().unwrap();
+                    let numeric = Vec::<f32>::try_from(&b.numeric.reshape([-1])).unwrap();
+                    let masks: Vec<Vec<f32>> = b
+                        .dropout
+                        .iter()
+                        .map(|m| Vec::<f32>::try_from(&m.reshape([-1])).unwrap())
+                        .collect();
+                    (b.epoch, b.position, numeric, masks)
+                })
+                .collect::<Vec<_>>()
         };
-        let (one, one_masks) = part(0, 1);
-        let (r0, m0) = part(0, 2);
-        let (r1, m1) = part(1, 2);
-        assert_eq!(r0.len(), 4);
-        assert_eq!([r0, r1].concat(), one);
-        for layer in 0..2 {
-            assert_eq!(
-                [m0[layer].clone(), m1[layer].clone()].concat(),
-                one_masks[layer]
-            );
+        // Three epochs of 6 batches, and a resume at batch 4 of the first.
+        let one = part(0, 1, 0, 18);
+        for (start, count) in [(0, 18), (4, 14)] {
+            let ranks: Vec<_> = (0..4).map(|r| part(r, 4, start, count)).collect();
+            for (i, whole) in one[start as usize..].iter().enumerate() {
+                assert_eq!((ranks[0][i].0, ranks[0][i].1), (whole.0, whole.1));
+                let rows: Vec<f32> = ranks.iter().flat_map(|r| r[i].2.clone()).collect();
+                assert_eq!(rows, whole.2, "batch {i} from {start}");
+                for layer in 0..2 {
+                    let masks: Vec<f32> =
+                        ranks.iter().flat_map(|r| r[i].3[layer].clone()).collect();
+                    assert_eq!(masks, whole.3[layer]);
+                }
+            }
         }
-        assert!(one_masks[0].contains(&0.0) && one_masks[0].contains(&2.0));
+        assert_eq!(one[6].0, 1, "6 batches an epoch");
+        assert!(one[0].3[0].contains(&0.0) && one[0].3[0].contains(&2.0));
     }
 }

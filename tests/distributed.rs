@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::train::{edited, train};
+use crate::train::{edited, train, weights_hash};
 use crate::util::{Output, bin, tool};
 
 /// The fixture's record trained for `steps` steps, checkpointing every 50.
@@ -117,14 +117,6 @@ fn max_relative_difference(a: &Path, b: &Path) -> f64 {
             (diff / norm).sqrt()
         })
         .fold(0.0, f64::max)
-}
-
-fn weights_hash(out: &Output) -> String {
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    out.json()["train"]["weights_blake3"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 #[test]

@@ -57,7 +57,7 @@ pub fn edited(edit: impl FnOnce(&mut Value)) -> String {
     record.to_string()
 }
 
-fn weights_hash(out: &Output) -> String {
+pub fn weights_hash(out: &Output) -> String {
     assert_eq!(out.code, 0, "{}", out.stderr);
     out.json()["train"]["weights_blake3"]
         .as_str()

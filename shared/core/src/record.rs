@@ -104,6 +104,20 @@ impl Record {
         parts.try_fold(self.fields.get(first)?, |value, part| value.get(part))
     }
 
+    /// The run's seed: `--seed` when given, else `manifest.seed`; an error names both when
+    /// neither is there.
+    pub fn seed(&self, flag: Option<u64>) -> Result<u64, InputError> {
+        match flag {
+            Some(seed) => Ok(seed),
+            None => self
+                .get_path("manifest.seed")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| {
+                    InputError::field("--seed", "is missing and the record has no manifest.seed")
+                }),
+        }
+    }
+
     /// Sets this tool's own section. Rerunning a tool replaces its section; other sections are
     /// never touched.
     pub fn set_section(&mut self, key: &str, value: Value) {
@@ -197,6 +211,20 @@ pub fn read_text(path: Option<&Path>) -> Result<(String, String), InputError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_seed_comes_from_the_flag_then_the_manifest() {
+        let with =
+            Record::parse(r#"{"manifest": {"seed": 7}}"#, "t", RecordInput::Required).unwrap();
+        assert_eq!(with.seed(None).unwrap(), 7);
+        assert_eq!(with.seed(Some(9)).unwrap(), 9);
+        let without = Record::parse(r#"{"manifest": {}}"#, "t", RecordInput::Required).unwrap();
+        let err = without.seed(None).unwrap_err().to_string();
+        assert!(
+            err.contains("--seed") && err.contains("manifest.seed"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn keeps_foreign_sections_and_their_order() {

@@ -87,15 +87,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let rules = spec.splits_or(&args.splits)?;
     let time = args.time.as_deref().or(spec.time.as_deref());
     let splits = Splits::parse(&rules, time, |c| snapshot.column_type(c))?;
-    let seed = match args.seed {
-        Some(seed) => seed,
-        None => record
-            .get_path("manifest.seed")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| {
-                InputError::field("--seed", "is missing and the record has no manifest.seed")
-            })?,
-    };
+    let seed = record.seed(args.seed)?;
     let out = match args.out {
         Some(out) => out,
         None => match record.get_path("manifest.run_id").and_then(Value::as_str) {

@@ -256,15 +256,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             )
         })?
         .to_string();
-    let seed = match args.seed {
-        Some(seed) => seed,
-        None => record
-            .get_path("manifest.seed")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| {
-                InputError::field("--seed", "is missing and the record has no manifest.seed")
-            })?,
-    };
+    let seed = record.seed(args.seed)?;
     let run_id = record
         .get_path("manifest.run_id")
         .and_then(Value::as_str)

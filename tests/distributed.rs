@@ -475,6 +475,16 @@ fn setup_errors_are_clear() {
         "2",
     ));
     busy.assert_bad_input("train", &format!("MASTER_PORT {port} is already in use"));
+    // --nproc-per-node hosts the store itself, so a taken --master-port is named before any rank
+    // starts.
+    let hosted = train_ranks(
+        &record,
+        &dir.path().join("hosted"),
+        2,
+        &["--master-port", &port.to_string()],
+    );
+    hosted.assert_bad_input("train", &format!("port {port} is already in use"));
+    assert!(!dir.path().join("hosted").exists());
 
     // A global batch the ranks cannot share evenly (128 over 3).
     let uneven = train_ranks(&record, &dir.path().join("uneven"), 3, &[]);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,31 @@ char* runfn_c10d_connect(const char* addr, int port, int rank, int world, int64_
 }
 
 void runfn_c10d_free(void* group) { delete static_cast<Group*>(group); }
+
+// Host a TCPStore for a job's ranks, as torchrun's agent does: the ranks then join it as clients
+// (TORCHELASTIC_USE_AGENT_STORE). Port 0 lets the system pick a free port, written to `bound`;
+// holding the socket from here on means no other process can take the port before rank 0 starts.
+char* runfn_c10d_host_store(int port, int64_t timeout_ms, int* bound, void** out) {
+  *out = nullptr;
+  return guarded([&] {
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<std::uint16_t>(port);
+    opts.isServer = true;
+    // The ranks count themselves in on the store; the host waits for nobody.
+    opts.numWorkers = std::nullopt;
+    opts.waitWorkers = false;
+    opts.timeout = std::chrono::milliseconds(timeout_ms);
+    opts.useLibUV = true;
+    auto store = std::make_unique<c10::intrusive_ptr<c10d::TCPStore>>(
+        c10::make_intrusive<c10d::TCPStore>(std::string("127.0.0.1"), opts));
+    *bound = static_cast<int>((*store)->getPort());
+    *out = store.release();
+  });
+}
+
+void runfn_c10d_free_store(void* store) {
+  delete static_cast<c10::intrusive_ptr<c10d::TCPStore>*>(store);
+}
 
 char* runfn_c10d_broadcast(void* group, at::Tensor* tensor, int root) {
   return guarded([&] {

@@ -126,7 +126,7 @@ unsafe impl Send for ProcessGroup {}
 unsafe impl Sync for ProcessGroup {}
 
 /// Takes ownership of a shim error: `Ok` for null, else the message.
-fn check(message: *mut c_char) -> Result<(), String> {
+pub(crate) fn take_error(message: *mut c_char) -> Result<(), String> {
     if message.is_null() {
         return Ok(());
     }
@@ -179,7 +179,7 @@ impl ProcessGroup {
             )
         };
         let at = format!("{}:{}", launch.master_addr, launch.master_port);
-        check(result).map_err(|message| explain_connect(&message, launch, &at, options))?;
+        take_error(result).map_err(|message| explain_connect(&message, launch, &at, options))?;
         let raw = NonNull::new(raw).ok_or_else(|| anyhow!("c10d returned no process group"))?;
         Ok(ProcessGroup {
             raw,
@@ -200,7 +200,7 @@ impl ProcessGroup {
                 root as c_int,
             )
         };
-        check(result).map_err(|m| self.lost("broadcast", m))
+        take_error(result).map_err(|m| self.lost("broadcast", m))
     }
 
     /// Sums every tensor across ranks in place: one collective per tensor, all in flight at
@@ -214,7 +214,7 @@ impl ProcessGroup {
         let result = unsafe {
             runfn_c10d_allreduce_sum(self.raw.as_ptr(), ptrs.as_mut_ptr(), ptrs.len() as c_int)
         };
-        check(result).map_err(|m| self.lost("all-reduce", m))
+        take_error(result).map_err(|m| self.lost("all-reduce", m))
     }
 
     /// Every rank's `tensor`, in rank order.
@@ -233,14 +233,14 @@ impl ProcessGroup {
                 self.world as c_int,
             )
         };
-        check(result).map_err(|m| self.lost("all-gather", m))?;
+        take_error(result).map_err(|m| self.lost("all-gather", m))?;
         Ok(outputs)
     }
 
     pub fn barrier(&self) -> Result<()> {
         // SAFETY: the handle is live.
         let result = unsafe { runfn_c10d_barrier(self.raw.as_ptr()) };
-        check(result).map_err(|m| self.lost("barrier", m))
+        take_error(result).map_err(|m| self.lost("barrier", m))
     }
 
     /// Sends rank 0's bytes to every rank (length first, then the bytes).
@@ -319,7 +319,12 @@ impl Drop for ProcessGroup {
 mod tests {
     use super::*;
     use crate::buckets::Buckets;
-    use crate::local::free_port;
+
+    /// A port that was free a moment ago, for rank 0 to host the store on.
+    fn free_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
 
     fn launch(rank: usize, world: usize, port: u16) -> Launch {
         Launch {
@@ -348,7 +353,7 @@ mod tests {
         world: usize,
         body: impl Fn(ProcessGroup) -> T + Send + Sync + Copy + 'static,
     ) -> Vec<T> {
-        let port = free_port("127.0.0.1").unwrap();
+        let port = free_port();
         let handles: Vec<_> = (0..world)
             .map(|rank| {
                 std::thread::spawn(move || {
@@ -399,7 +404,7 @@ mod tests {
 
     #[test]
     fn a_missing_peer_times_out_with_a_clear_error() {
-        let port = free_port("127.0.0.1").unwrap();
+        let port = free_port();
         let started = std::time::Instant::now();
         let err = ProcessGroup::connect(&launch(0, 2, port), &options(1500)).unwrap_err();
         let text = err.to_string();

@@ -84,14 +84,18 @@ impl Launch {
 
     /// The variables a launcher sets for one rank of a job on this machine.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut env = vec![
             ("RANK", self.rank.to_string()),
             ("WORLD_SIZE", self.world.to_string()),
             ("LOCAL_RANK", self.local_rank.to_string()),
             ("LOCAL_WORLD_SIZE", self.local_world.to_string()),
             ("MASTER_ADDR", self.master_addr.clone()),
             ("MASTER_PORT", self.master_port.to_string()),
-        ]
+        ];
+        if self.agent_store {
+            env.push(("TORCHELASTIC_USE_AGENT_STORE", "True".into()));
+        }
+        env
     }
 }
 
@@ -136,6 +140,7 @@ mod tests {
         let env = launch.env();
         assert!(env.contains(&("RANK", "3".into())));
         assert!(env.contains(&("LOCAL_WORLD_SIZE", "2".into())));
+        assert!(env.contains(&("TORCHELASTIC_USE_AGENT_STORE", "True".into())));
     }
 
     #[test]

@@ -7,12 +7,14 @@
 //! - [`affinity`]: each local rank pinned to its own share of the CPUs.
 //! - [`buckets`]: gradient averaging over a flat buffer cut into buckets, one collective each.
 //! - [`local`]: `--nproc-per-node N`: start N local ranks, forward signals, stop all when one fails.
+//! - [`store`]: the rendezvous store a launcher hosts for its ranks, as torchrun's agent does.
 
 pub mod affinity;
 pub mod buckets;
 pub mod group;
 pub mod launch;
 pub mod local;
+pub mod store;
 
 pub use group::{Backend, ProcessGroup};
 pub use launch::Launch;

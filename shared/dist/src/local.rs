@@ -1,10 +1,10 @@
 //! `--nproc-per-node N` without torchrun: start N ranks of this program on this machine with the
 //! launch variables set, forward SIGINT, SIGTERM and SIGHUP to them, and stop them all as soon as
-//! one fails, so a job never lingers with a dead rank.
+//! one fails, so a job never lingers with a dead rank. As under torchrun, the ranks join a store
+//! the launcher hosts ([`crate::store::HostedStore`]) instead of rank 0 hosting one.
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -23,6 +23,7 @@ pub struct LocalJob {
     /// Bytes every rank reads on stdin (the run record), or None to give them no stdin.
     pub stdin: Option<Vec<u8>>,
     pub master_addr: String,
+    /// The port of the store the caller hosts for the ranks, and keeps until `run` returns.
     pub master_port: u16,
     /// How long the other ranks get to stop after SIGTERM before SIGKILL.
     pub grace: Duration,
@@ -58,13 +59,6 @@ fn install_forwarding() {
     }
 }
 
-/// A port that was free a moment ago on `addr`, for the rendezvous (rank 0 binds it next).
-pub fn free_port(addr: &str) -> Result<u16> {
-    let listener = TcpListener::bind((addr, 0))
-        .with_context(|| format!("cannot find a free port on {addr} for the rendezvous"))?;
-    Ok(listener.local_addr()?.port())
-}
-
 fn describe(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
@@ -93,13 +87,12 @@ pub fn run(job: &LocalJob, log: &dyn Fn(String)) -> Result<Outcome> {
             local_world: job.nproc,
             master_addr: job.master_addr.clone(),
             master_port: job.master_port,
-            agent_store: false,
+            agent_store: true,
         };
         let mut command = Command::new(&job.program);
         command
             .args(&job.args)
             .envs(launch.env())
-            .env_remove("TORCHELASTIC_USE_AGENT_STORE")
             .stdin(if job.stdin.is_some() {
                 Stdio::piped()
             } else {

@@ -10,11 +10,13 @@ use anyhow::{Context, Result, bail};
 use runfn_core::Record;
 use runfn_core::record::{RecordInput, read_text};
 use runfn_dist::local::{self, LocalJob};
+use runfn_dist::store::HostedStore;
 
 /// Runs the job and returns the exit code of the first rank that failed (0 when none did).
 pub fn run(
     nproc: u32,
     master_port: Option<u16>,
+    timeout: Duration,
     record_file: Option<&Path>,
     quiet: bool,
 ) -> Result<ExitCode> {
@@ -30,13 +32,17 @@ pub fn run(
         (None, Some(text)) => text
             .parse()
             .with_context(|| format!("MASTER_PORT={text:?} is not a TCP port"))?,
-        (None, None) => local::free_port(&master_addr)?,
+        (None, None) => 0,
     };
     // Every rank reads the same record: the file itself, or stdin's text read once here. It is
     // checked once here too, so bad input gets one error instead of one per rank.
     let (text, origin) = read_text(record_file)?;
     Record::parse(&text, &origin, RecordInput::Required)?.refuse_failed_checks("train")?;
     let stdin = record_file.is_none().then(|| text.into_bytes());
+    // This process hosts the rendezvous store, as torchrun's agent does, and holds its port until
+    // every rank has ended.
+    let store = HostedStore::host(master_port, timeout)?;
+    let master_port = store.port();
     let job = LocalJob {
         nproc: nproc as usize,
         program: std::env::current_exe().context("cannot find this program's path")?,
@@ -50,6 +56,7 @@ pub fn run(
         eprintln!("train: starting {nproc} ranks, rendezvous at {master_addr}:{master_port}");
     }
     let outcome = local::run(&job, &|line| eprintln!("train: {line}"))?;
+    drop(store);
     if let Some((rank, how)) = &outcome.failed
         && !quiet
     {

@@ -109,7 +109,8 @@ struct Args {
     /// and when one fails the others are stopped.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     nproc_per_node: Option<u32>,
-    /// Rendezvous port for --nproc-per-node (default: MASTER_PORT, else a free port).
+    /// Rendezvous port for --nproc-per-node, where this process hosts the ranks' store (default:
+    /// MASTER_PORT, else a free port the system picks).
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     master_port: Option<u16>,
     /// Collective backend of a distributed job: auto (NCCL on CUDA, Gloo on the CPU), gloo or nccl.
@@ -137,6 +138,7 @@ fn main() -> ExitCode {
         let launched = launcher::run(
             nproc,
             args.master_port,
+            Duration::from_secs_f64(args.dist_timeout),
             args.record.as_deref(),
             args.common.quiet,
         );

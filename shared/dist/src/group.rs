@@ -275,6 +275,12 @@ impl ProcessGroup {
     }
 }
 
+/// Whether a c10d error says the store's port was taken (its wording differs by socket backend).
+pub(crate) fn address_in_use(message: &str) -> bool {
+    let lower = message.to_lowercase();
+    lower.contains("eaddrinuse") || lower.contains("address already in use")
+}
+
 /// A rendezvous failure in words: a port already taken or peers that never came are the
 /// common ones, and c10d's own message is kept after the explanation.
 fn explain_connect(
@@ -284,7 +290,7 @@ fn explain_connect(
     options: &GroupOptions,
 ) -> anyhow::Error {
     let lower = message.to_lowercase();
-    if lower.contains("eaddrinuse") || lower.contains("address already in use") {
+    if address_in_use(message) {
         anyhow!(
             "MASTER_PORT {} is already in use on this host: rank 0 cannot host the rendezvous at {at}; \
              pick a free port (c10d: {message})",

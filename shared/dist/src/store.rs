@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 
-use crate::group::take_error;
+use crate::group::{address_in_use, take_error};
 
 unsafe extern "C" {
     fn runfn_c10d_host_store(
@@ -45,8 +45,7 @@ impl HostedStore {
             )
         };
         take_error(result).map_err(|message| {
-            let lower = message.to_lowercase();
-            if lower.contains("eaddrinuse") || lower.contains("address already in use") {
+            if address_in_use(&message) {
                 anyhow!(
                     "port {port} is already in use on this host: cannot host the rendezvous there; \
                      pick another --master-port or leave it out (c10d: {message})"

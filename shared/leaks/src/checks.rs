@@ -234,3 +234,26 @@ fn target_encoded(pairs: &[(String, bool)]) -> Option<Vec<(f64, bool)>> {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn categories_are_encoded_by_their_label_rate_unless_there_are_too_many() {
+        let pairs: Vec<(String, bool)> = [("a", true), ("a", false), ("b", true), ("a", true)]
+            .iter()
+            .map(|(c, l)| (c.to_string(), *l))
+            .collect();
+        let encoded = target_encoded(&pairs).unwrap();
+        let rates: Vec<f64> = encoded.iter().map(|(r, _)| *r).collect();
+        assert_eq!(rates, [2.0 / 3.0, 2.0 / 3.0, 1.0, 2.0 / 3.0]);
+        assert_eq!(encoded[1].1, false);
+
+        let ids: Vec<(String, bool)> = (0..=MAX_PROXY_CATEGORIES)
+            .map(|i| (format!("id{i}"), i % 2 == 0))
+            .collect();
+        assert_eq!(target_encoded(&ids), None);
+        assert!(target_encoded(&ids[..MAX_PROXY_CATEGORIES]).is_some());
+    }
+}

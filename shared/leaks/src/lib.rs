@@ -32,3 +32,286 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
     ];
     Ok(LeakReport::new(checks, bad_values.total()))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Each check on a few hand-written rows whose answer is known, and the same rows with the
+    //! leak taken out.
+
+    use std::collections::BTreeMap;
+
+    use runfn_data::Snapshot;
+    use runfn_data::split::Splits;
+
+    use super::*;
+
+    /// The CSV `text` as one file, split by `rules` (with `time` as manifest.data.time).
+    fn partitioned(
+        text: &str,
+        rules: &[(&str, &str)],
+        time: Option<&str>,
+    ) -> (tempfile::TempDir, Partitioned) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.csv"), text).unwrap();
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        let rules: Vec<(String, String)> = rules
+            .iter()
+            .map(|(n, r)| (n.to_string(), r.to_string()))
+            .collect();
+        let splits = Splits::parse(&rules, time, |c| snapshot.column_type(c)).unwrap();
+        (dir, Partitioned::from_rules(snapshot, splits))
+    }
+
+    const BY_MONTH: [(&str, &str); 2] =
+        [("train", "day < 2026-02-01"), ("test", "day >= 2026-02-01")];
+
+    fn by_month(text: &str) -> (tempfile::TempDir, Partitioned) {
+        partitioned(text, &BY_MONTH, Some("day"))
+    }
+
+    fn by_day() -> LeakConfig {
+        LeakConfig {
+            time: Some("day".into()),
+            split_order: vec!["train".into(), "test".into()],
+            time_split: true,
+            ..LeakConfig::default()
+        }
+    }
+
+    fn run<'a>(report: &'a LeakReport, name: &str) -> &'a LeakCheck {
+        report
+            .checks
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no check {name}"))
+    }
+
+    fn check_of(text: &str, config: &LeakConfig, name: &str) -> LeakCheck {
+        let (_dir, data) = by_month(text);
+        run(&check(&data, config).unwrap(), name).clone()
+    }
+
+    fn skipped(check: &LeakCheck) -> bool {
+        check.passed
+            && check.count == 0
+            && check
+                .note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("skipped: "))
+    }
+
+    #[test]
+    fn an_entity_in_two_splits_is_an_overlap() {
+        let text = "id,day,x\nc1,2026-01-03,1\nc2,2026-01-04,2\nc2,2026-02-05,3\nc3,2026-02-06,4\nc3,2026-02-07,5\n";
+        let config = LeakConfig {
+            entity: Some("id".into()),
+            ..by_day()
+        };
+        let found = check_of(text, &config, "entity_overlap");
+        assert_eq!((found.passed, found.count), (false, 1), "{found:?}");
+        assert_eq!(found.examples[0]["id"], "c2");
+        let splits: Vec<_> = found.examples[0]["splits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["split"].clone(), s["at"]["row"].clone()))
+            .collect();
+        assert_eq!(
+            splits,
+            [("train".into(), 2.into()), ("test".into(), 3.into())]
+        );
+
+        // c3 twice, but only in test: not a leak.
+        let apart = text.replace("c2,2026-02-05", "c4,2026-02-05");
+        let clean = check_of(&apart, &config, "entity_overlap");
+        assert_eq!((clean.passed, clean.count), (true, 0), "{clean:?}");
+        assert!(skipped(&check_of(text, &by_day(), "entity_overlap")));
+    }
+
+    #[test]
+    fn splits_out_of_time_order_are_found() {
+        let text = "day,x\n2026-01-03,1\n2026-01-20,2\n2026-02-05,3\n2026-02-09,4\n";
+        // The rules put the later month in train: train's last day is after test's first.
+        let (_dir, data) = partitioned(
+            text,
+            &[("train", "day >= 2026-02-01"), ("test", "day < 2026-02-01")],
+            Some("day"),
+        );
+        let report = check(&data, &by_day()).unwrap();
+        let found = run(&report, "time_order");
+        assert_eq!((found.passed, found.count), (false, 1), "{found:?}");
+        assert_eq!(found.examples[0]["earlier"], "train");
+        assert_eq!(found.examples[0]["earlier_max"], "2026-02-09 00:00:00");
+        assert_eq!(found.examples[0]["later_min"], "2026-01-03 00:00:00");
+        assert!(!report.passed);
+
+        let clean = check_of(text, &by_day(), "time_order");
+        assert_eq!((clean.passed, clean.count), (true, 0), "{clean:?}");
+        let not_ranges = LeakConfig {
+            time_split: false,
+            ..by_day()
+        };
+        assert!(skipped(&check_of(text, &not_ranges, "time_order")));
+    }
+
+    #[test]
+    fn a_row_repeated_across_splits_is_an_exact_twin() {
+        // Row 4 repeats row 1's features in test, its text differing only in case and spaces;
+        // id and day, which are not features, differ. Row 3 repeats row 2 within train only.
+        let text = "id,day,x,note\nc1,2026-01-03,1.5,Hello  World\nc2,2026-01-04,2.5,other\nc3,2026-01-05,2.5,other\nc4,2026-02-05,1.5,hello world\n";
+        let config = LeakConfig {
+            entity: Some("id".into()),
+            ..by_day()
+        };
+        let found = check_of(text, &config, "exact_duplicates");
+        assert_eq!((found.passed, found.count), (false, 1), "{found:?}");
+        let rows: Vec<_> = found.examples[0]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["at"]["row"].as_u64().unwrap())
+            .collect();
+        assert_eq!(rows, [1, 4]);
+
+        let differs = text.replace("c4,2026-02-05,1.5", "c4,2026-02-05,1.6");
+        let clean = check_of(&differs, &config, "exact_duplicates");
+        assert_eq!((clean.passed, clean.count), (true, 0), "{clean:?}");
+    }
+
+    #[test]
+    fn texts_that_differ_by_a_word_across_splits_are_near_twins() {
+        let long = "the customer called about a billing error on the march invoice and asked for \
+                    a refund of the duplicate charge and then asked to move to the annual plan";
+        let edited = long.replace("march", "april");
+        let other = "a short unrelated note about delivery times in the northern region warehouse";
+        let text =
+            format!("day,note\n2026-01-03,{long}\n2026-01-04,{other}\n2026-02-05,{edited}\n");
+        let config = LeakConfig {
+            text: vec!["note".into()],
+            ..by_day()
+        };
+        let found = check_of(&text, &config, "near_duplicates");
+        assert_eq!((found.passed, found.count), (false, 1), "{found:?}");
+        let example = &found.examples[0];
+        assert_eq!(
+            (
+                example["a"]["split"].as_str(),
+                example["b"]["split"].as_str()
+            ),
+            (Some("train"), Some("test"))
+        );
+        assert_eq!(
+            (
+                example["a"]["at"]["row"].as_u64(),
+                example["b"]["at"]["row"].as_u64()
+            ),
+            (Some(1), Some(3))
+        );
+        let jaccard = example["jaccard"].as_f64().unwrap();
+        assert!((0.8..1.0).contains(&jaccard), "{jaccard}");
+
+        let rewritten = format!("day,note\n2026-01-03,{long}\n2026-02-05,{other}\n");
+        let clean = check_of(&rewritten, &config, "near_duplicates");
+        assert_eq!((clean.passed, clean.count), (true, 0), "{clean:?}");
+        assert!(skipped(&check_of(
+            &text,
+            &LeakConfig::default(),
+            "near_duplicates"
+        )));
+    }
+
+    #[test]
+    fn a_feature_stamped_after_the_label_is_from_the_future() {
+        let text = "day,label_date,balance,balance_at\n\
+                    2026-01-03,2026-03-01,10,2026-02-01\n\
+                    2026-01-04,2026-03-01,20,2026-03-02\n\
+                    2026-02-05,2026-03-01,30,2026-03-01\n";
+        let config = LeakConfig {
+            label_time: Some("label_date".into()),
+            as_of: BTreeMap::from([("balance".into(), "balance_at".into())]),
+            ..by_day()
+        };
+        let found = check_of(text, &config, "future_features");
+        assert_eq!((found.passed, found.count), (false, 1), "{found:?}");
+        assert_eq!(found.examples[0]["feature"], "balance");
+        assert_eq!(found.examples[0]["at"]["row"], 2);
+        assert_eq!(found.examples[0]["as_of"], "2026-03-02 00:00:00");
+
+        // Stamped on the label's own day is not later than it.
+        let in_time = text.replace("2026-03-02", "2026-02-28");
+        let clean = check_of(&in_time, &config, "future_features");
+        assert_eq!((clean.passed, clean.count), (true, 0), "{clean:?}");
+        let no_as_of = LeakConfig {
+            label_time: Some("label_date".into()),
+            ..by_day()
+        };
+        assert!(skipped(&check_of(text, &no_as_of, "future_features")));
+    }
+
+    #[test]
+    fn a_feature_that_alone_predicts_the_label_is_a_proxy() {
+        let mut text = String::from("day,y,refund,reason,noise\n");
+        for i in 0..40 {
+            let y = (i % 3 == 0) as u8;
+            // refund is paid only to churners; reason names it; noise cycles regardless.
+            let refund = if y == 1 { 50 + i } else { i % 7 };
+            let reason = if y == 1 { "cancelled" } else { "renewed" };
+            let day = if i < 30 { "2026-01-10" } else { "2026-02-10" };
+            text.push_str(&format!("{day},{y},{refund},{reason},{}\n", i % 5));
+        }
+        let config = LeakConfig {
+            label: Some("y".into()),
+            ..by_day()
+        };
+        let found = check_of(&text, &config, "label_proxy");
+        assert_eq!((found.passed, found.count), (false, 2), "{found:?}");
+        let columns: Vec<_> = found.examples.iter().map(|e| e["column"].clone()).collect();
+        assert_eq!(columns, ["refund", "reason"]);
+        assert_eq!(found.examples[0]["auc"], 1.0);
+        assert_eq!(found.examples[0]["rows"], 30, "train rows only");
+
+        let mut mixed = String::from("day,y,refund,reason,noise\n");
+        for (i, line) in text.lines().skip(1).enumerate() {
+            let fields: Vec<&str> = line.split(',').collect();
+            // The same values, with the label no longer following them.
+            let y = (i % 2 == 0) as u8;
+            mixed.push_str(&format!(
+                "{},{y},{},{},{}\n",
+                fields[0], fields[2], fields[3], fields[4]
+            ));
+        }
+        let clean = check_of(&mixed, &config, "label_proxy");
+        assert_eq!((clean.passed, clean.count), (true, 0), "{clean:?}");
+        assert!(skipped(&check_of(&text, &by_day(), "label_proxy")));
+    }
+
+    #[test]
+    fn the_report_passes_only_when_every_check_does() {
+        let text = "day,x\n2026-01-03,1\n2026-02-05,2\n";
+        let (_dir, data) = by_month(text);
+        let report = check(&data, &by_day()).unwrap();
+        assert!(report.passed, "{report:?}");
+        let names: Vec<_> = report.checks.iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                "entity_overlap",
+                "time_order",
+                "exact_duplicates",
+                "near_duplicates",
+                "future_features",
+                "label_proxy"
+            ]
+        );
+        assert_eq!(report.bad_values, 0);
+        let unknown = LeakConfig {
+            entity: Some("customer".into()),
+            ..by_day()
+        };
+        let err = check(&data, &unknown).unwrap_err().to_string();
+        assert!(
+            err.contains("customer") && err.contains("manifest.data.entity"),
+            "{err}"
+        );
+    }
+}

@@ -287,3 +287,224 @@ fn date_text(value: f64, column_type: ColumnType) -> String {
         None => format!("{days} days"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{BooleanArray, Date32Array, Float64Array, Int64Array, StringArray};
+
+    use super::*;
+
+    fn floats(values: &[Option<f64>]) -> ArrayRef {
+        Arc::new(Float64Array::from(values.to_vec()))
+    }
+
+    fn strings(values: &[Option<&str>]) -> ArrayRef {
+        Arc::new(StringArray::from(values.to_vec()))
+    }
+
+    fn profiled(column_type: ColumnType, arrays: &[ArrayRef]) -> ColumnProfile {
+        let mut column = ColumnProfile::new("c", column_type, false, false);
+        for array in arrays {
+            column.add(array);
+        }
+        column
+    }
+
+    #[test]
+    fn a_numeric_column_counts_nulls_and_nans_apart_from_its_moments() {
+        let column = profiled(
+            ColumnType::Float64,
+            &[floats(&[
+                Some(1.0),
+                Some(2.0),
+                None,
+                Some(f64::NAN),
+                Some(3.0),
+                Some(4.0),
+            ])],
+        );
+        assert_eq!((column.count, column.nulls, column.nans), (6, 1, 1));
+        assert_eq!(column.moments.n, 4);
+        assert_eq!(column.moments.mean, 2.5);
+        assert_eq!(
+            (column.moments.min, column.moments.max),
+            (Some(1.0), Some(4.0))
+        );
+        // Sample variance of 1..4: 5/3.
+        assert!((column.moments.std().unwrap() - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        assert_eq!(column.quantiles.as_ref().unwrap().count(), 4);
+        assert_eq!(column.distinct.estimate().round(), 4.0);
+        assert!(column.frequencies.is_none() && column.label.is_none());
+        assert!((column.null_rate() - 1.0 / 6.0).abs() < 1e-12);
+
+        let summary = column.summary();
+        assert_eq!(summary["nans"], 1);
+        assert_eq!(summary["mean"], 2.5);
+        assert_eq!(
+            (summary["min"].as_f64(), summary["max"].as_f64()),
+            (Some(1.0), Some(4.0))
+        );
+        let median = summary["quantiles"]["p50"].as_f64().unwrap();
+        assert!((2.0..=3.0).contains(&median), "{median}");
+        assert!(summary.get("top").is_none());
+    }
+
+    #[test]
+    fn a_categorical_column_counts_categories_and_distinct_values() {
+        let column = profiled(
+            ColumnType::String,
+            &[
+                strings(&[Some("a"), Some("b"), None]),
+                strings(&[Some("a"), Some("c"), Some("a")]),
+            ],
+        );
+        assert_eq!((column.count, column.nulls, column.nans), (6, 1, 0));
+        assert!(column.quantiles.is_none());
+        assert_eq!(column.moments.n, 0);
+        let counts: Vec<(&str, u64)> = column
+            .frequencies
+            .as_ref()
+            .unwrap()
+            .counts()
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(counts, [("a", 3), ("b", 1), ("c", 1)]);
+        assert_eq!(column.distinct.estimate().round(), 3.0);
+        let summary = column.summary();
+        assert_eq!(summary["top"][0]["value"], "a");
+        assert_eq!(summary["top"][0]["count"], 3);
+        assert_eq!(summary["top"][0]["share"], 0.6);
+        assert!(summary.get("mean").is_none() && summary.get("quantiles").is_none());
+
+        let mut id = ColumnProfile::new("id", ColumnType::String, false, true);
+        id.add(&strings(&[Some("x"), Some("y")]));
+        assert!(
+            id.frequencies.is_none(),
+            "identifiers get no category counts"
+        );
+        assert_eq!(id.distinct.estimate().round(), 2.0);
+    }
+
+    #[test]
+    fn an_all_null_column_has_no_range() {
+        let column = profiled(ColumnType::Float64, &[floats(&[None, None, None])]);
+        assert_eq!((column.count, column.nulls), (3, 3));
+        assert_eq!(column.null_rate(), 1.0);
+        assert_eq!((column.moments.n, column.moments.min), (0, None));
+        assert_eq!(column.moments.std(), None);
+        let summary = column.summary();
+        assert!(summary.get("min").is_none() && summary.get("mean").is_none());
+        assert_eq!(summary["distinct"], 0.0);
+        assert_eq!(profiled(ColumnType::Float64, &[]).null_rate(), 0.0);
+    }
+
+    #[test]
+    fn label_values_are_sorted_into_positive_negative_and_invalid() {
+        let mut label = ColumnProfile::new("y", ColumnType::Int64, true, false);
+        label.add(
+            &(Arc::new(Int64Array::from(vec![
+                Some(1),
+                Some(0),
+                Some(1),
+                None,
+                Some(2),
+            ])) as ArrayRef),
+        );
+        let counts = label.label.unwrap();
+        assert_eq!(
+            (counts.positives, counts.negatives, counts.invalid),
+            (2, 1, 1)
+        );
+        assert_eq!(counts.rate(), Some(2.0 / 3.0));
+        assert_eq!(label.summary()["label_invalid"], 1);
+        assert_eq!(LabelCounts::default().rate(), None);
+
+        let mut flags = ColumnProfile::new("y", ColumnType::Bool, true, false);
+        flags.add(&(Arc::new(BooleanArray::from(vec![Some(true), Some(false), None])) as ArrayRef));
+        let counts = flags.label.unwrap();
+        assert_eq!(
+            (counts.positives, counts.negatives, counts.invalid),
+            (1, 1, 0)
+        );
+        assert!(
+            flags.frequencies.is_some(),
+            "a bool column is also categorical"
+        );
+    }
+
+    #[test]
+    fn dates_are_shown_as_dates() {
+        // 2026-01-01 is day 20454 since the epoch.
+        let days: ArrayRef = Arc::new(Date32Array::from(vec![20454, 20484]));
+        let column = profiled(ColumnType::Date, &[days]);
+        let summary = column.summary();
+        assert_eq!(summary["min"], "2026-01-01");
+        assert_eq!(summary["max"], "2026-01-31");
+        assert!(summary.get("mean").is_none(), "a mean date is not shown");
+    }
+
+    /// Merging the moments of any cut of the data gives the moments of the whole.
+    #[test]
+    fn moments_merge_like_one_pass() {
+        let values: Vec<f64> = (0..50)
+            .map(|i| ((i * 37) % 23) as f64 * 1.5 - 4.0)
+            .collect();
+        let mut whole = Moments::default();
+        values.iter().for_each(|v| whole.add(*v));
+        for cut in [0, 1, 17, 49, 50] {
+            let (mut left, mut right) = (Moments::default(), Moments::default());
+            values[..cut].iter().for_each(|v| left.add(*v));
+            values[cut..].iter().for_each(|v| right.add(*v));
+            left.merge(&right);
+            assert_eq!(left.n, whole.n, "cut {cut}");
+            assert!((left.mean - whole.mean).abs() < 1e-12, "cut {cut}");
+            assert!(
+                (left.m2 - whole.m2).abs() < 1e-9,
+                "cut {cut}: {} vs {}",
+                left.m2,
+                whole.m2
+            );
+            assert_eq!((left.min, left.max), (whole.min, whole.max), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn columns_merge_counts_and_sketches_and_refuse_other_types() {
+        let mut ints = ColumnProfile::new("c", ColumnType::Int64, false, false);
+        ints.add(&(Arc::new(Int64Array::from(vec![Some(1), None, Some(2)])) as ArrayRef));
+        let floats = profiled(
+            ColumnType::Float64,
+            &[floats(&[Some(2.0), Some(f64::NAN), Some(9.5)])],
+        );
+        ints.merge(&floats).unwrap();
+        assert_eq!(ints.column_type, ColumnType::Float64);
+        assert_eq!((ints.count, ints.nulls, ints.nans), (6, 1, 1));
+        assert_eq!((ints.moments.n, ints.moments.max), (4, Some(9.5)));
+        assert_eq!(ints.quantiles.as_ref().unwrap().count(), 4);
+        assert_eq!(
+            ints.distinct.estimate().round(),
+            3.0,
+            "2 in both counts once"
+        );
+
+        let text = profiled(ColumnType::String, &[strings(&[Some("a")])]);
+        let err = ints.merge(&text).unwrap_err();
+        assert_eq!(
+            err,
+            "column `c` is float64 in one profile and string in the other"
+        );
+
+        let mut left = profiled(ColumnType::String, &[strings(&[Some("a"), Some("b")])]);
+        left.merge(&profiled(
+            ColumnType::String,
+            &[strings(&[Some("b"), None])],
+        ))
+        .unwrap();
+        assert_eq!(left.frequencies.as_ref().unwrap().counts()["b"], 2);
+        assert_eq!((left.count, left.nulls), (4, 1));
+        assert_eq!(left.distinct.estimate().round(), 2.0);
+    }
+}

@@ -360,3 +360,470 @@ fn schema_change(column: &str, what: &str) -> Check {
         explained: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::tests::profile_of;
+
+    /// A snapshot whose every column is a fixed function of the row number, so two of them
+    /// differ only where a test changes one.
+    #[derive(Clone)]
+    struct Data {
+        rows: usize,
+        spend_shift: f64,
+        plan: fn(usize) -> &'static str,
+        /// Every this-many rows `score` is empty (0: never).
+        score_null_every: usize,
+        /// Every this-many rows the label is 1.
+        positive_every: usize,
+        day_month: u32,
+    }
+
+    impl Default for Data {
+        fn default() -> Self {
+            Data {
+                rows: 1000,
+                spend_shift: 0.0,
+                plan: |i| ["basic", "pro", "team"][i % 3],
+                score_null_every: 0,
+                positive_every: 4,
+                day_month: 1,
+            }
+        }
+    }
+
+    impl Data {
+        fn csv(&self) -> String {
+            let mut text = String::from("spend,plan,score,day,y\n");
+            for i in 0..self.rows {
+                let spend = 10.0 + (i * 37 % 100) as f64 + self.spend_shift;
+                // Constant over blocks of five, so nulling one row in five keeps the shape.
+                let score = if self.score_null_every > 0 && i % self.score_null_every == 0 {
+                    String::new()
+                } else {
+                    ((i / 5) * 13 % 50).to_string()
+                };
+                text.push_str(&format!(
+                    "{spend},{},{score},2026-{:02}-{:02},{}\n",
+                    (self.plan)(i),
+                    self.day_month,
+                    i % 28 + 1,
+                    (i % self.positive_every == 0) as u8
+                ));
+            }
+            text
+        }
+
+        fn profile(&self) -> Profile {
+            profile_of(&[("a.csv", &self.csv())], Some("y"))
+        }
+    }
+
+    fn roles() -> Roles {
+        Roles {
+            label: Some("y".into()),
+            identifiers: Vec::new(),
+        }
+    }
+
+    fn against(before: &Data, after: &Data) -> Comparison {
+        compare(
+            Some(&before.profile()),
+            &after.profile(),
+            &Thresholds::default(),
+            &roles(),
+            &[],
+        )
+    }
+
+    fn failures(comparison: &Comparison) -> Vec<(&str, Option<&str>)> {
+        comparison
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| (c.name, c.column.as_deref()))
+            .collect()
+    }
+
+    fn find<'a>(comparison: &'a Comparison, name: &str, column: Option<&str>) -> &'a Check {
+        comparison
+            .checks
+            .iter()
+            .find(|c| c.name == name && c.column.as_deref() == column)
+            .unwrap_or_else(|| panic!("no {name} {column:?} in {:?}", comparison.checks))
+    }
+
+    #[test]
+    fn the_same_data_passes_every_check() {
+        let comparison = against(&Data::default(), &Data::default());
+        assert!(comparison.passed, "{:?}", failures(&comparison));
+        let checks: Vec<(&str, Option<&str>)> = comparison
+            .checks
+            .iter()
+            .map(|c| (c.name, c.column.as_deref()))
+            .collect();
+        assert_eq!(
+            checks,
+            [
+                ("label_missing", Some("y")),
+                ("label_invalid", Some("y")),
+                ("bad_values", Some("spend")),
+                ("bad_values", Some("plan")),
+                ("bad_values", Some("score")),
+                ("bad_values", Some("day")),
+                ("bad_values", Some("y")),
+                ("row_count_change", None),
+                ("label_rate_shift", Some("y")),
+                // Dates get no range or drift check: a new snapshot's dates are later by design.
+                ("null_rate_rise", Some("day")),
+                ("null_rate_rise", Some("plan")),
+                ("new_categories", Some("plan")),
+                ("categorical_drift", Some("plan")),
+                ("null_rate_rise", Some("score")),
+                ("out_of_range", Some("score")),
+                ("numeric_drift", Some("score")),
+                ("null_rate_rise", Some("spend")),
+                ("out_of_range", Some("spend")),
+                ("numeric_drift", Some("spend")),
+            ]
+        );
+        let later = Data {
+            day_month: 6,
+            ..Data::default()
+        };
+        assert!(
+            against(&Data::default(), &later).passed,
+            "later dates are no drift"
+        );
+    }
+
+    #[test]
+    fn each_drift_fails_its_own_check_and_no_other() {
+        let base = Data::default();
+        let cases: [(Data, Vec<(&str, Option<&str>)>); 6] = [
+            (
+                Data {
+                    spend_shift: 40.0,
+                    ..base.clone()
+                },
+                vec![
+                    ("out_of_range", Some("spend")),
+                    ("numeric_drift", Some("spend")),
+                ],
+            ),
+            (
+                // 2% of rows in a plan never seen before; the other shares move by under 1%.
+                Data {
+                    plan: |i| {
+                        if i % 50 == 0 {
+                            "enterprise"
+                        } else {
+                            ["basic", "pro", "team"][i % 3]
+                        }
+                    },
+                    ..base.clone()
+                },
+                vec![("new_categories", Some("plan"))],
+            ),
+            (
+                Data {
+                    plan: |i| {
+                        [
+                            "basic", "basic", "basic", "basic", "basic", "pro", "pro", "pro",
+                            "team", "team",
+                        ][i % 10]
+                    },
+                    ..base.clone()
+                },
+                vec![("categorical_drift", Some("plan"))],
+            ),
+            (
+                Data {
+                    score_null_every: 5,
+                    ..base.clone()
+                },
+                vec![("null_rate_rise", Some("score"))],
+            ),
+            (
+                Data {
+                    positive_every: 3,
+                    ..base.clone()
+                },
+                vec![("label_rate_shift", Some("y"))],
+            ),
+            (
+                Data {
+                    rows: 2000,
+                    ..base.clone()
+                },
+                vec![("row_count_change", None)],
+            ),
+        ];
+        for (after, expected) in cases {
+            let comparison = against(&base, &after);
+            assert_eq!(failures(&comparison), expected);
+            assert!(!comparison.passed);
+        }
+        let shifted = against(
+            &base,
+            &Data {
+                spend_shift: 40.0,
+                ..base.clone()
+            },
+        );
+        let range = find(&shifted, "out_of_range", Some("spend"));
+        assert!((0.35..0.45).contains(&range.value.unwrap()), "{range:?}");
+        assert_eq!(range.threshold, Some(0.01));
+        let nulls = against(
+            &base,
+            &Data {
+                score_null_every: 5,
+                ..base.clone()
+            },
+        );
+        assert!((find(&nulls, "null_rate_rise", Some("score")).value.unwrap() - 0.2).abs() < 1e-12);
+        let remixed = against(
+            &base,
+            &Data {
+                plan: |i| {
+                    [
+                        "basic", "basic", "basic", "basic", "basic", "pro", "pro", "pro", "team",
+                        "team",
+                    ][i % 10]
+                },
+                ..base.clone()
+            },
+        );
+        let drift = find(&remixed, "categorical_drift", Some("plan"));
+        assert_eq!(drift.detail.as_deref(), Some("largest change in `basic`"));
+        // Fewer nulls than before is no failure.
+        let fewer = against(
+            &Data {
+                score_null_every: 5,
+                ..base.clone()
+            },
+            &base,
+        );
+        assert_eq!(
+            find(&fewer, "null_rate_rise", Some("score")).value,
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn a_removed_added_or_retyped_column_is_a_schema_change() {
+        let before = profile_of(
+            &[("a.csv", "a,b,c,y\n1,x,2026-01-01,0\n2,y,2026-01-02,1\n")],
+            Some("y"),
+        );
+        let after = profile_of(
+            &[("a.csv", "a,c,d,y\nq,2026-01-01,5,0\nr,2026-01-02,6,1\n")],
+            Some("y"),
+        );
+        let comparison = compare(Some(&before), &after, &Thresholds::default(), &roles(), &[]);
+        let changes: Vec<(Option<&str>, Option<&str>)> = comparison
+            .checks
+            .iter()
+            .filter(|c| c.name == "schema_change")
+            .map(|c| (c.column.as_deref(), c.detail.as_deref()))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                (Some("a"), Some("column retyped from int64 to string")),
+                (Some("b"), Some("column removed")),
+                (Some("d"), Some("column added")),
+            ]
+        );
+        assert!(
+            comparison
+                .checks
+                .iter()
+                .filter(|c| c.name == "schema_change")
+                .all(|c| !c.passed)
+        );
+        assert!(!comparison.passed);
+    }
+
+    #[test]
+    fn labels_missing_or_invalid_fail_without_a_previous_profile() {
+        let check = |text: &str| {
+            compare(
+                None,
+                &profile_of(&[("a.csv", text)], Some("y")),
+                &Thresholds::default(),
+                &roles(),
+                &[],
+            )
+        };
+        let clean = check("x,y\n1,0\n2,1\n3,0\n4,1\n");
+        assert!(clean.passed, "{:?}", failures(&clean));
+        assert!(
+            clean.checks.iter().all(|c| c.name != "row_count_change"),
+            "no drift checks"
+        );
+
+        let missing = check("x,y\n1,0\n2,\n3,0\n4,1\n");
+        assert_eq!(failures(&missing), [("label_missing", Some("y"))]);
+        assert_eq!(find(&missing, "label_missing", Some("y")).value, Some(0.25));
+        let invalid = check("x,y\n1,0\n2,2\n3,0\n4,1\n");
+        assert_eq!(failures(&invalid), [("label_invalid", Some("y"))]);
+        let detail = find(&invalid, "label_invalid", Some("y")).detail.clone();
+        assert_eq!(
+            detail.as_deref(),
+            Some("1 labels are neither 0/1 nor true/false (NaN included)")
+        );
+
+        let unlabelled = profile_of(&[("a.csv", "x\n1\n")], None);
+        let absent = compare(None, &unlabelled, &Thresholds::default(), &roles(), &[]);
+        assert_eq!(failures(&absent), [("label_missing", Some("y"))]);
+        assert_eq!(
+            find(&absent, "label_missing", Some("y")).detail.as_deref(),
+            Some("the snapshot has no label column")
+        );
+    }
+
+    #[test]
+    fn values_that_do_not_parse_fail_above_their_threshold() {
+        let with_bad = |bad: usize| {
+            let mut text = String::from("x\n");
+            for i in 0..1000 {
+                text.push_str(&if i < bad {
+                    "oops\n".to_string()
+                } else {
+                    format!("{i}\n")
+                });
+            }
+            compare(
+                None,
+                &profile_of(&[("a.csv", &text)], None),
+                &Thresholds::default(),
+                &Roles::default(),
+                &[],
+            )
+        };
+        // 0.1% is the default limit: one in a thousand passes, two fail.
+        assert!(with_bad(1).passed);
+        let two = with_bad(2);
+        assert_eq!(failures(&two), [("bad_values", Some("x"))]);
+        let detail = find(&two, "bad_values", Some("x")).detail.clone().unwrap();
+        assert!(
+            detail.starts_with("2 values did not parse as int64; first \"oops\" at "),
+            "{detail}"
+        );
+        assert!(detail.ends_with(" row 1"), "{detail}");
+    }
+
+    #[test]
+    fn an_explained_failure_passes_and_an_explanation_elsewhere_does_not() {
+        let base = Data::default();
+        let after = Data {
+            score_null_every: 5,
+            ..base.clone()
+        };
+        let explain = |column: Option<&str>, check: &str| Explanation {
+            column: column.map(String::from),
+            check: check.into(),
+            reason: "a new source".into(),
+        };
+        let run = |explanations: &[Explanation]| {
+            compare(
+                Some(&base.profile()),
+                &after.profile(),
+                &Thresholds::default(),
+                &roles(),
+                explanations,
+            )
+        };
+        let explained = run(&[explain(Some("score"), "null_rate_rise")]);
+        assert!(explained.passed);
+        let check = find(&explained, "null_rate_rise", Some("score"));
+        assert_eq!(
+            (check.passed, check.explained.as_deref()),
+            (false, Some("a new source"))
+        );
+        assert!(
+            run(&[explain(None, "null_rate_rise")]).passed,
+            "no column: every column"
+        );
+        assert!(!run(&[explain(Some("spend"), "null_rate_rise")]).passed);
+        assert!(!run(&[explain(Some("score"), "numeric_drift")]).passed);
+        assert!(
+            find(&run(&[]), "null_rate_rise", Some("score"))
+                .explained
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn identifier_and_high_cardinality_columns_skip_the_category_checks() {
+        let text = |offset: usize| {
+            let mut text = String::from("id,y\n");
+            for i in 0..200 {
+                text.push_str(&format!("c{},{}\n", i + offset, i % 2));
+            }
+            text
+        };
+        let (before, after) = (
+            profile_of(&[("a.csv", &text(0))], Some("y")),
+            profile_of(&[("a.csv", &text(1000))], Some("y")),
+        );
+        for roles in [
+            roles(),
+            Roles {
+                label: Some("y".into()),
+                identifiers: vec!["id".into()],
+            },
+        ] {
+            let comparison = compare(Some(&before), &after, &Thresholds::default(), &roles, &[]);
+            assert!(comparison.passed, "{:?}", failures(&comparison));
+            let skipped = find(&comparison, "categorical_drift", Some("id"));
+            assert!(
+                skipped.detail.as_deref().unwrap().starts_with("skipped: "),
+                "{skipped:?}"
+            );
+            assert!(comparison.checks.iter().all(|c| c.name != "new_categories"));
+        }
+    }
+
+    #[test]
+    fn thresholds_come_from_the_manifest_with_defaults_for_the_rest() {
+        let value = serde_json::json!({"numeric_drift": 0.2});
+        let thresholds = Thresholds::from_manifest(Some(&value)).unwrap();
+        assert_eq!(thresholds.numeric_drift, 0.2);
+        assert_eq!(
+            thresholds.null_rate_rise,
+            Thresholds::default().null_rate_rise
+        );
+        assert_eq!(
+            Thresholds::from_manifest(None).unwrap(),
+            Thresholds::default()
+        );
+        let typo = serde_json::json!({"numeric_drfit": 0.2});
+        let err = Thresholds::from_manifest(Some(&typo)).unwrap_err();
+        assert!(
+            err.starts_with("manifest.validate: unknown field `numeric_drfit`"),
+            "{err}"
+        );
+
+        let base = Data::default();
+        let shifted = Data {
+            spend_shift: 40.0,
+            ..base.clone()
+        };
+        let lenient = Thresholds {
+            out_of_range: 0.5,
+            numeric_drift: 1.0,
+            ..Thresholds::default()
+        };
+        let comparison = compare(
+            Some(&base.profile()),
+            &shifted.profile(),
+            &lenient,
+            &roles(),
+            &[],
+        );
+        assert!(comparison.passed, "{:?}", failures(&comparison));
+    }
+}

@@ -136,3 +136,118 @@ pub fn profile_snapshot(
     }
     Ok(merged)
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// The profile of one snapshot folder holding `files` (name, CSV text).
+    pub(crate) fn profile_of(files: &[(&str, &str)], label: Option<&str>) -> Profile {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        profile_snapshot(&snapshot, label, &[]).unwrap()
+    }
+
+    fn csv(rows: std::ops::Range<usize>) -> String {
+        let mut text = String::from("x,kind,y\n");
+        for i in rows {
+            let x = if i % 10 == 3 {
+                String::new()
+            } else {
+                format!("{}", (i * 7919 % 1000) as f64 / 8.0)
+            };
+            text.push_str(&format!(
+                "{x},{},{}\n",
+                ["a", "b", "c", "d"][i * i % 4],
+                (i % 3 == 0) as u8
+            ));
+        }
+        text
+    }
+
+    /// The share of `sorted` at or below `value`.
+    fn rank(sorted: &[f64], value: f64) -> f64 {
+        sorted.partition_point(|v| *v <= value) as f64 / sorted.len() as f64
+    }
+
+    #[test]
+    fn a_snapshot_profiled_in_parts_matches_it_profiled_whole() {
+        let (first, second) = (csv(0..1200), csv(1200..3000));
+        let second_rows: String = second.lines().skip(1).map(|l| format!("{l}\n")).collect();
+        let parts = profile_of(&[("a.csv", &first), ("b.csv", &second)], Some("y"));
+        let whole = profile_of(&[("all.csv", &format!("{first}{second_rows}"))], Some("y"));
+        assert_eq!(parts.sources.len(), 2);
+        assert_eq!((parts.rows, whole.rows), (3000, 3000));
+
+        let values: Vec<f64> = {
+            let mut v: Vec<f64> = (0..3000)
+                .filter(|i| i % 10 != 3)
+                .map(|i| (i * 7919 % 1000) as f64 / 8.0)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        for profile in [&parts, &whole] {
+            let x = profile.column("x").unwrap();
+            assert_eq!((x.count, x.nulls), (3000, 300));
+            assert_eq!(x.moments.n, 2700);
+            assert!((x.moments.mean - mean).abs() < 1e-9);
+            assert!((x.moments.std().unwrap() - std).abs() < 1e-9);
+            assert_eq!(
+                (x.moments.min, x.moments.max),
+                (Some(values[0]), values.last().copied())
+            );
+            let sketch = x.quantiles.as_ref().unwrap();
+            assert_eq!(sketch.count(), 2700);
+            // The sketch's documented bound: under 1% rank error.
+            for q in [0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99] {
+                let error = (rank(&values, sketch.quantile(q).unwrap()) - q).abs();
+                assert!(error < 0.01, "q {q}: rank error {error}");
+            }
+            // i -> i * 7919 mod 1000 is one-to-one on residues; the 100 ending in 3 are null.
+            let distinct = x.distinct.estimate();
+            assert!((distinct - 900.0).abs() < 900.0 * 0.05, "{distinct}");
+        }
+        let (px, wx) = (parts.column("x").unwrap(), whole.column("x").unwrap());
+        assert_eq!(px.distinct, wx.distinct, "HyperLogLog merges losslessly");
+        let (pk, wk) = (parts.column("kind").unwrap(), whole.column("kind").unwrap());
+        assert_eq!(pk.frequencies, wk.frequencies);
+        assert_eq!(pk.distinct, wk.distinct);
+        assert_eq!(
+            parts.column("y").unwrap().label,
+            whole.column("y").unwrap().label
+        );
+        assert_eq!(parts.summary()["label_rate"], whole.summary()["label_rate"]);
+    }
+
+    #[test]
+    fn profiles_merge_only_with_the_same_format_and_label() {
+        let a = profile_of(&[("a.csv", "x,y\n1,0\n2,1\n")], Some("y"));
+        let b = profile_of(&[("b.csv", "x,z,y\n3,q,1\n")], Some("y"));
+        let mut merged = a.clone();
+        merged.merge(&b).unwrap();
+        assert_eq!(merged.rows, 3);
+        assert_eq!(merged.sources.len(), 2);
+        let names: Vec<&str> = merged.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["x", "y", "z"], "a column only one side has is kept");
+        assert_eq!(merged.column("x").unwrap().moments.mean, 2.0);
+        let y = merged.column("y").unwrap().label.unwrap();
+        assert_eq!((y.positives, y.negatives), (2, 1));
+
+        let unlabelled = profile_of(&[("c.csv", "x,y\n1,0\n")], None);
+        let err = a.clone().merge(&unlabelled).unwrap_err();
+        assert!(err.contains("different labels"), "{err}");
+        let mut other_format = b.clone();
+        other_format.format = "runfn-profile-v0".into();
+        let err = a.clone().merge(&other_format).unwrap_err();
+        assert!(err.contains("`runfn-profile-v0`"), "{err}");
+    }
+}

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::train::{edited, train, weights_hash};
-use crate::util::{Output, bin, tool};
+use crate::train::{edited, random_in, train, wait_for_step, weights_hash};
+use crate::util::{Output, bin, tool, wait_within};
 
 /// The fixture's record trained for `steps` steps, checkpointing every 50.
 fn record(steps: u64) -> String {
@@ -61,13 +61,9 @@ fn start_rank(
     child
 }
 
+/// Waits for a rank or launcher; none of these jobs takes two minutes, so a hang fails fast.
 fn finish(child: Child) -> Output {
-    let output = child.wait_with_output().unwrap();
-    Output {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+    wait_within(child, Duration::from_secs(120))
 }
 
 fn free_port() -> u16 {
@@ -214,7 +210,7 @@ fn a_killed_rank_stops_its_peer_and_a_restart_resumes_exactly() {
     rank1.kill().unwrap();
     let killed_at = Instant::now();
     let _ = rank1.wait();
-    let rank0 = finish(rank0);
+    let rank0 = wait_within(rank0, Duration::from_secs(30));
     let took = killed_at.elapsed();
     assert!(
         took < Duration::from_secs(30),
@@ -259,7 +255,7 @@ fn a_hung_rank_ends_its_peer_within_the_timeout() {
             .success()
     );
     let stopped_at = Instant::now();
-    let rank0 = finish(rank0);
+    let rank0 = wait_within(rank0, Duration::from_secs(20));
     let took = stopped_at.elapsed();
     let _ = rank1.kill();
     let _ = rank1.wait();
@@ -340,7 +336,7 @@ fn the_launcher_stops_every_rank_when_one_fails() {
             .success()
     );
     let killed_at = Instant::now();
-    let output = finish(launcher);
+    let output = wait_within(launcher, Duration::from_secs(30));
     assert!(killed_at.elapsed() < Duration::from_secs(30));
     assert_ne!(output.code, 0, "{}", output.stderr);
     assert!(
@@ -359,14 +355,24 @@ fn the_launcher_stops_every_rank_when_one_fails() {
 }
 
 #[test]
-fn the_launcher_forwards_sigterm_to_its_ranks() {
-    let record = record(5000);
+fn sigterm_to_the_launcher_stops_every_rank_at_one_step_and_a_rerun_ends_the_same() {
+    let max_steps = 1500;
+    let record = record(max_steps);
     let dir = tempfile::tempdir().unwrap();
+    let straight = train_ranks(&record, &dir.path().join("straight"), 2, &[]);
     let out = dir.path().join("sigterm");
     let mut launcher = Command::new(bin("train"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["--out".as_ref(), out.as_os_str()])
-        .args(["-q", "--threads", "1", "--nproc-per-node", "2"])
+        .args([
+            "-q",
+            "--threads",
+            "1",
+            "--nproc-per-node",
+            "2",
+            "--dist-timeout",
+            "20",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -381,7 +387,8 @@ fn the_launcher_forwards_sigterm_to_its_ranks() {
             .write_all(record.as_bytes())
             .unwrap();
     }
-    wait_for(&out.join("checkpoints/step-0000000050.json"));
+    let target = random_in(30, 1400);
+    wait_for_step(&out, target, &mut launcher);
     let pids =
         std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", launcher.id())).unwrap();
     let pid = launcher.id().to_string();
@@ -392,8 +399,12 @@ fn the_launcher_forwards_sigterm_to_its_ranks() {
             .unwrap()
             .success()
     );
-    let output = finish(launcher);
-    assert_ne!(output.code, 0);
+    let output = wait_within(launcher, Duration::from_secs(30));
+    assert_eq!(
+        output.code, 3,
+        "SIGTERM after step {target}: {}",
+        output.stderr
+    );
     assert!(
         output.stderr.contains("forwarding it to every rank"),
         "{}",
@@ -405,6 +416,31 @@ fn the_launcher_forwards_sigterm_to_its_ranks() {
             "rank process {child} outlived the launcher"
         );
     }
+    let section = output.json()["train"].clone();
+    assert_eq!(section["preempted"], true, "{section}");
+    let step = section["steps"].as_u64().unwrap();
+    assert!(
+        step >= target && step < max_steps,
+        "stopped at {step} after {target}"
+    );
+    // Rank 0's checkpoint holds both ranks' places, at the same step of the same epoch.
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join(format!("checkpoints/step-{step:010}.json"))).unwrap(),
+    )
+    .unwrap();
+    let ranks = state["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2);
+    assert_eq!(ranks[0]["epoch"], ranks[1]["epoch"]);
+    assert_eq!(ranks[0]["position"], ranks[1]["position"]);
+    assert_eq!(state["step"], step);
+
+    let resumed = train_ranks(&record, &out, 2, &[]);
+    assert_eq!(
+        weights_hash(&resumed),
+        weights_hash(&straight),
+        "SIGTERM at step {step}"
+    );
+    assert_eq!(resumed.json()["train"]["resumed_from"]["step"], step);
 }
 
 #[test]

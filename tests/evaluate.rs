@@ -220,3 +220,111 @@ fn bad_usage_names_the_problem() {
         .run()
         .assert_bad_input("evaluate", "run train first");
 }
+
+/// The model file with one byte of its weights flipped.
+fn flipped(model: &std::path::Path) -> Vec<u8> {
+    let mut bytes = std::fs::read(model).unwrap();
+    let at = bytes.len() - 5;
+    bytes[at] ^= 0x40;
+    bytes
+}
+
+fn replace(path: &std::path::Path, bytes: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_model_that_is_not_what_the_record_or_registry_names_is_never_scored() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(&fixture().record, &dir.path().join("run"), &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let other = train(
+        &fixture().record,
+        &dir.path().join("other"),
+        &["--seed", "5"],
+    );
+    assert_eq!(other.code, 0, "{}", other.stderr);
+    let model = dir.path().join("run/model.safetensors");
+    let good = std::fs::read(&model).unwrap();
+    let other_model = std::fs::read(dir.path().join("other/model.safetensors")).unwrap();
+
+    // One byte flipped: the file's own checksum catches it, with or without a record.
+    let damaged = dir.path().join("damaged.safetensors");
+    std::fs::write(&damaged, flipped(&model)).unwrap();
+    tool("evaluate")
+        .args(["--model".as_ref(), damaged.as_os_str()])
+        .stdin(trained.stdout.clone())
+        .run()
+        .assert_bad_input(
+            "evaluate",
+            "damaged.safetensors: the model was modified or is corrupt",
+        );
+    replace(&model, &flipped(&model));
+    tool("evaluate")
+        .stdin(trained.stdout.clone())
+        .run()
+        .assert_bad_input(
+            "evaluate",
+            "model.safetensors: the model was modified or is corrupt",
+        );
+    // A valid model, but another one than the record's train.weights_blake3.
+    replace(&model, &other_model);
+    tool("evaluate")
+        .stdin(trained.stdout.clone())
+        .run()
+        .assert_bad_input("evaluate", "model.safetensors: is not the model named");
+    replace(&model, &good);
+    let evaluated = tool("evaluate")
+        .args(["-q"])
+        .stdin(trained.stdout.clone())
+        .run();
+    assert_eq!(evaluated.code, 0, "{}", evaluated.stderr);
+
+    // A registered model whose blob was replaced by another valid model.
+    let gated = tool("gate")
+        .args(["--no-baseline", "-q"])
+        .stdin(evaluated.stdout)
+        .run();
+    assert_eq!(gated.code, 0, "{}", gated.stderr);
+    let registry = dir.path().join("registry");
+    let registered = tool("register")
+        .args(["--registry".as_ref(), registry.as_os_str()])
+        .args(["--name", "m", "-q"])
+        .stdin(gated.stdout)
+        .run();
+    assert_eq!(registered.code, 0, "{}", registered.stderr);
+    let hash = blake3::hash(&good).to_hex().to_string();
+    let blob = walk_for(&registry, &hash).expect("the blob is stored under its hash");
+    let score = |expect_ok: bool| {
+        let out = tool("evaluate")
+            .args(["--model", "m@1", "--as", "baseline", "-q", "--registry"])
+            .args([registry.as_os_str()])
+            .stdin(trained.stdout.clone())
+            .run();
+        if expect_ok {
+            assert_eq!(out.code, 0, "{}", out.stderr);
+        }
+        out
+    };
+    score(true);
+    replace(&blob, &other_model);
+    score(false).assert_bad_input("evaluate", "is not the model named");
+}
+
+/// The file named `name` somewhere under `dir`.
+fn walk_for(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = walk_for(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Output, demo_snapshot, spawn, tool};
+use crate::util::{Output, demo_snapshot, tool};
 
 /// Shards of a small demo snapshot and the record that points at them, made once per test run.
 pub struct Fixture {
@@ -129,61 +129,129 @@ fn learns_and_reruns_bit_identically() {
     );
 }
 
-/// Starts train, waits for its first checkpoint, then SIGKILLs it at a random moment; returns
-/// whether the kill landed before the run finished.
-fn kill_mid_run(record: &str, out: &Path) -> bool {
-    let mut child = spawn(
-        "train",
-        &[
-            "--out".as_ref(),
-            out.as_os_str(),
-            "-q".as_ref(),
-            "--threads".as_ref(),
-            "1".as_ref(),
-        ],
-        record.as_bytes(),
-        Stdio::null(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let first = out.join("checkpoints/step-0000000050.json");
-    while !first.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+/// A number in `lo..hi`, different on every call and every run (the tests print it, so a
+/// failure can be rerun at the same step by hand).
+pub fn random_in(lo: u64, hi: u64) -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .subsec_nanos();
-    std::thread::sleep(Duration::from_millis(u64::from(nanos % 400)));
-    let _ = child.kill();
-    let status = child.wait().unwrap();
-    !status.success()
+        .as_nanos();
+    let seed = format!(
+        "{nanos}-{}-{}",
+        std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed)
+    );
+    let word = u64::from_le_bytes(
+        blake3::hash(seed.as_bytes()).as_bytes()[..8]
+            .try_into()
+            .unwrap(),
+    );
+    lo + word % (hi - lo)
+}
+
+/// The highest step in `OUT/metrics.jsonl` so far (0 when there is none yet).
+pub fn logged_step(out: &Path) -> u64 {
+    std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["step"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Waits until the run writing to `out` has logged step `step` or later.
+pub fn wait_for_step(out: &Path, step: u64, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while logged_step(out) < step {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before step {step}"
+        );
+        assert!(Instant::now() < deadline, "step {step} never came");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Starts train on `record` writing to `out`, stdout piped.
+fn start(record: &str, out: &Path, env: &[(&str, &str)]) -> std::process::Child {
+    let mut command = std::process::Command::new(crate::util::bin("train"));
+    command
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["--out".as_ref(), out.as_os_str()])
+        .args(["-q", "--threads", "1"])
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(record.as_bytes())
+        .unwrap();
+    child
+}
+
+fn signal(child: &std::process::Child, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([name, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
 
 #[test]
-fn a_run_killed_at_a_random_step_resumes_to_the_same_weights() {
-    let record = edited(|r| r["manifest"]["config"]["max_steps"] = 2500.into());
+fn a_run_killed_at_random_steps_resumes_to_the_same_weights() {
+    let max_steps = 2500;
+    let record = edited(|r| r["manifest"]["config"]["max_steps"] = max_steps.into());
     let dir = tempfile::tempdir().unwrap();
     let straight = weights_hash(&train(&record, &dir.path().join("straight"), &[]));
     let out = dir.path().join("killed");
-    let mut killed = false;
-    for _ in 0..3 {
-        let _ = std::fs::remove_dir_all(&out);
-        if kill_mid_run(&record, &out) {
-            killed = true;
-            break;
-        }
+    // Three kills at random steps spread over the run, each resumed from, then a run to the end.
+    let mut targets: Vec<u64> = (0..3)
+        .map(|i| random_in(60 + i * 800, 800 + i * 800))
+        .collect();
+    targets.sort_unstable();
+    let mut last_checkpoint = 0;
+    for &target in &targets {
+        let mut child = start(&record, &out, &[]);
+        wait_for_step(&out, target, &mut child);
+        signal(&child, "-KILL");
+        let status = crate::util::wait_within(child, Duration::from_secs(30));
+        assert_eq!(
+            status.code, -1,
+            "killed at step {target}: {}",
+            status.stderr
+        );
+        assert!(
+            !out.join("model.safetensors").exists(),
+            "no weights file from a run killed at step {target}"
+        );
+        last_checkpoint = target - target % 50;
     }
-    assert!(killed, "the run finished before every kill; make it longer");
-    assert!(
-        !out.join("model.safetensors").exists(),
-        "no weights file from a killed run"
-    );
     let resumed = train(&record, &out, &[]);
-    assert_eq!(weights_hash(&resumed), straight);
+    assert_eq!(
+        weights_hash(&resumed),
+        straight,
+        "kills at steps {targets:?}"
+    );
     let section = &resumed.json()["train"];
     let from = section["resumed_from"]["step"].as_u64().unwrap();
-    assert!(from >= 50 && from.is_multiple_of(50), "resumed from {from}");
-    assert_eq!(section["steps_this_run"].as_u64().unwrap(), 2500 - from);
+    assert!(
+        from >= last_checkpoint && from < max_steps && from.is_multiple_of(50),
+        "killed last at step {} and resumed from {from}",
+        targets[2]
+    );
+    let ran = section["steps_this_run"].as_u64().unwrap();
+    assert!(
+        ran > 0 && ran == max_steps - from,
+        "ran {ran} steps from {from}"
+    );
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     let steps: Vec<u64> = metrics
         .lines()
@@ -198,6 +266,60 @@ fn a_run_killed_at_a_random_step_resumes_to_the_same_weights() {
         steps, expected,
         "the metrics stream has each step once, in order"
     );
+}
+
+#[test]
+fn sigterm_at_a_random_step_checkpoints_that_step_and_a_rerun_ends_the_same() {
+    let max_steps = 1500;
+    let record = edited(|r| r["manifest"]["config"]["max_steps"] = max_steps.into());
+    let dir = tempfile::tempdir().unwrap();
+    let straight = weights_hash(&train(&record, &dir.path().join("straight"), &[]));
+    let out = dir.path().join("preempted");
+    let target = random_in(30, 1400);
+    let mut child = start(&record, &out, &[]);
+    wait_for_step(&out, target, &mut child);
+    signal(&child, "-TERM");
+    let stopped = crate::util::wait_within(child, Duration::from_secs(30));
+    assert_eq!(
+        stopped.code, 3,
+        "SIGTERM after step {target}: {}",
+        stopped.stderr
+    );
+    let section = stopped.json()["train"].clone();
+    assert_eq!(section["preempted"], true, "{section}");
+    assert_eq!(section["passed"], false);
+    let step = section["steps"].as_u64().unwrap();
+    assert!(
+        step >= target && step < max_steps,
+        "stopped at {step}, signal after {target}"
+    );
+    assert!(
+        section["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("stopped by SIGTERM after step"),
+        "{section}"
+    );
+    assert!(
+        out.join(format!("checkpoints/step-{step:010}.json"))
+            .exists()
+    );
+    assert!(!out.join("model.safetensors").exists());
+    // The record of a preempted run is refused downstream like any failed stage.
+    let evaluate = tool("evaluate")
+        .args(["-q"])
+        .stdin(stopped.stdout.clone())
+        .run();
+    assert_eq!(evaluate.code, 2, "{}", evaluate.stderr);
+
+    let resumed = train(&record, &out, &[]);
+    assert_eq!(weights_hash(&resumed), straight, "SIGTERM at step {step}");
+    let section = &resumed.json()["train"];
+    assert_eq!(
+        section["resumed_from"]["step"], step,
+        "resumes at the exact step"
+    );
+    assert_eq!(section["steps_this_run"], max_steps - step);
 }
 
 #[test]
@@ -397,17 +519,43 @@ pub fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn a_step_counter_that_stops_is_reported_as_a_stall() {
-    // A limit far below the time the input pipeline needs for its first batch.
+    // A limit far below the time the input pipeline needs for its first batch: the loop is slow,
+    // not stuck, and stops itself when it sees the stall.
     let record = edited(|r| r["manifest"]["config"]["stall_timeout_s"] = 0.001.into());
     let dir = tempfile::tempdir().unwrap();
-    let out = train(&record, &dir.path().join("run"), &[]);
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    let section = &out.json()["train"];
-    assert_eq!(section["passed"], false);
-    assert!(
-        section["reason"].as_str().unwrap().starts_with("stalled"),
-        "{section}"
-    );
+    for attempt in 0..3 {
+        let out = train(&record, &dir.path().join(format!("run{attempt}")), &[]);
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        let section = &out.json()["train"];
+        assert_eq!(section["passed"], false);
+        assert!(
+            section["reason"].as_str().unwrap().starts_with("stalled"),
+            "{section}"
+        );
+    }
+}
+
+#[test]
+fn a_loop_stuck_for_good_is_ended_by_the_watchdog_with_its_record() {
+    // The loop stops making progress at step 5 and never polls again (as in a read that never
+    // returns): the watchdog writes the record and exits 1 from its own thread, cleanly.
+    let record = edited(|r| r["manifest"]["config"]["stall_timeout_s"] = 0.5.into());
+    let dir = tempfile::tempdir().unwrap();
+    for attempt in 0..3 {
+        let out = dir.path().join(format!("run{attempt}"));
+        let child = start(&record, &out, &[("RUNFN_TEST_HANG_AT_STEP", "5")]);
+        let ended = crate::util::wait_within(child, Duration::from_secs(30));
+        assert_eq!(ended.code, 1, "{}", ended.stderr);
+        let section = &ended.json()["train"];
+        assert_eq!(section["passed"], false);
+        assert!(
+            section["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("stalled: the step counter stayed at 5"),
+            "{section}"
+        );
+    }
 }
 
 #[test]

@@ -15,12 +15,91 @@ fn bin_dir() -> PathBuf {
 
 pub fn bin(tool: &str) -> PathBuf {
     let path = bin_dir().join(tool);
-    assert!(
-        path.exists(),
-        "{} is not built: run `cargo build --workspace --bins` first (make test does)",
-        path.display()
-    );
+    let built = std::fs::metadata(&path).and_then(|m| m.modified());
+    let Ok(built) = built else {
+        panic!(
+            "{} is not built: run `cargo build --workspace --bins` first (make test does)",
+            path.display()
+        );
+    };
+    // A plain `cargo test` after an edit rebuilds this test binary but not the tools it runs:
+    // testing those would test old code. Cargo's dep-info file beside the binary lists every
+    // source it was built from.
+    if let Some(source) = newer_source(&path, built) {
+        panic!(
+            "{} is older than {}: run `cargo build --workspace --bins` first (make test does)",
+            path.display(),
+            source.display()
+        );
+    }
     path
+}
+
+/// A source of the binary at `path` modified after `built`, per `path.d` (one `target: deps`
+/// rule, spaces in names escaped with a backslash).
+fn newer_source(path: &Path, built: std::time::SystemTime) -> Option<PathBuf> {
+    let rules = std::fs::read_to_string(path.with_extension("d")).ok()?;
+    let deps = rules
+        .lines()
+        .next()?
+        .split_once(": ")?
+        .1
+        .replace("\\ ", "\0");
+    deps.split_whitespace()
+        .map(|d| PathBuf::from(d.replace('\0', " ")))
+        .find(|d| {
+            std::fs::metadata(d)
+                .and_then(|m| m.modified())
+                .is_ok_and(|modified| modified > built)
+        })
+}
+
+/// Waits for `child` at most `limit`, reading its stdout and stderr meanwhile. A child still
+/// running then is killed and the test fails at once, instead of waiting for it to end by itself.
+pub fn wait_within(mut child: std::process::Child, limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            String::from_utf8(bytes).expect("output is UTF-8")
+        })
+    };
+    let stdout = read(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = read(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("child status") {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "pid {} still ran after {limit:?}; killed. stderr:\n{}",
+                child.id(),
+                stderr.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Output {
+        code: status.code().unwrap_or(-1),
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
 }
 
 pub fn testdata(relative: &str) -> PathBuf {

@@ -11,6 +11,10 @@ pub enum Exit {
     CheckFailed,
     /// 2: bad usage or bad input; nothing went to stdout and no partial file was left behind.
     BadInput,
+    /// 3: stopped on request (SIGTERM or SIGINT, as a scheduler sends before it kills) after
+    /// finishing the step in progress and writing a checkpoint; the same command resumes there.
+    /// Only `train` ends this way. It is not a failed check: a scheduler can requeue on it.
+    Preempted,
 }
 
 impl Exit {
@@ -19,6 +23,7 @@ impl Exit {
             Exit::Passed => 0,
             Exit::CheckFailed => 1,
             Exit::BadInput => 2,
+            Exit::Preempted => 3,
         }
     }
 
@@ -31,14 +36,34 @@ impl Exit {
         }
     }
 
-    /// Combines two outcomes: the worse one wins.
+    /// Combines two outcomes: the worse one wins (bad input over a failed check over a pass;
+    /// a preemption, which says nothing about the checks, only over a pass).
     pub fn and(self, other: Exit) -> Exit {
-        if other.code() > self.code() {
+        let rank = |e: Exit| match e {
+            Exit::Passed => 0,
+            Exit::Preempted => 1,
+            Exit::CheckFailed => 2,
+            Exit::BadInput => 3,
+        };
+        if rank(other) > rank(self) {
             other
         } else {
             self
         }
     }
+}
+
+/// Ends the process from a thread that is not main, when main cannot return (it is stuck in a
+/// read or a collective). `std::process::exit` would run libc's exit handlers and C++ static
+/// destructors (libtorch's among them) while main and libtorch's worker threads still use them,
+/// which crashes the process (SIGSEGV) instead of exiting; `_exit` ends it at once. Standard
+/// streams are flushed first, so what was written reaches the pipe.
+pub fn exit_from_thread(exit: Exit) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().flush();
+    let _ = std::io::stderr().lock().flush();
+    // SAFETY: `_exit` is async-signal-safe and touches no state of this process.
+    unsafe { libc::_exit(exit.code().into()) }
 }
 
 impl From<Exit> for ExitCode {
@@ -56,6 +81,7 @@ mod tests {
         assert_eq!(Exit::Passed.code(), 0);
         assert_eq!(Exit::CheckFailed.code(), 1);
         assert_eq!(Exit::BadInput.code(), 2);
+        assert_eq!(Exit::Preempted.code(), 3);
     }
 
     #[test]
@@ -69,5 +95,7 @@ mod tests {
         assert_eq!(Exit::Passed.and(Exit::CheckFailed), Exit::CheckFailed);
         assert_eq!(Exit::BadInput.and(Exit::Passed), Exit::BadInput);
         assert_eq!(Exit::CheckFailed.and(Exit::BadInput), Exit::BadInput);
+        assert_eq!(Exit::Preempted.and(Exit::CheckFailed), Exit::CheckFailed);
+        assert_eq!(Exit::Passed.and(Exit::Preempted), Exit::Preempted);
     }
 }

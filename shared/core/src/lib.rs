@@ -9,7 +9,10 @@ pub mod canonical;
 pub mod cli;
 pub mod error;
 pub mod exit;
+pub mod leftovers;
+pub mod paths;
 pub mod record;
+pub mod stop;
 pub mod timings;
 
 pub use error::InputError;

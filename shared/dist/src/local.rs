@@ -39,6 +39,8 @@ pub struct Outcome {
     pub failed: Option<(usize, String)>,
     /// A signal received and forwarded to the ranks.
     pub forwarded: Option<i32>,
+    /// How each rank ended, in rank order ("exited with status 1", "was killed by signal 9").
+    pub endings: Vec<String>,
 }
 
 static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -131,6 +133,7 @@ pub fn run(job: &LocalJob, log: &dyn Fn(String)) -> Result<Outcome> {
         code: 0,
         failed: None,
         forwarded: None,
+        endings: vec![String::new(); job.nproc],
     };
     let mut stop_deadline: Option<Instant> = None;
     let mut killed = false;
@@ -156,10 +159,11 @@ pub fn run(job: &LocalJob, log: &dyn Fn(String)) -> Result<Outcome> {
             }
         }
         for (rank, status) in ended {
+            let how = describe(status);
+            outcome.endings[rank] = how.clone();
             if status.success() || outcome.failed.is_some() {
                 continue;
             }
-            let how = describe(status);
             outcome.code = match status.code() {
                 Some(code) if code != 0 => code,
                 _ => 1,

@@ -94,13 +94,15 @@ pub struct Synced {
     pub loss: f64,
     /// Some rank (rank 0, the only one that looks at the clock) wants a checkpoint now.
     pub checkpoint_now: bool,
+    /// Some rank was asked to stop (SIGTERM): every rank checkpoints this step and stops.
+    pub stop_now: bool,
 }
 
 impl GradientSync {
-    /// For a flat gradient of `numel` f32 values (two more ride along: the loss and a flag).
+    /// For a flat gradient of `numel` f32 values (three more ride along: the loss and two flags).
     pub fn new(numel: i64, bucket_bytes: usize) -> GradientSync {
         GradientSync {
-            buckets: Buckets::new(numel + 2, 4, bucket_bytes),
+            buckets: Buckets::new(numel + 3, 4, bucket_bytes),
             bucket_bytes,
             time: Duration::ZERO,
         }
@@ -118,18 +120,21 @@ impl GradientSync {
         grad: &mut Tensor,
         loss: f64,
         checkpoint_now: bool,
+        stop_now: bool,
     ) -> Result<Synced> {
         let numel = grad.numel() as i64;
-        let side = Tensor::from_slice(&[loss as f32, f32::from(u8::from(checkpoint_now))])
+        let flag = |b: bool| f32::from(u8::from(b));
+        let side = Tensor::from_slice(&[loss as f32, flag(checkpoint_now), flag(stop_now)])
             .to_device(grad.device());
         let mut buffer = Tensor::cat(&[&*grad, &side], 0).to_device(group.device());
         self.time += self.buckets.average(group, &mut buffer)?;
         let _guard = tch::no_grad_guard();
         grad.copy_(&buffer.narrow(0, 0, numel));
-        let side = buffer.narrow(0, numel, 2).to_device(tch::Device::Cpu);
+        let side = buffer.narrow(0, numel, 3).to_device(tch::Device::Cpu);
         Ok(Synced {
             loss: side.double_value(&[0]),
             checkpoint_now: side.double_value(&[1]) > 0.0,
+            stop_now: side.double_value(&[2]) > 0.0,
         })
     }
 }

@@ -19,6 +19,7 @@ pub mod seeds;
 pub mod shard_reader;
 pub mod tensor_file;
 pub mod trainer;
+pub mod watchdog;
 pub mod weights;
 
 pub use tch;

@@ -61,6 +61,30 @@ pub fn encode(tensors: &[(String, &Tensor)], metadata: &serde_json::Value) -> Re
         .map_err(|e| anyhow!("encoding safetensors: {e:?}"))
 }
 
+/// A digest of what a file means rather than of its bytes: the canonical JSON of `metadata`, then
+/// every tensor in name order with its name, dtype, shape and data. A file can carry it in its
+/// own metadata (a file cannot hold the hash of its own bytes), so a lone file is checked too.
+pub fn content_blake3(
+    tensors: &[(String, &Tensor)],
+    metadata: &serde_json::Value,
+) -> Result<String> {
+    let canonical = runfn_core::canonical::to_canonical_string(metadata)
+        .map_err(|e| anyhow!("metadata cannot be hashed: {e}"))?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(canonical.as_bytes());
+    let mut sorted: Vec<&(String, &Tensor)> = tensors.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, tensor) in sorted {
+        let view = view_of(tensor)?;
+        hasher.update(&(name.len() as u64).to_le_bytes());
+        hasher.update(name.as_bytes());
+        hasher.update(format!("{:?}{:?}", view.dtype, view.shape).as_bytes());
+        hasher.update(&(view.data.len() as u64).to_le_bytes());
+        hasher.update(&view.data);
+    }
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
 /// Tensors (sorted by name) and the metadata of a file's bytes; `origin` names it in errors.
 pub fn decode(bytes: &[u8], origin: &str) -> Result<(Vec<(String, Tensor)>, serde_json::Value)> {
     let (_, header) = SafeTensors::read_metadata(bytes)

@@ -6,11 +6,11 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use runfn_core::atomic::write_bytes_atomic;
+use runfn_core::leftovers::Leftovers;
 use runfn_data::shards::ShardIndex;
 use runfn_dist::ProcessGroup;
 use serde::Serialize;
@@ -27,6 +27,8 @@ use crate::metrics::{self, Metrics};
 use crate::model::{Architecture, Mlp};
 use crate::score;
 use crate::seeds;
+pub use crate::watchdog::StallHandler;
+use crate::watchdog::Watchdog;
 use crate::weights::{self, ModelMeta};
 
 #[derive(Debug)]
@@ -64,6 +66,8 @@ pub struct TrainJob {
 #[derive(Debug, Clone, Serialize)]
 pub struct TrainReport {
     pub passed: bool,
+    /// Stopped on request (SIGTERM) after checkpointing the step it was in; a rerun resumes.
+    pub preempted: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub weights: Option<String>,
@@ -112,48 +116,6 @@ pub trait Reporter {
     fn warn(&self, message: String);
 }
 
-/// Called from the watchdog thread when no step finished for `stall_timeout_s`.
-pub type StallHandler = Box<dyn FnOnce(String) + Send>;
-
-struct Watchdog {
-    steps: Arc<AtomicU64>,
-    done: Arc<AtomicBool>,
-}
-
-impl Watchdog {
-    fn start(timeout: Duration, on_stall: StallHandler) -> Watchdog {
-        let steps = Arc::new(AtomicU64::new(0));
-        let done = Arc::new(AtomicBool::new(false));
-        let (s, d) = (Arc::clone(&steps), Arc::clone(&done));
-        std::thread::spawn(move || {
-            let mut last = s.load(Ordering::Relaxed);
-            let mut since = Instant::now();
-            while !d.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(200).min(timeout));
-                let now = s.load(Ordering::Relaxed);
-                if now != last {
-                    last = now;
-                    since = Instant::now();
-                } else if since.elapsed() >= timeout && !d.load(Ordering::Relaxed) {
-                    on_stall(format!(
-                        "stalled: the step counter stayed at {now} for {:.0} s (limit manifest.config.stall_timeout_s = {:.0} s)",
-                        since.elapsed().as_secs_f64(),
-                        timeout.as_secs_f64()
-                    ));
-                    return;
-                }
-            }
-        });
-        Watchdog { steps, done }
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-    }
-}
-
 fn split_shards(job: &TrainJob, split: &str) -> Option<ShardSet> {
     let entry = job.index.splits.get(split)?;
     Some(ShardSet {
@@ -166,9 +128,25 @@ fn split_shards(job: &TrainJob, split: &str) -> Option<ShardSet> {
     })
 }
 
-/// Runs the job. `Ok(report)` with `passed: false` is a failed check (non-finite loss);
-/// `Err` is bad input.
+/// Runs the job. `Ok(report)` with `passed: false` is a failed check (non-finite loss, a stall,
+/// a lost peer) or a preemption; `Err` is bad input, and then the folders and empty files this
+/// run created are removed again.
 pub fn train(
+    job: &TrainJob,
+    reporter: &dyn Reporter,
+    on_stall: StallHandler,
+) -> Result<TrainReport> {
+    let ckpt_dir = job.out.join("checkpoints");
+    let metrics_path = job.out.join("metrics.jsonl");
+    let leftovers = Leftovers::note([job.out.as_path(), &ckpt_dir, &metrics_path]);
+    let result = train_job(job, reporter, on_stall);
+    if result.is_err() {
+        leftovers.remove_empty();
+    }
+    result
+}
+
+fn train_job(
     job: &TrainJob,
     reporter: &dyn Reporter,
     on_stall: StallHandler,
@@ -195,6 +173,13 @@ pub fn train(
         bail!(
             "manifest.config.global_batch = {} does not split evenly over {world} ranks: the global batch \
              is fixed and every rank takes an equal part of it; choose a multiple of {world}",
+            config.global_batch
+        );
+    }
+    if train_set.total_rows() < config.global_batch {
+        bail!(
+            "the train split has {} rows, fewer than one global batch ({}); lower manifest.config.global_batch",
+            train_set.total_rows(),
             config.global_batch
         );
     }
@@ -353,8 +338,17 @@ pub fn train(
     let mut last_loss = None;
     let mut last_val = None;
     let mut failure = None;
+    let mut stopped_by = None;
+    let hang_at = test_hang_step();
 
     while step < config.max_steps {
+        if let Some(reason) = watchdog.poll() {
+            failure = Some(reason);
+            break;
+        }
+        if hang_at == Some(step) {
+            hang_forever();
+        }
         let t_wait = Instant::now();
         let batch = loader.next_batch()?;
         let waited = t_wait.elapsed();
@@ -381,15 +375,21 @@ pub fn train(
             && job
                 .ckpt_every_s
                 .is_some_and(|s| last_ckpt.elapsed().as_secs_f64() >= s);
+        // A stop request (SIGTERM) also travels with the gradients: whichever rank got it, every
+        // rank finishes this step, checkpoints it and stops, so they agree on the step.
+        let mut stop = runfn_core::stop::requested();
         let mut reduced = Duration::ZERO;
         if let (Some(g), Some(sync)) = (group, sync.as_mut()) {
             let before = sync.time;
-            let synced = sync.step(g, &mut grad, loss_value, by_time);
+            let synced = sync.step(g, &mut grad, loss_value, by_time, stop.is_some());
             reduced = sync.time - before;
             match synced {
                 Ok(synced) => {
                     loss_value = synced.loss;
                     by_time = synced.checkpoint_now;
+                    if synced.stop_now {
+                        stop = stop.or(Some(libc::SIGTERM));
+                    }
                 }
                 Err(e) => {
                     failure = Some(format!("{e:#} (at step {})", step + 1));
@@ -425,7 +425,9 @@ pub fn train(
             epoch += 1;
             position = 0;
         }
-        watchdog.steps.store(step, Ordering::Relaxed);
+        watchdog.stepped(step);
+        // Stopping at the last step changes nothing: the run is complete.
+        let stop = stop.filter(|_| step < config.max_steps);
         wait_total += waited;
         compute_total += computed;
         window.add(loss_value, waited, computed, reduced, config.global_batch);
@@ -452,7 +454,7 @@ pub fn train(
             ));
             last_val = Some(m);
         }
-        if step % config.ckpt_every == 0 || by_time || step == config.max_steps {
+        if step % config.ckpt_every == 0 || by_time || stop.is_some() || step == config.max_steps {
             let mine = RankState {
                 rank,
                 epoch,
@@ -469,67 +471,80 @@ pub fn train(
                 },
                 None => vec![mine],
             };
-            if !root {
-                continue;
-            }
-            let state = CheckpointState {
-                format: checkpoint::FORMAT.into(),
-                manifest_hash: job.manifest_hash.clone(),
-                seed: job.seed,
-                step,
-                epoch,
-                position,
-                world_size: world as u64,
-                threads,
-                optimizer: OptimizerState {
-                    kind: "adamw".into(),
-                    step: optimizer.step,
-                    beta1: optimizer.beta1,
-                    beta2: optimizer.beta2,
-                    eps: optimizer.eps,
-                    weight_decay: optimizer.weight_decay,
-                },
-                schedule,
-                rng: RngState {
+            if root {
+                let state = CheckpointState {
+                    format: checkpoint::FORMAT.into(),
+                    manifest_hash: job.manifest_hash.clone(),
                     seed: job.seed,
-                    streams: seeds::STREAMS.iter().map(|s| s.to_string()).collect(),
-                },
-                samples,
-                preprocess: preprocess.clone(),
-                tensors: TensorsRef {
-                    file: String::new(),
-                    bytes: 0,
-                    blake3: String::new(),
-                },
-                ranks,
-            };
-            let moments = optimizer.named(&model);
-            let mut named: Vec<(String, &Tensor)> = model
-                .named()
-                .into_iter()
-                .map(|(n, t)| (format!("model.{n}"), t))
-                .collect();
-            named.extend(moments.iter().map(|(n, t)| (n.clone(), t)));
-            let (_, seconds) = checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
-            ckpt_times.push(seconds);
-            last_ckpt = Instant::now();
-            line.get_or_insert_with(|| json!({"step": step}))["ckpt_s"] = json!(seconds);
+                    step,
+                    epoch,
+                    position,
+                    world_size: world as u64,
+                    threads,
+                    optimizer: OptimizerState {
+                        kind: "adamw".into(),
+                        step: optimizer.step,
+                        beta1: optimizer.beta1,
+                        beta2: optimizer.beta2,
+                        eps: optimizer.eps,
+                        weight_decay: optimizer.weight_decay,
+                    },
+                    schedule,
+                    rng: RngState {
+                        seed: job.seed,
+                        streams: seeds::STREAMS.iter().map(|s| s.to_string()).collect(),
+                    },
+                    samples,
+                    preprocess: preprocess.clone(),
+                    tensors: TensorsRef {
+                        file: String::new(),
+                        bytes: 0,
+                        blake3: String::new(),
+                    },
+                    ranks,
+                };
+                let moments = optimizer.named(&model);
+                let mut named: Vec<(String, &Tensor)> = model
+                    .named()
+                    .into_iter()
+                    .map(|(n, t)| (format!("model.{n}"), t))
+                    .collect();
+                named.extend(moments.iter().map(|(n, t)| (n.clone(), t)));
+                let (_, seconds) =
+                    checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
+                ckpt_times.push(seconds);
+                last_ckpt = Instant::now();
+                line.get_or_insert_with(|| json!({"step": step}))["ckpt_s"] = json!(seconds);
+            }
         }
         if let (Some(line), Some(file)) = (line, metrics_file.as_mut()) {
             writeln!(file, "{line}")
                 .and_then(|_| file.flush())
                 .with_context(|| metrics_path.display().to_string())?;
         }
+        if let Some(signal) = stop {
+            stopped_by = Some(format!(
+                "stopped by {} after step {step} of {}, with a checkpoint of that step in {}: rerun the same \
+                 command to resume there",
+                runfn_core::stop::name(signal),
+                config.max_steps,
+                ckpt_dir.display()
+            ));
+            break;
+        }
     }
+    watchdog.finish();
     drop(watchdog);
     drop(loader);
 
     let loop_s = loop_start.elapsed().as_secs_f64();
     let steps_this_run = step - start_step;
     let rate = |x: f64| if loop_s > 0.0 { x / loop_s } else { 0.0 };
+    let preempted = failure.is_none() && stopped_by.is_some();
     let mut report = TrainReport {
-        passed: failure.is_none(),
-        reason: failure.clone(),
+        passed: failure.is_none() && !preempted,
+        preempted,
+        reason: failure.clone().or(stopped_by),
         weights: None,
         weights_blake3: None,
         steps: step,
@@ -576,7 +591,7 @@ pub fn train(
         }),
     };
     // Rank 0 writes the model; the others only trained.
-    if failure.is_some() || !root {
+    if !report.passed || !root {
         return Ok(report);
     }
     let weights_path = job.out.join(weights::FILE_NAME);
@@ -594,6 +609,21 @@ pub fn train(
     report.weights = Some(weights_path.display().to_string());
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The step at which the loop stops making progress for good, for the tests of the stall
+/// watchdog (`RUNFN_TEST_HANG_AT_STEP`); unset in real runs.
+fn test_hang_step() -> Option<u64> {
+    std::env::var("RUNFN_TEST_HANG_AT_STEP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+}
+
+/// A loop stuck for good, as in a read or a collective that never returns.
+fn hang_forever() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
 }
 
 /// Of the `cores` a rank has, one is left to its input pipeline (decoding, batching, dropout

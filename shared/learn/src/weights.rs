@@ -30,9 +30,17 @@ pub struct ModelMeta {
     pub shards_index_blake3: Option<String>,
 }
 
+/// The metadata entry holding the file's [`tensor_file::content_blake3`]: the weights and every
+/// other metadata field, so a flipped byte anywhere that matters is caught on load.
+const CHECKSUM_KEY: &str = "content_blake3";
+
 /// Writes the model atomically; returns the file's blake3.
 pub fn save(path: &Path, model: &Mlp, meta: &ModelMeta) -> Result<String> {
-    let bytes = tensor_file::encode(&model.named(), &serde_json::to_value(meta)?)?;
+    let named = model.named();
+    let mut value = serde_json::to_value(meta)?;
+    let checksum = tensor_file::content_blake3(&named, &value)?;
+    value[CHECKSUM_KEY] = checksum.into();
+    let bytes = tensor_file::encode(&named, &value)?;
     write_bytes_atomic(path, &bytes)?;
     Ok(blake3::hash(&bytes).to_hex().to_string())
 }
@@ -44,7 +52,8 @@ pub struct LoadedModel {
     pub blake3: String,
 }
 
-/// Reads a model file (or `DIR/model.safetensors` when `path` is a folder).
+/// Reads a model file (or `DIR/model.safetensors` when `path` is a folder) and checks it against
+/// the checksum it carries: a modified or corrupt model is never scored.
 pub fn load(path: &Path, device: Device) -> Result<LoadedModel> {
     let path = if path.is_dir() {
         path.join(FILE_NAME)
@@ -53,7 +62,19 @@ pub fn load(path: &Path, device: Device) -> Result<LoadedModel> {
     };
     let origin = path.display().to_string();
     let bytes = std::fs::read(&path).with_context(|| origin.clone())?;
-    let (tensors, meta) = tensor_file::decode(&bytes, &origin)?;
+    let (tensors, mut meta) = tensor_file::decode(&bytes, &origin)?;
+    let carried = meta
+        .as_object_mut()
+        .and_then(|m| m.remove(CHECKSUM_KEY))
+        .ok_or_else(|| anyhow::anyhow!("{origin}: carries no {CHECKSUM_KEY}, so it cannot be verified (not a runfn model file, or written before models carried one: retrain it)"))?;
+    let named: Vec<(String, &tch::Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
+    let actual = tensor_file::content_blake3(&named, &meta)?;
+    if carried.as_str() != Some(actual.as_str()) {
+        bail!(
+            "{origin}: the model was modified or is corrupt: its content hashes to {actual}, but the file \
+             says {carried}"
+        );
+    }
     let meta: ModelMeta = serde_json::from_value(meta)
         .with_context(|| format!("{origin}: not a runfn model file"))?;
     if meta.format != FORMAT {
@@ -66,4 +87,18 @@ pub fn load(path: &Path, device: Device) -> Result<LoadedModel> {
         meta,
         blake3: blake3::hash(&bytes).to_hex().to_string(),
     })
+}
+
+/// [`load`], then the file's blake3 must be `expected` (what the record or the registry says
+/// the model is).
+pub fn load_expecting(path: &Path, expected: &str, device: Device) -> Result<LoadedModel> {
+    let loaded = load(path, device)?;
+    if loaded.blake3 != expected {
+        bail!(
+            "{}: is not the model named: its blake3 is {}, expected {expected}",
+            path.display(),
+            loaded.blake3
+        );
+    }
+    Ok(loaded)
 }

@@ -62,8 +62,9 @@ struct Args {
     /// Slice columns, overriding manifest.eval.slices (repeatable).
     #[arg(long = "slice", value_name = "COLUMN")]
     slices: Vec<String>,
-    /// Bootstrap resamples for 95% intervals on the overall metrics.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// Bootstrap resamples for 95% intervals on the overall metrics (at most 100000).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=100_000))]
     bootstrap: usize,
     /// Also write every row's label and score as CSV (row,label,score) to FILE.
     #[arg(long, value_name = "FILE")]
@@ -82,7 +83,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("evaluate");
     runfn_core::cli::main("evaluate", args.common.clone(), |tool| run(tool, args))
 }
 
@@ -98,21 +99,30 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         .clone()
         .or_else(|| std::env::var_os("RUNFN_REGISTRY").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("registry"));
-    let (model_path, model_ref) = match args.model {
+    // The model file, how it was named, and the blake3 the record or the registry says it has.
+    let (model_path, model_ref, expected) = match args.model {
         // A registered model: NAME@ALIAS or NAME@VERSION, resolved in the registry.
         Some(path) if !path.exists() && ModelRef::looks_like(&path.to_string_lossy()) => {
             let text = path.to_string_lossy().into_owned();
-            let registry = Registry::open(&registry_dir)?;
+            let registry = Registry::open_existing(&registry_dir)?;
             let entry = registry.resolve(&ModelRef::parse(&text)?)?;
             let blob = registry.blobs.path(&entry.lineage.weights_blake3);
             (
                 blob,
                 Some(format!("{}@{}", entry.lineage.name, entry.version)),
+                Some(entry.lineage.weights_blake3.clone()),
             )
         }
-        Some(path) => (path, None),
+        Some(path) => (path, None, None),
         None => match record.get_path("train.weights") {
-            Some(Value::String(path)) => (PathBuf::from(path), None),
+            Some(Value::String(path)) => (
+                PathBuf::from(path),
+                None,
+                record
+                    .get_path("train.weights_blake3")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            ),
             _ => {
                 return Err(InputError::field(
                     "--model",
@@ -159,7 +169,10 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }
     }
     let device = args.device.open().map_err(anyhow::Error::msg)?;
-    let loaded = weights::load(&model_path, device)?;
+    let loaded = match &expected {
+        Some(blake3) => weights::load_expecting(&model_path, blake3, device)?,
+        None => weights::load(&model_path, device)?,
+    };
     let paths: Vec<PathBuf> = split
         .shards
         .iter()

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use runfn_core::Record;
 use runfn_core::record::{RecordInput, read_text};
+use runfn_core::{Exit, Record};
 use runfn_dist::local::{self, LocalJob};
 use runfn_dist::store::HostedStore;
 
@@ -57,10 +57,23 @@ pub fn run(
     }
     let outcome = local::run(&job, &|line| eprintln!("train: {line}"))?;
     drop(store);
-    if let Some((rank, how)) = &outcome.failed
-        && !quiet
-    {
-        eprintln!("train: the job failed: rank {rank} {how}");
+    let preempted = i32::from(Exit::Preempted.code());
+    match &outcome.failed {
+        Some(_) if outcome.code == preempted => {
+            if !quiet {
+                eprintln!(
+                    "train: the job was preempted: every rank checkpointed the same step; rerun to resume"
+                );
+            }
+        }
+        Some((rank, how)) if !quiet => eprintln!("train: the job failed: rank {rank} {how}"),
+        _ => {}
+    }
+    if outcome.failed.is_some() && !quiet {
+        let endings: Vec<String> = (outcome.endings.iter().enumerate())
+            .map(|(rank, how)| format!("rank {rank} {how}"))
+            .collect();
+        eprintln!("train: how the ranks ended: {}", endings.join(", "));
     }
     Ok(ExitCode::from(outcome.code.clamp(0, 255) as u8))
 }

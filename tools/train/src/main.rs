@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::exit::exit_from_thread;
 use runfn_core::record::RecordInput;
 use runfn_core::timings::Stopwatch;
 use runfn_core::{Exit, InputError, Record};
@@ -56,7 +57,7 @@ metrics.jsonl (step, loss, lr, grad_norm, step_time_s, data_wait_fraction, sampl
 ckpt_s, val), checkpoints/step-N.{safetensors,json}.
 
 Output: the input record plus
-  \"train\": {\"passed\", \"reason\" (on failure), \"weights\", \"weights_blake3\", \"steps\",
+  \"train\": {\"passed\", \"preempted\", \"reason\" (on failure or preemption), \"weights\", \"weights_blake3\", \"steps\",
             \"steps_this_run\", \"seed\", \"device\", \"threads\", \"wall_s\", \"samples_per_s\",
             \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"checkpoints_written\",
             \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
@@ -66,7 +67,10 @@ Output: the input record plus
 Exit: 0 trained, 1 the loss or gradient became non-finite, the run stalled or a peer rank was
 lost (no weights written),
 2 bad usage or input (missing shards, schema mismatch, NaN feature or label, unwritable folder,
-a checkpoint of another manifest, a rendezvous that failed: a port in use, a missing rank).";
+a checkpoint of another manifest, a rendezvous that failed: a port in use, a missing rank),
+3 preempted: SIGTERM or SIGINT arrived, the step in progress was finished and checkpointed
+(every rank on the same step), the record has train.preempted = true; run the same command again
+to resume from that step. Repeated signals are ignored; SIGKILL remains the hard stop.";
 
 /// Train the run's MLP on libtorch from Parquet shards, with checkpoints that resume exactly.
 #[derive(Debug, Parser)]
@@ -231,6 +235,8 @@ fn join_group(
 }
 
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
+    // From here on SIGTERM and SIGINT are requests: finish the step, checkpoint it, exit 3.
+    runfn_core::stop::install();
     // Before anything starts a thread: threads inherit the CPUs of the thread that starts them.
     let launch = Launch::from_env().map_err(|m| InputError::field("launch environment", m))?;
     let local_world = launch.as_ref().map_or(1, |l| l.local_world);
@@ -329,7 +335,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     ));
     let on_stall = stall_handler(&record, args.common.pretty, rank);
     let report = trainer::train(&job, &reporter, on_stall)?;
-    let exit = Exit::from_passed(report.passed);
+    let exit = if report.preempted {
+        Exit::Preempted
+    } else {
+        Exit::from_passed(report.passed)
+    };
     if rank != 0 {
         // Rank 0 writes the record; another rank's stdout would corrupt the stream.
         if let Some(reason) = &report.reason {
@@ -352,20 +362,24 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     tool.finish(record, exit)
 }
 
-/// A stalled run cannot return from the loop, so the watchdog finishes the process itself:
-/// the record with the failed `train` section on stdout, the reason on stderr, exit 1.
+/// A loop stuck for good (it did not stop by itself when the stall was flagged) cannot return,
+/// so the watchdog finishes the process: the record with the failed `train` section on stdout,
+/// the reason on stderr, exit 1, through `_exit` (see `exit_from_thread`).
 fn stall_handler(record: &Record, pretty: bool, rank: usize) -> trainer::StallHandler {
     let mut record = record.clone();
     let stopwatch = Stopwatch::start();
     Box::new(move |reason: String| {
         if rank != 0 {
             eprintln!("train: rank {rank}: {reason}");
-            std::process::exit(Exit::CheckFailed.code().into());
+            exit_from_thread(Exit::CheckFailed);
         }
         eprintln!("train: {reason}");
-        record.set_section("train", json!({"passed": false, "reason": reason}));
+        record.set_section(
+            "train",
+            json!({"passed": false, "preempted": false, "reason": reason}),
+        );
         let _ = record.push_timing(stopwatch.entry("train"));
         let _ = record.write_to(&mut std::io::stdout().lock(), pretty);
-        std::process::exit(Exit::CheckFailed.code().into());
+        exit_from_thread(Exit::CheckFailed);
     })
 }

@@ -227,31 +227,91 @@ fn nan_labels_fail_the_label_check() {
     );
 }
 
+/// Runs `ds-validate profile` on `input` with `churned` as the label, into `out`.
+fn profile(input: &Path, out: &Path) {
+    let result = tool("ds-validate")
+        .args(["profile", "--label", "churned", "--in"])
+        .args([input])
+        .args(["-o".as_ref(), out.as_os_str()])
+        .run();
+    assert_eq!(result.code, 0, "{}", result.stderr);
+}
+
+/// The summary people read of a stored full profile, as `compare` reports it.
+fn summary_of(profile: &Path) -> Value {
+    let out = tool("ds-validate")
+        .args([
+            "compare".as_ref(),
+            "--current".as_ref(),
+            profile.as_os_str(),
+        ])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.json()["validate"]["profile"].clone()
+}
+
+/// The share of `sorted` at or below `value`.
+fn rank(sorted: &[f64], value: f64) -> f64 {
+    sorted.partition_point(|v| *v <= value) as f64 / sorted.len() as f64
+}
+
 #[test]
 fn profile_merge_and_compare_spread_the_work() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = demo_snapshot(&dir.path().join("s"), 10_000, &[]);
+    let names = ["part-00000.csv", "part-00001.csv"];
     let mut parts = Vec::new();
-    for part in ["part-00000.csv", "part-00001.csv"] {
+    for part in names {
         let path = dir.path().join(format!("{part}.profile.json"));
-        let out = tool("ds-validate")
-            .args(["profile", "--label", "churned", "--in"])
-            .args([snapshot.join(part)])
-            .args(["-o".as_ref(), path.as_os_str()])
-            .run();
-        assert_eq!(out.code, 0, "{}", out.stderr);
+        profile(&snapshot.join(part), &path);
         parts.push(path);
     }
     let merged = tool("ds-validate")
         .args(["merge".as_ref(), parts[0].as_os_str(), parts[1].as_os_str()])
         .run();
     assert_eq!(merged.code, 0, "{}", merged.stderr);
-    let whole = tool("ds-validate")
-        .args(["profile", "--label", "churned", "--in"])
-        .args([&snapshot])
-        .run();
-    let (merged, whole): (Value, Value) = (merged.json(), whole.json());
+    // The same rows as one file, profiled in one pass: no merge anywhere on this side.
+    let texts: Vec<String> = names
+        .iter()
+        .map(|n| std::fs::read_to_string(snapshot.join(n)).unwrap())
+        .collect();
+    let header = texts[0].lines().next().unwrap().to_string();
+    let rows: Vec<&str> = texts.iter().flat_map(|t| t.lines().skip(1)).collect();
+    std::fs::create_dir(dir.path().join("one")).unwrap();
+    let one_file = dir.path().join("one").join("all.csv");
+    std::fs::write(&one_file, format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+    let whole_path = dir.path().join("whole.json");
+    profile(&one_file, &whole_path);
+    let whole: Value =
+        serde_json::from_str(&std::fs::read_to_string(&whole_path).unwrap()).unwrap();
+    let merged_path = dir.path().join("merged.json");
+    std::fs::write(&merged_path, &merged.stdout).unwrap();
+    let merged = merged.json();
     assert_eq!(merged["rows"], whole["rows"]);
+    assert_eq!(merged["rows"], 10_000);
+
+    // The truth, from the CSV text: monthly_spend and region come before the one quoted column.
+    let columns: Vec<&str> = header.split(',').collect();
+    let at = |name: &str| columns.iter().position(|c| *c == name).unwrap();
+    assert!(at("region") < at("support_note") && at("monthly_spend") < at("support_note"));
+    let field = |row: &str, name: &str| row.split(',').nth(at(name)).unwrap().to_string();
+    let mut spend: Vec<f64> = rows
+        .iter()
+        .map(|r| field(r, "monthly_spend"))
+        .filter(|v| !v.is_empty())
+        .map(|v| v.parse().unwrap())
+        .collect();
+    spend.sort_by(f64::total_cmp);
+    let n = spend.len() as f64;
+    let mean = spend.iter().sum::<f64>() / n;
+    let std = (spend.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let mut distinct = spend.clone();
+    distinct.dedup();
+    let mut regions = std::collections::BTreeMap::<String, u64>::new();
+    for row in &rows {
+        *regions.entry(field(row, "region")).or_default() += 1;
+    }
+
     let column = |p: &Value, name: &str| {
         p["columns"]
             .as_array()
@@ -265,16 +325,76 @@ fn profile_merge_and_compare_spread_the_work() {
         column(&merged, "monthly_spend"),
         column(&whole, "monthly_spend"),
     );
+    assert_eq!(m["moments"]["n"], spend.len());
+    assert!((m["moments"]["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
     assert!(
         (m["moments"]["mean"].as_f64().unwrap() - w["moments"]["mean"].as_f64().unwrap()).abs()
             < 1e-9
     );
     assert_eq!(
+        m["distinct"], w["distinct"],
+        "HyperLogLog registers merge losslessly"
+    );
+    assert_eq!(
+        column(&merged, "region")["frequencies"],
+        column(&whole, "region")["frequencies"]
+    );
+    assert_eq!(
         column(&merged, "churned")["label"],
         column(&whole, "churned")["label"]
     );
-    let merged_path = dir.path().join("merged.json");
-    std::fs::write(&merged_path, merged.to_string()).unwrap();
+
+    for (side, path) in [("merged", &merged_path), ("one pass", &whole_path)] {
+        let summary = summary_of(path);
+        let spend_summary = &summary["columns"]["monthly_spend"];
+        let got = spend_summary["std"].as_f64().unwrap();
+        assert!(
+            (got - std).abs() < 1e-9 * std,
+            "{side}: std {got}, exactly {std}"
+        );
+        // The t-digest's documented bound: under 1% rank error at every reported quantile.
+        for (name, q) in [
+            ("p01", 0.01),
+            ("p05", 0.05),
+            ("p25", 0.25),
+            ("p50", 0.5),
+            ("p75", 0.75),
+            ("p95", 0.95),
+            ("p99", 0.99),
+        ] {
+            let estimate = spend_summary["quantiles"][name].as_f64().unwrap();
+            let error = (rank(&spend, estimate) - q).abs();
+            assert!(
+                error < 0.01,
+                "{side}: {name} {estimate} is off by {error} in rank"
+            );
+        }
+        // HyperLogLog at 2^12 registers: about 1.6% standard error; allow three of them.
+        let estimate = spend_summary["distinct"].as_f64().unwrap();
+        let exact = distinct.len() as f64;
+        assert!(
+            (estimate - exact).abs() < 0.05 * exact,
+            "{side}: {estimate} distinct, exactly {exact}"
+        );
+        let top: std::collections::BTreeMap<String, u64> = summary["columns"]["region"]["top"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["value"].as_str().unwrap().to_string(),
+                    t["count"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(top, regions, "{side}");
+        assert_eq!(
+            summary["columns"]["region"]["distinct"],
+            regions.len() as f64,
+            "{side}"
+        );
+    }
+
     let compared = tool("ds-validate")
         .args([
             "compare".as_ref(),
@@ -286,6 +406,158 @@ fn profile_merge_and_compare_spread_the_work() {
         .run();
     assert_eq!(compared.code, 0, "{}", compared.stderr);
     assert_eq!(compared.json()["validate"]["passed"], true);
+}
+
+/// A made-up snapshot of 2000 rows whose every value is a fixed function of the row number; the
+/// drifted one moves `spend` up by 60, puts 2.5% of rows in a new `plan` and blanks a quarter of
+/// `score` (keeping its shape), and is later in time. `region` and the label do not move.
+fn snapshot_csv(drifted: bool) -> String {
+    let mut text = String::from("spend,plan,score,region,joined,churned\n");
+    for i in 0..2000 {
+        let spend = 20.0 + (i * 37 % 100) as f64 + if drifted { 60.0 } else { 0.0 };
+        let plan = if drifted && i % 40 == 0 {
+            "enterprise"
+        } else {
+            ["basic", "pro"][i % 2]
+        };
+        let score = if drifted && i % 4 == 0 {
+            String::new()
+        } else {
+            ((i / 4) * 7 % 30).to_string()
+        };
+        let region = ["north", "south", "east", "west"][i * 3 % 4];
+        let month = if drifted { 9 } else { 3 };
+        let churned = (i % 5 == 0) as u8;
+        text.push_str(&format!(
+            "{spend},{plan},{score},{region},2026-{month:02}-{:02},{churned}\n",
+            i % 28 + 1
+        ));
+    }
+    text
+}
+
+#[test]
+fn compare_names_exactly_the_drifted_columns_and_their_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut profiles = Vec::new();
+    for (name, drifted) in [("before", false), ("after", true)] {
+        let csv = dir.path().join(format!("{name}.csv"));
+        std::fs::write(&csv, snapshot_csv(drifted)).unwrap();
+        let path = dir.path().join(format!("{name}.profile.json"));
+        profile(&csv, &path);
+        profiles.push(path);
+    }
+    let compare = |explained: Option<&Path>| {
+        tool("ds-validate")
+            .args([
+                "compare".as_ref(),
+                "--previous".as_ref(),
+                profiles[0].as_os_str(),
+            ])
+            .args(["--current".as_ref(), profiles[1].as_os_str()])
+            .args(
+                explained
+                    .map(|p| ["--explained".as_ref(), p.as_os_str()])
+                    .into_iter()
+                    .flatten(),
+            )
+            .run()
+    };
+    let out = compare(None);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let record = out.json();
+    let section = &record["validate"];
+    assert_eq!(section["passed"], false);
+    assert_eq!(section["previous"], profiles[0].display().to_string());
+    assert_eq!(section["profile_file"], profiles[1].display().to_string());
+    assert_eq!(section["profile"]["rows"], 2000);
+    let checks: Vec<(String, String, bool)> = section["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["column"].as_str().unwrap_or("").to_string(),
+                c["passed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("label_missing", "churned", true),
+        ("label_invalid", "churned", true),
+        ("bad_values", "spend", true),
+        ("bad_values", "plan", true),
+        ("bad_values", "score", true),
+        ("bad_values", "region", true),
+        ("bad_values", "joined", true),
+        ("bad_values", "churned", true),
+        ("row_count_change", "", true),
+        ("label_rate_shift", "churned", true),
+        // Dates are only null-checked: later dates are no drift.
+        ("null_rate_rise", "joined", true),
+        ("null_rate_rise", "plan", true),
+        ("new_categories", "plan", false),
+        ("categorical_drift", "plan", true),
+        ("null_rate_rise", "region", true),
+        ("new_categories", "region", true),
+        ("categorical_drift", "region", true),
+        ("null_rate_rise", "score", false),
+        ("out_of_range", "score", true),
+        ("numeric_drift", "score", true),
+        ("null_rate_rise", "spend", true),
+        ("out_of_range", "spend", false),
+        ("numeric_drift", "spend", false),
+    ];
+    let expected: Vec<(String, String, bool)> = expected
+        .iter()
+        .map(|(n, c, p)| (n.to_string(), c.to_string(), *p))
+        .collect();
+    assert_eq!(checks, expected);
+    for check in section["checks"].as_array().unwrap() {
+        let (value, threshold) = (
+            check["value"].as_f64().unwrap(),
+            check["threshold"].as_f64().unwrap(),
+        );
+        assert_eq!(check["passed"], value <= threshold, "{check}");
+    }
+    let value = |name: &str, column: &str| {
+        section["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name && c["column"] == column)
+            .unwrap()["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!((value("null_rate_rise", "score") - 0.25).abs() < 1e-12);
+    assert!((value("new_categories", "plan") - 0.025).abs() < 1e-12);
+    assert!(
+        (value("out_of_range", "spend") - 0.6).abs() < 0.05,
+        "{}",
+        value("out_of_range", "spend")
+    );
+    for line in [
+        "failed: new_categories `plan`",
+        "failed: null_rate_rise `score`",
+        "failed: out_of_range `spend`",
+        "failed: numeric_drift `spend`",
+    ] {
+        assert!(out.stderr.contains(line), "{line} not in {}", out.stderr);
+    }
+    assert_eq!(out.stderr.matches("failed: ").count(), 4, "{}", out.stderr);
+
+    let explained = dir.path().join("explained.json");
+    let reasons: Vec<Value> = failed(section)
+        .iter()
+        .map(|(check, column)| serde_json::json!({"column": column, "check": check, "reason": "new price list"}))
+        .collect();
+    assert_eq!(reasons.len(), 4);
+    std::fs::write(&explained, serde_json::to_string(&reasons).unwrap()).unwrap();
+    let out = compare(Some(&explained));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json()["validate"]["passed"], true);
 }
 
 #[test]

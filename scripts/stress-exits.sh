@@ -60,12 +60,9 @@ note() { # CASE STATUS EXPECTED
   if [[ "$2" != "$3" ]]; then
     bad=$((bad + 1))
     echo "stress: $1 run ended with status $2, expected $3 (log: $work/last-$1.err)" >&2
-    cp "$work/last-$1.err" "bench/stress-$1-failure.err" 2>/dev/null || true
+    cp "$work/last-${1%-rank*}.err" "bench/stress-$1-failure.err" 2>/dev/null || true
   fi
 }
-
-# Runs the train command in "$@" in the background; sets PID.
-start() { "$@" & PID=$!; }
 
 for ((i = 0; i < STALL; i++)); do
   status=0
@@ -113,8 +110,9 @@ ranks_case() { # NAME COUNT SIGNAL-FOR-RANK-1 TIMEOUT
   for ((i = 0; i < count; i++)); do
     out="$work/$name/$i"
     status=0
-    start "$BIN"/train --out "$out" --threads 1 --nproc-per-node 2 --dist-timeout "$timeout" \
-      < "$work/long.json" > "$work/$name.out" 2> "$work/last-$name.err"
+    "$BIN"/train --out "$out" --threads 1 --nproc-per-node 2 --dist-timeout "$timeout" \
+      < "$work/long.json" > "$work/$name.out" 2> "$work/last-$name.err" &
+    PID=$!
     wait_for_file "$out/checkpoints/step-0000000050.json" "$PID"
     r1=$(rank_pid "$PID" 1)
     [[ -n "$r1" ]] && kill "-$how" "$r1" 2>/dev/null || true
@@ -130,8 +128,9 @@ ranks_case hung-rank "$HUNG" STOP 3
 for ((i = 0; i < TERM_RUNS; i++)); do
   out="$work/term/$i"
   status=0
-  start "$BIN"/train --out "$out" --threads 1 --nproc-per-node 2 --dist-timeout 10 \
-    < "$work/long.json" > "$work/term.out" 2> "$work/last-term.err"
+  "$BIN"/train --out "$out" --threads 1 --nproc-per-node 2 --dist-timeout 10 \
+    < "$work/long.json" > "$work/term.out" 2> "$work/last-term.err" &
+  PID=$!
   wait_for_file "$out/checkpoints/step-0000000050.json" "$PID"
   sleep "0.$((RANDOM % 10))"
   kill -TERM "$PID"

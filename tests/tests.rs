@@ -6,6 +6,7 @@ mod distributed;
 mod ds_validate;
 mod evaluate;
 mod gate;
+mod hostile;
 mod leak_check;
 mod mf_hash;
 mod noise_floor;

@@ -2,26 +2,35 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::InputError;
+use crate::paths::{folder_error, special_kind};
+
+/// Symlinks followed before giving up, as the kernel does (`ELOOP`).
+const MAX_SYMLINKS: usize = 40;
 
 /// Writes `path` atomically with the bytes `write` produces. If `write` fails or the process dies
 /// part-way, `path` keeps its old content (or stays absent) and the temp file is removed (or, after
 /// a kill, left as a hidden `.name.tmp*` file that no reader mistakes for the output).
+///
+/// A symlink is followed and its target replaced (the temp file goes next to the target, so the
+/// rename stays within one folder and the link stays a link). A FIFO, socket or device is refused:
+/// renaming over it would replace, say, `/dev/null` with a regular file.
 pub fn write_atomic<F>(path: &Path, write: F) -> Result<(), InputError>
 where
     F: FnOnce(&mut dyn Write) -> std::io::Result<()>,
 {
+    let target = replaceable_target(path)?;
     let io_error = |source| InputError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let dir = match path.parent() {
+    let dir = match target.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let name = path.file_name().ok_or_else(|| {
+    let name = target.file_name().ok_or_else(|| {
         io_error(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "not a file path",
@@ -32,17 +41,62 @@ where
         // Outputs are data to share, not secrets: the usual 0644 rather than tempfile's 0600.
         .permissions(readable_by_all())
         .tempfile_in(dir)
-        .map_err(io_error)?;
+        .map_err(|source| match folder_error(dir, source) {
+            InputError::Io { source, .. } => io_error(source),
+            other => other,
+        })?;
     {
         let mut writer = BufWriter::new(temp.as_file_mut());
         write(&mut writer).map_err(io_error)?;
         writer.flush().map_err(io_error)?;
     }
     temp.as_file().sync_all().map_err(io_error)?;
-    temp.persist(path).map_err(|err| io_error(err.error))?;
+    temp.persist(&target).map_err(|err| io_error(err.error))?;
     File::open(dir)
         .and_then(|dir| dir.sync_all())
         .map_err(io_error)
+}
+
+/// The file a write to `path` replaces: `path` itself, or the end of its chain of symlinks.
+/// Refuses folders and special files, naming `path`.
+fn replaceable_target(path: &Path) -> Result<PathBuf, InputError> {
+    let refuse = |message: String| InputError::field(path.display().to_string(), message);
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_SYMLINKS {
+        let metadata = match std::fs::symlink_metadata(&current) {
+            Ok(metadata) => metadata,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(current),
+            // Not a folder somewhere on the way, or unreadable: the temp file's creation says so.
+            Err(_) => return Ok(current),
+        };
+        let file_type = metadata.file_type();
+        if file_type.is_symlink() {
+            let link = std::fs::read_link(&current).map_err(|source| InputError::Io {
+                path: current.clone(),
+                source,
+            })?;
+            current = match current.parent() {
+                Some(parent) if link.is_relative() => parent.join(link),
+                _ => link,
+            };
+        } else if file_type.is_dir() {
+            return Err(refuse("is a folder, not a file".into()));
+        } else if let Some(kind) = special_kind(&file_type) {
+            let shown = if current == path {
+                String::new()
+            } else {
+                format!(" (`{}`)", current.display())
+            };
+            return Err(refuse(format!(
+                "is {kind}{shown}, not a regular file; refusing to replace it"
+            )));
+        } else {
+            return Ok(current);
+        }
+    }
+    Err(refuse(format!(
+        "more than {MAX_SYMLINKS} symlinks to follow (a loop?)"
+    )))
 }
 
 /// `rw-r--r--`, the mode files normally get.
@@ -92,5 +146,71 @@ mod tests {
             err.to_string().starts_with("/nonexistent-runfn/out.json: "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_symlink_is_followed_and_stays_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        let target = dir.path().join("real/out.json");
+        std::fs::write(&target, "old").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink("real/out.json", &link).unwrap();
+        write_bytes_atomic(&link, b"new").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("real")).unwrap().count(),
+            1
+        );
+    }
+
+    #[test]
+    fn fifos_and_folders_are_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let err = write_bytes_atomic(&fifo, b"x").unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{}: is a FIFO", fifo.display())),
+            "{err}"
+        );
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        let link = dir.path().join("to-pipe");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let err = write_bytes_atomic(&link, b"x").unwrap_err().to_string();
+        assert!(err.contains("is a FIFO (`"), "{err}");
+        let err = write_bytes_atomic(dir.path(), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a folder"), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_file_in_the_way_of_the_folder_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("runs"), "").unwrap();
+        let err = write_bytes_atomic(&dir.path().join("runs/out.json"), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a file, not a folder"), "{err}");
     }
 }

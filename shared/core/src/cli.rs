@@ -75,6 +75,46 @@ impl Tool {
     }
 }
 
+/// Parses the command line into `A`. `--help` and `--version` print to stdout and exit 0; a usage
+/// error is one line `tool: message` on stderr and exit 2, like every other bad input, instead
+/// of clap's several lines that start with `error:`.
+pub fn parse_args<A: clap::Parser>(name: &str) -> A {
+    match A::try_parse() {
+        Ok(args) => args,
+        Err(err) => match err.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                err.exit()
+            }
+            _ => {
+                let _ = writeln!(std::io::stderr(), "{}", usage_error_line(name, &err));
+                std::process::exit(Exit::BadInput.code().into())
+            }
+        },
+    }
+}
+
+/// clap's error as one line: its message and tip, then where to find the usage.
+fn usage_error_line(name: &str, err: &clap::Error) -> String {
+    let rendered = err.render().to_string();
+    let mut parts: Vec<String> = Vec::new();
+    for line in rendered.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
+        {
+            continue;
+        }
+        if parts.is_empty() || line.starts_with("tip:") {
+            parts.push(line.trim_start_matches("error:").trim().to_string());
+        }
+    }
+    if err.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        parts = vec!["a subcommand or argument is required".to_string()];
+    }
+    format!(
+        "{name}: {} (`{name} --help` shows the usage)",
+        parts.join("; ")
+    )
+}
+
 /// Runs a tool's `run` and turns its outcome into the process exit code. Errors are printed once
 /// as `tool: message` and end with exit 2.
 pub fn main(
@@ -116,6 +156,31 @@ pub fn error_chain(err: &anyhow::Error) -> String {
 mod tests {
     use super::*;
     use crate::error::InputError;
+
+    #[derive(Debug, clap::Parser)]
+    #[command(name = "demo")]
+    struct DemoArgs {
+        #[arg(long)]
+        count: u32,
+    }
+
+    #[test]
+    fn usage_errors_are_one_line_naming_the_tool() {
+        use clap::Parser;
+        let err = DemoArgs::try_parse_from(["demo", "--count", "x"]).unwrap_err();
+        let line = usage_error_line("demo", &err);
+        assert!(
+            line.starts_with("demo: invalid value 'x' for '--count"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'), "{line}");
+        let err = DemoArgs::try_parse_from(["demo", "--cuont", "1"]).unwrap_err();
+        let line = usage_error_line("demo", &err);
+        assert!(
+            line.contains("'--cuont'") && line.contains("tip:"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn error_chain_does_not_repeat_sources() {

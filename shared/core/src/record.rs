@@ -85,7 +85,20 @@ impl Record {
 
     pub fn from_value(value: Value, origin: &str) -> Result<Record, InputError> {
         match value {
-            Value::Object(fields) => Ok(Record { fields }),
+            Value::Object(fields) => {
+                // Every tool reads the manifest's fields by path; a manifest that is not an
+                // object would read as "no gates", "no lineage": silence, not an error.
+                match fields.get("manifest") {
+                    Some(Value::Object(_)) | None => Ok(Record { fields }),
+                    Some(other) => Err(InputError::field(
+                        format!("{origin}: manifest"),
+                        format!(
+                            "must be an object (the manifest mf-hash writes), found {}",
+                            json_type_name(other)
+                        ),
+                    )),
+                }
+            }
             other => Err(InputError::NotAnObject {
                 origin: origin.to_string(),
                 found: json_type_name(&other),
@@ -109,12 +122,18 @@ impl Record {
     pub fn seed(&self, flag: Option<u64>) -> Result<u64, InputError> {
         match flag {
             Some(seed) => Ok(seed),
-            None => self
-                .get_path("manifest.seed")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| {
-                    InputError::field("--seed", "is missing and the record has no manifest.seed")
+            None => match self.get_path("manifest.seed") {
+                None | Some(Value::Null) => Err(InputError::field(
+                    "--seed",
+                    "is missing and the record has no manifest.seed",
+                )),
+                Some(value) => value.as_u64().ok_or_else(|| {
+                    InputError::field(
+                        "manifest.seed",
+                        format!("must be a non-negative integer, got {value}"),
+                    )
                 }),
+            },
         }
     }
 
@@ -224,6 +243,34 @@ mod tests {
             err.contains("--seed") && err.contains("manifest.seed"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_bad_seed_is_named_not_called_missing() {
+        let record =
+            Record::parse(r#"{"manifest": {"seed": -3}}"#, "t", RecordInput::Required).unwrap();
+        assert_eq!(
+            record.seed(None).unwrap_err().to_string(),
+            "manifest.seed: must be a non-negative integer, got -3"
+        );
+        let record =
+            Record::parse(r#"{"manifest": {"seed": 1.5}}"#, "t", RecordInput::Required).unwrap();
+        assert!(record.seed(None).is_err());
+    }
+
+    #[test]
+    fn the_manifest_must_be_an_object() {
+        let err = Record::parse(r#"{"manifest": "x"}"#, "r.json", RecordInput::Required)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "r.json: manifest: must be an object (the manifest mf-hash writes), found a string"
+        );
+        let err = Record::parse_stream("{}\n{\"manifest\": [1]}\n", "runs.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("runs.jsonl: record 2: manifest: "), "{err}");
     }
 
     #[test]

@@ -101,11 +101,21 @@ impl Snapshot {
     /// schema file); the rest are inferred from the first `SAMPLE_ROWS` rows.
     pub fn open(root: &Path, types: &BTreeMap<String, ColumnType>) -> Result<Snapshot, DataError> {
         let files = list_snapshot(root)?;
-        let columns = match files[0].format {
+        let (columns, has_rows) = match files[0].format {
             FileFormat::Csv => csv_columns(&files, types)?,
             FileFormat::JsonLines => json_columns(&files, types)?,
             FileFormat::Parquet => parquet_columns(&files, types)?,
         };
+        // Profiling, splitting or sharding no rows "passes" every check and proves nothing.
+        if !has_rows {
+            return Err(match files.as_slice() {
+                [only] => DataError::file(&only.path, "has no data rows"),
+                _ => DataError::file(
+                    root,
+                    format!("has no data rows (in none of its {} files)", files.len()),
+                ),
+            });
+        }
         for name in types.keys() {
             if !columns.iter().any(|c| &c.name == name) {
                 return Err(DataError::column(
@@ -177,9 +187,10 @@ impl Snapshot {
                 }
             };
         let mut next_row = 0u64;
+        let format = source.format;
         Ok(Box::new(raw.map(move |batch| {
             let batch =
-                batch.map_err(|e| DataError::file(&path, describe_read_error(e, next_row)))?;
+                batch.map_err(|e| DataError::file(&path, describe_read_error(e, &path, format)))?;
             let first_row = next_row;
             next_row += batch.num_rows() as u64;
             self.type_batch(batch, file, first_row)
@@ -255,14 +266,63 @@ fn collect_bad(
     }
 }
 
-/// arrow-csv counts lines from the start of each batch; say where in the file it was.
-fn describe_read_error(error: arrow::error::ArrowError, rows_before: u64) -> String {
+/// arrow's readers say neither the row of a ragged CSV record nor the line of bad JSON; on such
+/// an error the file is scanned again to find and name it.
+fn describe_read_error(error: arrow::error::ArrowError, path: &Path, format: FileFormat) -> String {
     let message = error.to_string();
-    if message.contains("incorrect number of fields") {
-        format!("ragged CSV after data row {rows_before}: {message}")
-    } else {
-        message
+    let located = match format {
+        FileFormat::Csv if message.contains("incorrect number of fields") => {
+            locate_ragged_csv(path)
+        }
+        FileFormat::JsonLines => locate_bad_json_line(path),
+        _ => None,
+    };
+    located.unwrap_or(message)
+}
+
+/// The first record whose field count differs from the header's.
+fn locate_ragged_csv(path: &Path) -> Option<String> {
+    let reader = csv::ReaderBuilder::new().from_path(path).ok()?;
+    for record in reader.into_records() {
+        if let Err(err) = record
+            && let csv::ErrorKind::UnequalLengths {
+                pos: Some(pos),
+                expected_len,
+                len,
+            } = err.kind()
+        {
+            return Some(format!(
+                "ragged CSV: data row {} (line {}) has {len} fields, the header has {expected_len}",
+                pos.record(),
+                pos.line()
+            ));
+        }
     }
+    None
+}
+
+/// The first line that is not one JSON object.
+fn locate_bad_json_line(path: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let reader = BufReader::new(File::open(path).ok()?);
+    for (index, line) in reader.split(b'\n').enumerate() {
+        let line = line.ok()?;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<serde_json::Value>(&line) {
+            Ok(serde_json::Value::Object(_)) => {}
+            Ok(other) => {
+                return Some(format!(
+                    "line {}: expected one JSON object per line, found {}",
+                    index + 1,
+                    runfn_core::error::json_type_name(&other)
+                ));
+            }
+            Err(err) => return Some(format!("line {}: not valid JSON: {err}", index + 1)),
+        }
+    }
+    None
 }
 
 fn text_schema(columns: &[Column]) -> SchemaRef {
@@ -296,10 +356,11 @@ fn csv_header(path: &Path) -> Result<Vec<String>, DataError> {
     Ok(names)
 }
 
+/// The columns, and whether any file has a data row.
 fn csv_columns(
     files: &[SourceFile],
     types: &BTreeMap<String, ColumnType>,
-) -> Result<Vec<Column>, DataError> {
+) -> Result<(Vec<Column>, bool), DataError> {
     let names = csv_header(&files[0].path)?;
     for file in &files[1..] {
         let other = csv_header(&file.path)?;
@@ -319,6 +380,10 @@ fn csv_columns(
             .map_err(|e| DataError::file(&file.path, e))?;
         for record in reader.records() {
             let record = record.map_err(|e| DataError::file(&file.path, e))?;
+            if record.iter().all(str::is_empty) && record.len() <= 1 {
+                // A blank line is no row (arrow-csv skips it too).
+                continue;
+            }
             for (vote, value) in votes.iter_mut().zip(record.iter()) {
                 vote.add(value);
             }
@@ -328,43 +393,68 @@ fn csv_columns(
             }
         }
     }
-    Ok(names
+    let columns = names
         .into_iter()
         .zip(votes)
         .map(|(name, vote)| {
             let column_type = types.get(&name).copied().unwrap_or_else(|| vote.decide());
             Column { name, column_type }
         })
-        .collect())
+        .collect();
+    Ok((columns, sampled > 0))
 }
 
+/// The columns, inferred from the first `SAMPLE_ROWS` lines over the files in order, and whether
+/// there was any line at all. A line that is not a JSON object is named by file and line.
 fn json_columns(
     files: &[SourceFile],
     types: &BTreeMap<String, ColumnType>,
-) -> Result<Vec<Column>, DataError> {
+) -> Result<(Vec<Column>, bool), DataError> {
     use std::io::BufRead;
-    let file = &files[0];
-    let reader = BufReader::new(File::open(&file.path).map_err(|e| DataError::Io {
-        path: file.path.clone(),
-        source: e,
-    })?);
-    let lines = reader.lines().take(SAMPLE_ROWS).map(|line| {
-        line.map_err(|e| arrow::error::ArrowError::ExternalError(Box::new(e)))
-            .and_then(|l| {
-                serde_json::from_str::<serde_json::Value>(&l)
-                    .map_err(|e| arrow::error::ArrowError::JsonError(e.to_string()))
-            })
-    });
-    let schema = arrow::json::reader::infer_json_schema_from_iterator(lines)
-        .map_err(|e| DataError::file(&file.path, e))?;
-    columns_of_schema(&schema, &file.path, types)
+    let mut values = Vec::new();
+    'files: for file in files {
+        let reader = BufReader::new(File::open(&file.path).map_err(|e| DataError::Io {
+            path: file.path.clone(),
+            source: e,
+        })?);
+        for (index, line) in reader.lines().enumerate() {
+            let line = line.map_err(|e| DataError::Io {
+                path: file.path.clone(),
+                source: e,
+            })?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let at = |message: String| {
+                DataError::file(&file.path, format!("line {}: {message}", index + 1))
+            };
+            match serde_json::from_str::<serde_json::Value>(&line) {
+                Ok(value @ serde_json::Value::Object(_)) => values.push(value),
+                Ok(other) => {
+                    return Err(at(format!(
+                        "expected one JSON object per line, found {}",
+                        runfn_core::error::json_type_name(&other)
+                    )));
+                }
+                Err(err) => return Err(at(format!("not valid JSON: {err}"))),
+            }
+            if values.len() >= SAMPLE_ROWS {
+                break 'files;
+            }
+        }
+    }
+    let has_rows = !values.is_empty();
+    let schema = arrow::json::reader::infer_json_schema_from_iterator(values.into_iter().map(Ok))
+        .map_err(|e| DataError::file(&files[0].path, e))?;
+    Ok((columns_of_schema(&schema, &files[0].path, types)?, has_rows))
 }
 
 fn parquet_columns(
     files: &[SourceFile],
     types: &BTreeMap<String, ColumnType>,
-) -> Result<Vec<Column>, DataError> {
+) -> Result<(Vec<Column>, bool), DataError> {
     let mut result: Option<Vec<Column>> = None;
+    let mut rows = 0i64;
     for file in files {
         let handle = File::open(&file.path).map_err(|e| DataError::Io {
             path: file.path.clone(),
@@ -373,6 +463,7 @@ fn parquet_columns(
         let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| {
             DataError::file(&file.path, format!("not a readable Parquet file: {e}"))
         })?;
+        rows += builder.metadata().file_metadata().num_rows();
         let columns = columns_of_schema(builder.schema(), &file.path, types)?;
         match &result {
             None => result = Some(columns),
@@ -385,7 +476,9 @@ fn parquet_columns(
             Some(_) => {}
         }
     }
-    result.ok_or_else(|| DataError::Other("no Parquet files".into()))
+    result
+        .map(|columns| (columns, rows > 0))
+        .ok_or_else(|| DataError::Other("no Parquet files".into()))
 }
 
 fn columns_of_schema(
@@ -503,7 +596,69 @@ mod tests {
         let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
         let err = read_all(&snapshot).unwrap_err().to_string();
         assert!(
-            err.contains("a.csv: ") && err.contains("ragged CSV"),
+            err.contains("a.csv: ragged CSV: data row 2 (line 3) has 1 fields, the header has 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_ragged_row_deep_in_the_file_is_named_by_its_own_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::from("x,y\n");
+        for i in 0..(BATCH_ROWS + 10) {
+            text.push_str(&format!("{i},{i}\n"));
+        }
+        text.push_str("1,2,3\n");
+        write(dir.path(), "a.csv", &text);
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        let err = read_all(&snapshot).unwrap_err().to_string();
+        let row = BATCH_ROWS + 11;
+        assert!(
+            err.contains(&format!("data row {row} (line {})", row + 1)),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn empty_snapshots_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.csv", "x,y\n");
+        let err = Snapshot::open(&dir.path().join("a.csv"), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.ends_with("a.csv: has no data rows"), "{err}");
+        write(dir.path(), "b.csv", "x,y\n\n");
+        let err = Snapshot::open(dir.path(), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("has no data rows (in none of its 2 files)"),
+            "{err}"
+        );
+        write(dir.path(), "b.csv", "x,y\n1,2\n");
+        assert!(Snapshot::open(dir.path(), &BTreeMap::new()).is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.jsonl", "\n");
+        let err = Snapshot::open(dir.path(), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has no data rows"), "{err}");
+    }
+
+    #[test]
+    fn bad_json_lines_are_named_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.jsonl", "{\"n\": 1}\n\n{\"n\": 2\n");
+        let err = Snapshot::open(dir.path(), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a.jsonl: line 3: not valid JSON"), "{err}");
+        write(dir.path(), "a.jsonl", "{\"n\": 1}\n[2]\n");
+        let err = Snapshot::open(dir.path(), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 2: expected one JSON object per line, found an array"),
             "{err}"
         );
     }

@@ -31,12 +31,15 @@ pub struct SourceFile {
 
 /// The data files of a snapshot: the file itself, or every file under the folder in path order.
 /// Hidden files and files starting with `_` (markers such as `_SUCCESS`) are skipped; any other
-/// file of an unknown kind is an error rather than data silently left out.
+/// file of an unknown kind is an error rather than data silently left out. A FIFO, socket or
+/// device anywhere under the root is an error too (reading one can block forever), the same rule
+/// as the snapshot digest's (`runfn_manifest::digest`), so what is read is what is digested.
 pub fn list_snapshot(root: &Path) -> Result<Vec<SourceFile>, DataError> {
     let metadata = std::fs::metadata(root).map_err(|source| DataError::Io {
         path: root.into(),
         source,
     })?;
+    refuse_special(root, &metadata)?;
     let mut paths = Vec::new();
     if metadata.is_dir() {
         collect(root, &mut paths)?;
@@ -89,19 +92,36 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), DataError> {
             path: dir.into(),
             source,
         })?;
+        let path = entry.path();
+        let metadata = std::fs::metadata(&path).map_err(|source| DataError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        refuse_special(&path, &metadata)?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.starts_with('.') || name.starts_with('_') {
             continue;
         }
-        let path = entry.path();
-        if path.is_dir() {
+        if metadata.is_dir() {
             collect(&path, out)?;
         } else {
             out.push(path);
         }
     }
     Ok(())
+}
+
+fn refuse_special(path: &Path, metadata: &std::fs::Metadata) -> Result<(), DataError> {
+    match runfn_core::paths::special_kind(&metadata.file_type()) {
+        Some(kind) => Err(DataError::file(
+            path,
+            format!(
+                "is {kind}, not a regular file; a snapshot holds regular files and folders only"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -131,5 +151,26 @@ mod tests {
             err.to_string().contains("notes.txt: not a snapshot file"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn special_files_are_refused_even_hidden() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.csv"), "a\n1\n").unwrap();
+        let fifo = dir.path().join("_b.csv");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let err = list_snapshot(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("_b.csv: is a FIFO, not a regular file"),
+            "{err}"
+        );
+        let err = list_snapshot(&fifo).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO"), "{err}");
     }
 }

@@ -68,9 +68,27 @@ impl Splits {
         if rules.len() > u8::MAX as usize {
             return Err(DataError::Other("too many splits (at most 255)".into()));
         }
-        let mut splits = Vec::new();
+        let mut splits: Vec<Split> = Vec::new();
         for (name, rule) in rules {
             let field = format!("manifest.data.splits.{name}");
+            check_name(name)
+                .map_err(|message| DataError::Other(format!("split `{name}`: {message}")))?;
+            // Two rules of one name would write one folder and one index entry: the rows of the
+            // first would land nowhere, uncounted.
+            if let Some(other) = splits.iter().find(|s| s.name.eq_ignore_ascii_case(name)) {
+                let message = if other.name == *name {
+                    format!(
+                        "split `{name}` is given twice (`{}` and `{rule}`); each split needs its own name",
+                        other.rule
+                    )
+                } else {
+                    format!(
+                        "splits `{}` and `{name}` differ only in case, so their folders collide on many file systems",
+                        other.name
+                    )
+                };
+                return Err(DataError::Other(message));
+            }
             let condition = parse_rule(rule, time)
                 .map_err(|message| DataError::Other(format!("{field}: `{rule}`: {message}")))?;
             let column = match &condition {
@@ -140,6 +158,26 @@ impl Splits {
             .iter()
             .all(|s| matches!(&s.condition, Condition::Range { column, .. } if column == time))
     }
+}
+
+/// A split's name becomes a folder under the shards' output: no separators, no `.`/`..`, nothing
+/// hidden.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the name is empty".into());
+    }
+    if name.starts_with('.') {
+        return Err("a name may not start with `.`".into());
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Err(format!(
+            "{c:?} is not allowed in a name (letters, digits, `_`, `-`, `.`), since the name becomes a folder"
+        ));
+    }
+    Ok(())
 }
 
 impl Condition {
@@ -484,6 +522,25 @@ mod tests {
                 second: "val".into()
             }
         );
+    }
+
+    #[test]
+    fn duplicate_and_unsafe_names_are_refused() {
+        let err = splits(&[("train", "2025"), ("test", "2026-08"), ("train", "2026-01")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "split `train` is given twice (`2025` and `2026-01`); each split needs its own name"
+        );
+        let err = splits(&[("train", "2025"), ("Train", "2026")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("differ only in case"), "{err}");
+        for name in ["", "../x", "a/b", ".hidden", "a b"] {
+            assert!(splits(&[(name, "2025")]).is_err(), "{name:?}");
+        }
+        assert!(splits(&[("train_v2.1-a", "2025")]).is_ok());
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub struct Decision {
     pub passed: bool,
     /// True when there was no baseline and `--no-baseline` allowed that.
     pub no_baseline: bool,
+    /// The gates that were applied (`auc_min_delta`, `max_slice_drop`, `ece_max`, ...), in order.
+    /// Empty when none was: then only `same_test_rows` (if anything) was checked, and a
+    /// candidate that got much worse still passes.
+    pub gates_run: Vec<String>,
     pub checks: Vec<Check>,
     pub reasons: Vec<String>,
 }
@@ -39,11 +43,14 @@ pub struct Decision {
 /// Decides. `baseline` is `None` only when the caller allowed a first model without one.
 pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluation>) -> Decision {
     let mut checks = Vec::new();
+    let mut gates_run = Vec::new();
     for bound in &policy.min {
         checks.push(absolute(bound, candidate, "_min", ">="));
+        gates_run.push(format!("{}_min", bound.metric));
     }
     for bound in &policy.max {
         checks.push(absolute(bound, candidate, "_max", "<="));
+        gates_run.push(format!("{}_max", bound.metric));
     }
     if let Some(baseline) = baseline {
         if let Some(check) = same_rows(candidate, baseline) {
@@ -51,15 +58,18 @@ pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluat
         }
         for bound in &policy.min_delta {
             checks.push(min_delta(bound, &candidate.overall, &baseline.overall));
+            gates_run.push(format!("{}_min_delta", bound.metric));
         }
         if let Some(max_drop) = policy.max_slice_drop {
             slice_checks(policy, max_drop, candidate, baseline, &mut checks);
+            gates_run.push("max_slice_drop".to_string());
         }
     }
     let reasons: Vec<String> = checks.iter().filter(|c| !c.passed).map(reason).collect();
     Decision {
         passed: reasons.is_empty(),
         no_baseline: baseline.is_none(),
+        gates_run,
         checks,
         reasons,
     }
@@ -500,10 +510,20 @@ mod tests {
         policy.set("auc_min_delta", &json!(0), "g").unwrap();
         let decision = decide(&policy, &eval(json!({"overall": {"auc": 0.65}})), None);
         assert!(decision.no_baseline);
+        assert_eq!(decision.gates_run, ["auc_min"]);
         assert_eq!(decision.checks.len(), 1);
         assert_eq!(
             decision.reasons,
             ["overall: auc is 0.6500, but auc_min requires >= 0.7"]
         );
+    }
+
+    #[test]
+    fn without_gates_none_is_said_to_have_run() {
+        let candidate = eval(json!({"overall": {"auc": 0.5, "rows": 100}}));
+        let baseline = eval(json!({"overall": {"auc": 0.99, "rows": 100}}));
+        let decision = decide(&Policy::default(), &candidate, Some(&baseline));
+        assert!(decision.gates_run.is_empty());
+        assert_eq!(decision.checks.len(), 1, "only same_test_rows");
     }
 }

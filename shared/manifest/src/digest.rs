@@ -1,7 +1,8 @@
 //! Content digest of a data snapshot (a folder or a single file).
 //!
 //! Definition (`runfn-data-v1`): list every regular file under the root (symlinks followed, empty
-//! folders ignored), sort by relative path (`/`-separated, compared as bytes), hash each file's
+//! folders ignored; a FIFO, socket or device anywhere is an error, as it is for the snapshot
+//! readers, so no file is read that the digest leaves out), sort by relative path (`/`-separated, compared as bytes), hash each file's
 //! content with blake3, then hash the tag and, per file in order, the path length (u64 LE), the path,
 //! the size (u64 LE) and the 32-byte content hash. Renaming, adding, removing or editing any file
 //! changes the digest; timestamps and permissions do not.
@@ -34,6 +35,10 @@ pub enum DigestError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "--data-digest {path}: is {kind}, not a regular file; a snapshot holds regular files and folders only"
+    )]
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error("--data-digest {0}: the path is not valid UTF-8, so it has no portable name")]
     NotUtf8(PathBuf),
     #[error(
@@ -93,6 +98,12 @@ fn list_files(root: &Path) -> Result<Vec<Entry>, DigestError> {
         source,
     };
     let metadata = std::fs::metadata(root).map_err(|e| io_error(root, e))?;
+    if let Some(kind) = runfn_core::paths::special_kind(&metadata.file_type()) {
+        return Err(DigestError::NotRegular {
+            path: root.to_path_buf(),
+            kind,
+        });
+    }
     if metadata.is_file() {
         let name = root
             .file_name()
@@ -113,6 +124,12 @@ fn list_files(root: &Path) -> Result<Vec<Entry>, DigestError> {
                 .unwrap_or_else(|| std::io::Error::other("symlink loop"));
             DigestError::Io { path, source }
         })?;
+        if let Some(kind) = runfn_core::paths::special_kind(&item.file_type()) {
+            return Err(DigestError::NotRegular {
+                path: item.into_path(),
+                kind,
+            });
+        }
         if !item.file_type().is_file() {
             continue;
         }
@@ -217,6 +234,27 @@ mod tests {
 
         write(dir.path(), "extra", b"");
         assert_ne!(digest(dir.path()), renamed);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_not_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.csv", b"x\n1\n");
+        let fifo = dir.path().join("b.csv");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let err = digest_path(dir.path(), &|_| {}).unwrap_err().to_string();
+        assert!(
+            err.contains("b.csv: is a FIFO, not a regular file"),
+            "{err}"
+        );
+        let err = digest_path(&fifo, &|_| {}).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod lint;
 pub mod parse;
 pub mod snapshot;
 mod suggest;
+mod yaml_events;
 
 pub use hash::{FORMAT_TAG, manifest_hash};
 pub use lint::{Problem, lint};

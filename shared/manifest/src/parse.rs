@@ -1,5 +1,5 @@
 //! Reading a manifest from YAML or JSON into the JSON data model, strictly: duplicate keys,
-//! non-string keys, YAML tags and non-finite numbers are errors, not silent surprises.
+//! non-string keys, YAML tags and non-finite or overflowing numbers are errors, not silent surprises.
 
 use std::fmt;
 
@@ -59,6 +59,9 @@ pub fn parse_manifest(text: &str, format: Format, origin: &str) -> Result<Value,
             value
         }
         Format::Yaml => {
+            if let Some(refusal) = crate::yaml_events::first_refusal(text) {
+                return Err(error(format!("{}: {}", refusal.field, refusal.message)));
+            }
             let de = serde_norway::Deserializer::from_str(text);
             StrictValue
                 .deserialize(de)
@@ -212,6 +215,14 @@ mod tests {
             err.to_string(),
             "m.yaml: the manifest must be a mapping of fields, found an array"
         );
+        let err = parse_manifest("config:\n  lr: 1e400\n", Format::Yaml, "m.yaml").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("m.yaml: config.lr: line 2: `1e400`"),
+            "{err}"
+        );
+        let err = parse_manifest("seed: !!str 7\n", Format::Yaml, "m.yaml").unwrap_err();
+        assert!(err.to_string().starts_with("m.yaml: seed: "), "{err}");
         let err = parse_manifest("", Format::Yaml, "m.yaml").unwrap_err();
         assert_eq!(err.to_string(), "m.yaml: the manifest is empty");
     }

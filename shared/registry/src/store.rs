@@ -135,6 +135,18 @@ impl Registry {
         })
     }
 
+    /// Opens the registry in `dir` for commands that only read it: a registry that does not exist
+    /// is an error, never created (an empty one made by a typo would verify clean).
+    pub fn open_existing(dir: &Path) -> Result<Registry> {
+        if !dir.join("index.sqlite").is_file() {
+            return Err(RegistryError::NotFound(format!(
+                "no registry at {} (no index.sqlite there)",
+                dir.display()
+            )));
+        }
+        Registry::open(dir)
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -40,14 +40,37 @@ pub struct Plan {
     pub method: Method,
 }
 
+/// The shortest time taken seriously: a microsecond. Below it, a step time gives more steps per
+/// interval than a u64 holds.
+pub const MIN_SECONDS: f64 = 1e-6;
+/// The longest: 10^12 s, about 31,700 years. Beyond it, `2·C·M` and `e^{(τ+C)/M}` leave the range
+/// of a float and the results turn into infinities and NaN.
+pub const MAX_SECONDS: f64 = 1e12;
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InputError {
-    #[error("{name}: must be a positive number of seconds, got {value}")]
-    NotPositive { name: &'static str, value: f64 },
-    #[error("{name}: must be zero or more seconds, got {value}")]
-    Negative { name: &'static str, value: f64 },
+    #[error("{name}: must be a positive number of seconds, got {}", shown(*.value))]
+    NotPositive { name: String, value: f64 },
+    #[error("{name}: must be zero or more seconds, got {}", shown(*.value))]
+    Negative { name: String, value: f64 },
+    #[error(
+        "{name}: {} s is outside the sane range from {MIN_SECONDS:e} s (a microsecond) to {MAX_SECONDS:e} s (about 31,700 years)",
+        shown(*.value)
+    )]
+    OutOfRange { name: String, value: f64 },
+    #[error("these inputs give a non-finite {what}; check --cost, the MTBF and --restart")]
+    NonFinite { what: &'static str },
     #[error("--blocking ({blocking}) cannot exceed --cost ({cost})")]
     BlockingAboveCost { blocking: f64, cost: f64 },
+}
+
+/// A number as people write it: `1e308` rather than 309 digits.
+fn shown(value: f64) -> String {
+    if value != 0.0 && value.is_finite() && !(1e-3..1e9).contains(&value.abs()) {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    }
 }
 
 /// Young's first-order optimum: sqrt(2·C·M).
@@ -79,6 +102,11 @@ pub fn plan(inputs: &Inputs, method: Method) -> Result<Plan, InputError> {
     if let Some(step) = inputs.step_time_s {
         positive("--step-time", step)?;
     }
+    if let Some(blocking) = inputs.blocking_s
+        && blocking > 0.0
+    {
+        positive("--blocking", blocking)?;
+    }
     non_negative("--restart", inputs.restart_s)?;
     if let Some(blocking) = inputs.blocking_s {
         non_negative("--blocking", blocking)?;
@@ -103,7 +131,7 @@ pub fn plan(inputs: &Inputs, method: Method) -> Result<Plan, InputError> {
         Method::Young => young_s,
         Method::Daly => daly_s,
     };
-    Ok(Plan {
+    let plan = Plan {
         young_s,
         daly_s,
         interval_s,
@@ -119,7 +147,25 @@ pub fn plan(inputs: &Inputs, method: Method) -> Result<Plan, InputError> {
             inputs.restart_s,
         ),
         method,
-    })
+    };
+    // The ranges above keep every result finite; this is the guarantee, stated once.
+    for (what, value) in [
+        ("interval", plan.interval_s),
+        ("Young interval", plan.young_s),
+        ("overhead", plan.overhead_fraction),
+        ("loss per failure", plan.expected_loss_per_failure_s),
+        ("expected waste", plan.expected_waste_fraction),
+    ] {
+        if !value.is_finite() {
+            return Err(InputError::NonFinite { what });
+        }
+    }
+    Ok(plan)
+}
+
+/// Checks a positive time from any source (`name` says which): finite, within the sane range.
+pub fn check_positive(name: &str, value: f64) -> Result<(), InputError> {
+    positive(name, value)
 }
 
 /// Mean time between failures from failure times (seconds on any common clock): the observed span
@@ -135,19 +181,25 @@ pub fn job_mtbf(node_mtbf_s: f64, nodes: u64) -> f64 {
     node_mtbf_s / nodes as f64
 }
 
-fn positive(name: &'static str, value: f64) -> Result<(), InputError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(())
-    } else {
+fn positive(name: &str, value: f64) -> Result<(), InputError> {
+    let name = name.to_string();
+    if value.is_nan() || value <= 0.0 {
         Err(InputError::NotPositive { name, value })
+    } else if !(MIN_SECONDS..=MAX_SECONDS).contains(&value) {
+        Err(InputError::OutOfRange { name, value })
+    } else {
+        Ok(())
     }
 }
 
-fn non_negative(name: &'static str, value: f64) -> Result<(), InputError> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(())
-    } else {
+fn non_negative(name: &str, value: f64) -> Result<(), InputError> {
+    let name = name.to_string();
+    if value.is_nan() || value < 0.0 {
         Err(InputError::Negative { name, value })
+    } else if value > MAX_SECONDS {
+        Err(InputError::OutOfRange { name, value })
+    } else {
+        Ok(())
     }
 }
 
@@ -277,6 +329,33 @@ mod tests {
     }
 
     #[test]
+    fn absurd_magnitudes_are_refused_not_turned_into_nan() {
+        let err = plan(&inputs(90.0, 1e308), Method::Daly).unwrap_err();
+        assert!(
+            err.to_string().starts_with("--mtbf: 1e308 s is outside"),
+            "{err}"
+        );
+        let err = plan(
+            &Inputs {
+                step_time_s: Some(1e-320),
+                ..inputs(90.0, 43200.0)
+            },
+            Method::Daly,
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("--step-time: "), "{err}");
+        let err = plan(
+            &Inputs {
+                restart_s: 1e300,
+                ..inputs(90.0, 43200.0)
+            },
+            Method::Daly,
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("--restart: "), "{err}");
+    }
+
+    #[test]
     fn mtbf_from_observed_failures() {
         assert_eq!(mtbf_from_failures(&[0.0, 3600.0, 10800.0]), Some(5400.0));
         assert_eq!(mtbf_from_failures(&[10800.0, 0.0, 3600.0]), Some(5400.0));
@@ -286,6 +365,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn every_accepted_input_gives_finite_results(
+            cost in MIN_SECONDS..MAX_SECONDS, mtbf in MIN_SECONDS..MAX_SECONDS,
+            step in MIN_SECONDS..MAX_SECONDS, restart in 0.0..MAX_SECONDS,
+        ) {
+            let inputs = Inputs { cost_s: cost, mtbf_s: mtbf, step_time_s: Some(step), restart_s: restart, blocking_s: None };
+            let plan = plan(&inputs, Method::Daly).unwrap();
+            prop_assert!(plan.interval_s.is_finite() && plan.interval_s > 0.0);
+            prop_assert!((0.0..=1.0).contains(&plan.expected_waste_fraction));
+            prop_assert!(plan.interval_steps.is_some_and(|s| s >= 1 && s < u64::MAX));
+        }
+
         #[test]
         fn daly_is_near_young_for_cheap_checkpoints_and_never_above_mtbf_bound(
             cost in 1.0f64..600.0, mtbf in 3600.0f64..1e7

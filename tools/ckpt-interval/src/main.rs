@@ -81,7 +81,7 @@ enum MethodArg {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("ckpt-interval");
     runfn_core::cli::main("ckpt-interval", args.common.clone(), |tool| run(tool, args))
 }
 
@@ -94,6 +94,9 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         None => record_number(&record, "train.step_time_s")?,
     };
     let (mtbf_s, mtbf_source) = mtbf(&args)?;
+    // Named by where the MTBF came from, before `plan` checks it again as plain `--mtbf`.
+    let mtbf_flag = mtbf_source.split(" (").next().unwrap_or("--mtbf");
+    checkpoint::check_positive(mtbf_flag, mtbf_s)?;
     let inputs = Inputs {
         cost_s,
         mtbf_s,

@@ -101,7 +101,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("demo-data");
     runfn_core::cli::main("demo-data", args.common.clone(), |tool| run(tool, &args))
 }
 

@@ -82,7 +82,7 @@ fn prepare_dir(dir: &Path, names: &[String]) -> Result<(), InputError> {
         path: dir.to_path_buf(),
         source,
     };
-    std::fs::create_dir_all(dir).map_err(io_error)?;
+    runfn_core::paths::create_dir_all(dir)?;
     for entry in std::fs::read_dir(dir).map_err(io_error)? {
         let name = entry.map_err(io_error)?.file_name();
         let name = name.to_string_lossy();

@@ -119,7 +119,7 @@ struct ValidateArgs {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("ds-validate");
     runfn_core::cli::main("ds-validate", args.common.clone(), |tool| {
         match args.command {
             None => validate(tool, args.validate),
@@ -153,6 +153,10 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     let spec = DataSpec::from_record(&record)?;
     let thresholds = Thresholds::from_manifest(record.get_path("manifest.validate"))
         .map_err(|m| InputError::field("manifest.validate", m))?;
+    // Every input is read before anything is written: a bad --previous or --explained leaves no
+    // profile file behind.
+    let previous = args.previous.as_deref().map(read_profile).transpose()?;
+    let explanations = read_explanations(args.explained.as_deref())?;
     let source = spec.source(
         &record,
         args.source.input.as_deref(),
@@ -174,13 +178,11 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     if let Some(path) = &profile_out {
         write_profile(path, &current)?;
     }
-    let previous = args.previous.as_deref().map(read_profile).transpose()?;
     if previous.is_none() {
         tool.info(
             "no --previous profile: drift checks skipped, only this snapshot's own checks run",
         );
     }
-    let explanations = read_explanations(args.explained.as_deref())?;
     let roles = Roles {
         label: spec.label.clone(),
         identifiers: spec.entity.iter().chain(&spec.text).cloned().collect(),
@@ -365,10 +367,7 @@ fn emit_profile(profile: &Profile, output: Option<&Path>) -> anyhow::Result<Exit
 
 fn write_profile(path: &Path, profile: &Profile) -> Result<(), InputError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|source| InputError::Io {
-            path: parent.into(),
-            source,
-        })?;
+        runfn_core::paths::create_dir_all(parent)?;
     }
     let text = serde_json::to_string(profile)
         .map_err(|e| InputError::field(path.display().to_string(), e.to_string()))?;

@@ -25,7 +25,7 @@ accuracy (higher is better), logloss, brier, ece (lower is better), positive_rat
 Candidate and baseline must have been scored on the same number of rows.
 
 Output: the input record plus
-  \"gate\": {\"passed\": bool, \"no_baseline\": bool,
+  \"gate\": {\"passed\": bool, \"no_baseline\": bool, \"gates_run\": [\"auc_min_delta\", ...],
            \"checks\": [{\"name\", \"metric\", \"slice\", \"baseline\", \"candidate\", \"delta\", \"limit\",
                        \"comparison\", \"passed\", \"note\"?}],
            \"reasons\": [\"slice tenure_bucket=<30d: auc went from 0.7900 to 0.7700 ...\"]}
@@ -61,7 +61,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("gate");
     runfn_core::cli::main("gate", args.common.clone(), |tool| run(tool, args))
 }
 
@@ -103,6 +103,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 .into(),
         );
     }
+    if decision.gates_run.is_empty() {
+        tool.warn(
+            "no gate ran: set manifest.eval.gates or --gate (e.g. auc_min_delta=-0.002); the candidate was not compared on any metric",
+        );
+    }
     for reason in &decision.reasons {
         tool.info(format_args!("blocked: {reason}"));
     }
@@ -113,8 +118,9 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             "the baseline"
         };
         tool.info(format!(
-            "passed {} checks against {against}",
-            decision.checks.len()
+            "passed {} checks ({} gates) against {against}",
+            decision.checks.len(),
+            decision.gates_run.len()
         ));
     }
     let passed = decision.passed;

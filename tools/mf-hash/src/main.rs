@@ -62,7 +62,7 @@ enum FormatArg {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("mf-hash");
     runfn_core::cli::main("mf-hash", args.common.clone(), |tool| run(tool, args))
 }
 

@@ -63,7 +63,7 @@ enum MethodArg {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("noise-floor");
     runfn_core::cli::main("noise-floor", args.common.clone(), |tool| run(tool, args))
 }
 
@@ -118,10 +118,27 @@ fn check_reruns(records: &[Record]) -> Result<(), InputError> {
     for record in records {
         record.refuse_failed_checks("noise_floor")?;
     }
-    let mut hashes = records
+    // Without a manifest_hash nothing shows the reruns come from one manifest, and a spread over
+    // different manifests is not a noise floor.
+    let hashes = records
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| Some((i + 1, r.get("manifest_hash")?)));
+        .map(|(i, r)| match r.get("manifest_hash") {
+            Some(Value::String(hash)) => Ok((i + 1, hash)),
+            Some(other) => Err(InputError::field(
+                format!("record {}: manifest_hash", i + 1),
+                format!(
+                    "must be a string, found {}",
+                    runfn_core::error::json_type_name(other)
+                ),
+            )),
+            None => Err(InputError::field(
+                format!("record {}: manifest_hash", i + 1),
+                "is missing: noise-floor needs records made from a manifest by mf-hash, to know they are reruns of one",
+            )),
+        })
+        .collect::<Result<Vec<_>, InputError>>()?;
+    let mut hashes = hashes.into_iter();
     if let Some((_, first)) = hashes.next()
         && let Some((index, other)) = hashes.find(|(_, hash)| hash != &first)
     {

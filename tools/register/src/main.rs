@@ -88,7 +88,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("register");
     runfn_core::cli::main("register", args.common.clone(), |tool| run(tool, args))
 }
 
@@ -148,7 +148,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                     .into());
                 }
             };
-            let mut registry = Registry::open(&dir)?;
+            let mut registry = Registry::open_existing(&dir)?;
             let moved = registry.set_alias(&name, &alias, version, args.reason.as_deref())?;
             tool.info(format!(
                 "{name}@{alias}: {} -> {version}",
@@ -158,13 +158,14 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             Ok(Exit::Passed)
         }
         Some(Command::Resolve { reference }) => {
-            let registry = Registry::open(&dir)?;
-            let entry = registry.resolve(&ModelRef::parse(&reference)?)?;
+            let reference = ModelRef::parse(&reference)?;
+            let registry = Registry::open_existing(&dir)?;
+            let entry = registry.resolve(&reference)?;
             print(tool, &entry_json(&registry, &entry), pretty)?;
             Ok(Exit::Passed)
         }
         Some(Command::List { name }) => {
-            let registry = Registry::open(&dir)?;
+            let registry = Registry::open_existing(&dir)?;
             let entries: Vec<Value> = registry
                 .list(name.as_deref())?
                 .iter()
@@ -174,13 +175,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             Ok(Exit::Passed)
         }
         Some(Command::Show { name, version }) => {
-            let registry = Registry::open(&dir)?;
+            let registry = Registry::open_existing(&dir)?;
             let entry = registry.show(&name, version)?;
             print(tool, &entry_json(&registry, &entry), pretty)?;
             Ok(Exit::Passed)
         }
         Some(Command::History { name }) => {
-            let registry = Registry::open(&dir)?;
+            let registry = Registry::open_existing(&dir)?;
             print(
                 tool,
                 &serde_json::to_value(registry.alias_history(&name)?)?,
@@ -189,7 +190,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             Ok(Exit::Passed)
         }
         Some(Command::Verify) => {
-            let registry = Registry::open(&dir)?;
+            let registry = Registry::open_existing(&dir)?;
             let problems = registry.verify()?;
             let entries = registry.list(None)?.len();
             for p in &problems {

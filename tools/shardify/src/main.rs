@@ -74,7 +74,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("shardify");
     runfn_core::cli::main("shardify", args.common.clone(), |tool| run(tool, args))
 }
 

@@ -52,14 +52,10 @@ pub fn shardify(
     progress: ShardProgress,
 ) -> Result<(ShardIndex, String), DataError> {
     let out = &options.out;
-    std::fs::create_dir_all(out).map_err(|source| DataError::Io {
-        path: out.clone(),
-        source,
-    })?;
-    // Without an index the folder holds no finished shards: a run killed from here on leaves
-    // nothing a reader could mistake for a complete set.
-    remove_if_present(&out.join(INDEX_NAME))?;
-    sync_dir(out)?;
+    runfn_core::paths::create_dir_all(out).map_err(|e| DataError::Other(e.to_string()))?;
+    // The digest refuses what the readers would (a FIFO, say) before any row is read.
+    let digest = runfn_manifest::digest::digest_path(&snapshot.root, &|_| {})
+        .map_err(|e| DataError::Other(e.to_string()))?;
 
     let buckets = bucket_count(snapshot, options.memory_bytes);
     let spill_dir = tempfile::Builder::new()
@@ -133,6 +129,13 @@ pub fn shardify(
         unassigned_rows += unassigned;
     }
 
+    // Every row is read and placed: what could be wrong with the input (an unreadable file, a row
+    // in two splits) has been found, and the shards of an earlier run are still whole. Only now
+    // is the old index removed; without an index the folder holds no finished shards, so a run
+    // killed from here on leaves nothing a reader could mistake for a complete set.
+    remove_if_present(&out.join(INDEX_NAME))?;
+    sync_dir(out)?;
+
     let writer_options = ShardWriterOptions {
         shard_rows: options.shard_rows,
         row_group_rows: options.row_group_rows,
@@ -171,8 +174,6 @@ pub fn shardify(
     drop(slots);
     drop(spill_dir);
 
-    let digest = runfn_manifest::digest::digest_path(&snapshot.root, &|_| {})
-        .map_err(|e| DataError::Other(e.to_string()))?;
     let index = ShardIndex {
         format: INDEX_FORMAT.to_string(),
         seed: options.seed,

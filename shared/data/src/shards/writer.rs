@@ -47,10 +47,8 @@ impl<'a> SplitWriter<'a> {
         options: &'a ShardWriterOptions,
     ) -> Result<SplitWriter<'a>, DataError> {
         let split_dir = dir.join(split);
-        std::fs::create_dir_all(&split_dir).map_err(|source| DataError::Io {
-            path: split_dir,
-            source,
-        })?;
+        runfn_core::paths::create_dir_all(&split_dir)
+            .map_err(|e| DataError::Other(e.to_string()))?;
         Ok(SplitWriter {
             dir,
             split,

@@ -395,6 +395,8 @@ fn config_mistakes_and_an_unwritable_folder_are_clear_errors() {
     let big_batch = edited(|r| r["manifest"]["config"]["global_batch"] = 1_000_000.into());
     train(&big_batch, &dir.path().join("run"), &[])
         .assert_bad_input("train", "fewer than one global batch");
+    // Bad input leaves nothing behind: no OUT, no empty metrics.jsonl, no checkpoints/.
+    assert!(!dir.path().join("run").exists(), "exit 2 left OUT behind");
     let file = dir.path().join("a-file");
     std::fs::write(&file, "").unwrap();
     train(&fixture().record, &file.join("run"), &[]).assert_bad_input("train", "checkpoint folder");
@@ -478,6 +480,19 @@ fn nan_features_and_labels_name_the_row() {
     rows[3].2 = "NaN";
     let record = tiny_run(dir.path(), &rows, config);
     train(&record, &dir.path().join("run"), &[]).assert_bad_input("train", "label `y` is NaN");
+    // Found after OUT/checkpoints was made: it is removed again, as is the empty OUT.
+    assert!(!dir.path().join("run").exists(), "exit 2 left OUT behind");
+    // An OUT that existed before, with files in it, is kept as it was.
+    let kept = dir.path().join("kept");
+    std::fs::create_dir_all(&kept).unwrap();
+    std::fs::write(kept.join("notes.txt"), "mine").unwrap();
+    train(&record, &kept, &[]).assert_bad_input("train", "label `y` is NaN");
+    let mut left: Vec<_> = std::fs::read_dir(&kept)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["notes.txt"]);
 }
 
 #[test]

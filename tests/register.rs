@@ -1,13 +1,17 @@
 //! register: lineage entries, consecutive versions under concurrency, aliases and their history,
 //! refusal of ungated records, verify catching tampering, and a kill mid-registration.
 
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::train::{fixture, train};
-use crate::util::{Output, spawn, tool};
+use crate::util::{Output, bin, spawn, tool};
 
 /// A trained and evaluated record with a passed gate (no baseline).
 fn gated_record(dir: &Path) -> String {
@@ -228,6 +232,150 @@ fn verify_catches_a_tampered_or_missing_blob() {
     assert_eq!(verify.json()["problems"].as_array().unwrap().len(), 2);
 }
 
+/// The blob files in the registry: whole blobs only, not the temp file of an interrupted write.
+fn blob_files(registry: &Path) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let Ok(prefixes) = std::fs::read_dir(registry.join("blobs")) else {
+        return names;
+    };
+    for prefix in prefixes {
+        for file in std::fs::read_dir(prefix.unwrap().path()).unwrap() {
+            let name = file.unwrap().file_name().into_string().unwrap();
+            if name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+/// The blobs the index's entries refer to.
+fn referenced_blobs(registry: &Path) -> BTreeSet<String> {
+    let list = register(registry, &["list"], "").json();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["blobs"].as_object().unwrap().values())
+        .filter_map(|h| h.as_str().map(String::from))
+        .collect()
+}
+
+fn versions(registry: &Path) -> Vec<i64> {
+    let list = register(registry, &["list", "churn"], "").json();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["version"].as_i64().unwrap())
+        .collect()
+}
+
+/// `record` with a note of its own, so its record blob is new to the registry: whether that blob
+/// is on disk tells how far a registration got.
+fn noted(record: &str, note: &str) -> String {
+    let mut record: Value = serde_json::from_str(record).unwrap();
+    record["note"] = json!(note);
+    record.to_string()
+}
+
+/// Starts `register --name churn --promote prod` on `record`; with `pause`, it stops after its
+/// blobs and creates that file (the registry's test-only pause point).
+fn start_registration(registry: &Path, record: &str, pause: Option<&Path>) -> Child {
+    let mut command = Command::new(bin("register"));
+    command
+        .args(["--registry".as_ref(), registry.as_os_str()])
+        .args(["--name", "churn", "--promote", "prod", "-q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(marker) = pause {
+        command.env("RUNFN_TEST_PAUSE_AFTER_BLOBS", marker);
+    }
+    let mut child = command.spawn().expect("register starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(record.as_bytes())
+        .unwrap();
+    child
+}
+
+/// verify passes and the alias resolves; returns the number of entries.
+fn assert_consistent(registry: &Path, when: &str) -> u64 {
+    let verify = register(registry, &["verify"], "");
+    assert_eq!(verify.code, 0, "{when}: {}", verify.stdout);
+    let report = verify.json();
+    assert_eq!(report["problems"], json!([]), "{when}");
+    let prod = register(registry, &["resolve", "churn@prod"], "");
+    assert_eq!(prod.code, 0, "{when}: the alias resolves: {}", prod.stderr);
+    report["entries"].as_u64().unwrap()
+}
+
+#[test]
+fn a_registration_killed_between_its_blobs_and_its_index_entry_leaves_the_index_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = gated_record(dir.path());
+    let registry = dir.path().join("registry");
+    let first = register(
+        &registry,
+        &["--name", "churn", "--promote", "prod"],
+        &record,
+    );
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let before = blob_files(&registry);
+    assert_eq!(before, referenced_blobs(&registry));
+
+    let own = noted(&record, "killed mid-registration");
+    let marker = dir.path().join("paused");
+    let mut child = start_registration(&registry, &own, Some(&marker));
+    let started = Instant::now();
+    while !marker.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the registration ended before its pause point"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no pause marker after a minute"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "killed, not exited: {status:?}");
+
+    // It got as far as its blobs: one new one, its record, whole and referred to by nothing.
+    let left = blob_files(&registry);
+    let orphans: Vec<&String> = left.difference(&before).collect();
+    assert_eq!(orphans.len(), 1, "{orphans:?}");
+    let orphan = orphans[0];
+    let bytes = std::fs::read(registry.join("blobs").join(&orphan[..2]).join(orphan)).unwrap();
+    assert_eq!(blake3::hash(&bytes).to_hex().as_str(), orphan);
+    let stored: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(stored["note"], "killed mid-registration");
+    assert!(!referenced_blobs(&registry).contains(orphan));
+    // No further: no version 2, the alias and its history as they were.
+    assert_eq!(versions(&registry), [1]);
+    let prod = register(&registry, &["resolve", "churn@prod"], "").json();
+    assert_eq!(prod["version"], 1);
+    let history = register(&registry, &["history", "churn"], "").json();
+    assert_eq!(history.as_array().unwrap().len(), 1);
+    // verify re-hashes the blobs entries refer to: an unreferenced one is no problem to it.
+    assert_eq!(assert_consistent(&registry, "after the kill"), 1);
+
+    // A rerun registers the same record whole, reusing the blob the killed one left.
+    let rerun = register(&registry, &["--name", "churn", "--promote", "prod"], &own);
+    assert_eq!(rerun.code, 0, "{}", rerun.stderr);
+    assert_eq!(rerun.json()["register"]["version"], 2);
+    assert_eq!(blob_files(&registry), left, "the rerun stored no new blob");
+    assert_eq!(
+        referenced_blobs(&registry),
+        left,
+        "every blob is referred to now"
+    );
+    assert_eq!(assert_consistent(&registry, "after the rerun"), 2);
+}
+
 #[test]
 fn a_registration_killed_at_any_moment_leaves_a_consistent_registry() {
     let dir = tempfile::tempdir().unwrap();
@@ -242,40 +390,49 @@ fn a_registration_killed_at_any_moment_leaves_a_consistent_registry() {
         .code,
         0
     );
-    for delay_ms in [0u64, 2, 5, 10, 20] {
-        let mut child = spawn(
-            "register",
-            &[
-                "--registry".as_ref(),
-                registry.as_os_str(),
-                "--name".as_ref(),
-                "churn".as_ref(),
-                "--promote".as_ref(),
-                "prod".as_ref(),
-                "-q".as_ref(),
-            ],
-            record.as_bytes(),
-            Stdio::null(),
+    let delays_ms = [0u64, 2, 5, 10, 20, 40];
+    // Where each kill landed: before the record blob was stored, between the blobs and the
+    // index entry, or after the entry was committed (the registration finished first).
+    let (mut before_blobs, mut mid_way, mut after_commit) = (0, 0, 0);
+    for (attempt, delay_ms) in delays_ms.into_iter().enumerate() {
+        let (blobs, entries) = (blob_files(&registry), versions(&registry).len());
+        let mut child = start_registration(
+            &registry,
+            &noted(&record, &format!("attempt {attempt}")),
+            None,
         );
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        std::thread::sleep(Duration::from_millis(delay_ms));
         let _ = child.kill();
-        let _ = child.wait();
-        let verify = register(&registry, &["verify"], "");
-        assert_eq!(
-            verify.code, 0,
-            "after a kill at {delay_ms} ms: {}",
-            verify.stdout
-        );
-        let prod = register(&registry, &["resolve", "churn@prod"], "");
-        assert_eq!(prod.code, 0, "the alias still resolves: {}", prod.stderr);
+        let status = child.wait().unwrap();
+        let new_blobs = blob_files(&registry).len() - blobs.len();
+        let new_entries = versions(&registry).len() - entries;
+        match (new_blobs, new_entries) {
+            (1, 1) => {
+                assert!(status.success() || status.signal() == Some(9), "{status:?}");
+                after_commit += 1;
+            }
+            (1, 0) => {
+                assert_eq!(status.signal(), Some(9), "{status:?}");
+                mid_way += 1;
+            }
+            (0, 0) => {
+                assert_eq!(status.signal(), Some(9), "{status:?}");
+                before_blobs += 1;
+            }
+            other => panic!("after a kill at {delay_ms} ms: (new blobs, new entries) {other:?}"),
+        }
+        assert_consistent(&registry, &format!("after a kill at {delay_ms} ms"));
     }
-    let list = register(&registry, &["list", "churn"], "").json();
-    let versions: Vec<i64> = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["version"].as_i64().unwrap())
-        .collect();
+    eprintln!(
+        "kills: {before_blobs} before the blobs, {mid_way} between blobs and index, {after_commit} after the commit"
+    );
+    assert_eq!(before_blobs + mid_way + after_commit, delays_ms.len());
+    assert!(
+        before_blobs + mid_way >= 1,
+        "no kill interrupted a registration: the test did not test anything"
+    );
+    let versions = versions(&registry);
     let expected: Vec<i64> = (1..=versions.len() as i64).collect();
     assert_eq!(versions, expected, "versions stay consecutive");
+    assert_eq!(versions.len(), 1 + after_commit);
 }

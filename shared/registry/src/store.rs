@@ -193,6 +193,7 @@ impl Registry {
                 .check(hash)
                 .map_err(|e| RegistryError::Invalid(format!("{role} blob: {e}")))?;
         }
+        pause_after_blobs_for_tests();
         let at = now();
         let version = self.write(|tx| {
             let version: i64 = tx.query_row(
@@ -410,6 +411,16 @@ impl Registry {
             });
         }
         Ok(problems)
+    }
+}
+
+/// Test-only: `RUNFN_TEST_PAUSE_AFTER_BLOBS=<path>` makes a registration, once its blobs are
+/// stored and before its index transaction, create the file `<path>` and sleep a minute, so a
+/// test can SIGKILL it at exactly that moment (tests/register.rs). Nothing sets it in real use.
+fn pause_after_blobs_for_tests() {
+    if let Some(marker) = std::env::var_os("RUNFN_TEST_PAUSE_AFTER_BLOBS") {
+        let _ = std::fs::write(marker, b"");
+        std::thread::sleep(Duration::from_secs(60));
     }
 }
 

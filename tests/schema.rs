@@ -1,11 +1,220 @@
-//! The documented shape of each tool's section, as structs that refuse unknown fields: a field
-//! added, renamed or removed without updating the README's schema fails here.
+//! The documented shape of each tool's section, as structs that refuse unknown fields, tied to
+//! the README's run-record table: `readme_run_record_table_matches_the_schema_structs` compares
+//! the fields the README lists for each key with the structs' fields, and every section a test
+//! reads must hold the fields the README lists without `?`. A field added, renamed or removed in
+//! a tool, in the README or in a struct, without the other two, fails here.
 #![allow(dead_code)]
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde::Deserialize;
+use serde::de::{DeserializeOwned, Visitor};
 use serde_json::Value;
 
 use crate::util::tool;
+
+/// A field as the README's run-record table lists it: `name`, `name?` (may be absent),
+/// `name: [{...}]` or `name: {...}` (its own fields), `name: {<key>: {...}}` (a map of them).
+#[derive(Debug, Clone, PartialEq)]
+struct DocField {
+    name: String,
+    optional: bool,
+    fields: Option<Vec<DocField>>,
+    /// `fields` are those of each value of a map, not of an object.
+    map: bool,
+}
+
+/// Splits `text` at the commas outside any brackets.
+fn top_level_items(text: &str) -> Vec<&str> {
+    let (mut items, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' | '[' | '(' => depth += 1,
+            '}' | ']' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(text[start..].trim());
+    items.retain(|i| !i.is_empty());
+    items
+}
+
+fn doc_fields(list: &str) -> Vec<DocField> {
+    top_level_items(list)
+        .into_iter()
+        .map(|item| {
+            let end = item
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "_<>".contains(c)))
+                .unwrap_or(item.len());
+            let (name, rest) = item.split_at(end);
+            let optional = rest.starts_with('?');
+            let rest = rest.trim_start_matches('?').trim();
+            let (mut fields, mut map) = (None, false);
+            if let Some(value) = rest.strip_prefix(':').map(str::trim) {
+                let inner = value
+                    .strip_prefix("[{")
+                    .and_then(|v| v.strip_suffix("}]"))
+                    .or_else(|| value.strip_prefix('{').and_then(|v| v.strip_suffix('}')));
+                if let Some(inner) = inner.filter(|i| i.trim() != "...") {
+                    let nested = doc_fields(inner);
+                    match nested.as_slice() {
+                        [one] if one.name.starts_with('<') => {
+                            fields = one.fields.clone();
+                            map = true;
+                        }
+                        _ => fields = Some(nested),
+                    }
+                }
+            }
+            DocField {
+                name: name.to_string(),
+                optional,
+                fields,
+                map,
+            }
+        })
+        .collect()
+}
+
+/// The README's run-record table: key -> (written by, the fields of the first `{...}` in its
+/// content, or `None` when it lists none).
+fn readme_table() -> Vec<(String, String, Option<Vec<DocField>>)> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let after = readme
+        .split_once("\n## The run record\n")
+        .expect("README has a `## The run record` section")
+        .1;
+    let mut lines = after
+        .lines()
+        .skip_while(|l| !l.starts_with("| key | written by | content |"));
+    assert!(lines.next().is_some(), "the run-record table's header");
+    lines
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line
+                .trim_matches('|')
+                .splitn(3, " | ")
+                .map(str::trim)
+                .collect();
+            let [key, writer, content] = cells[..] else {
+                panic!("a run-record row with three cells: {line}");
+            };
+            let fields = content.find("`{").map(|start| {
+                let body = &content[start + 2..];
+                let mut depth = 1;
+                let end = body
+                    .char_indices()
+                    .find(|(_, c)| {
+                        match c {
+                            '{' => depth += 1,
+                            '}' => depth -= 1,
+                            _ => {}
+                        }
+                        depth == 0
+                    })
+                    .map(|(i, _)| i)
+                    .unwrap_or_else(|| panic!("unbalanced braces: {line}"));
+                doc_fields(&body[..end])
+            });
+            (
+                key.trim_matches('`').to_string(),
+                writer.to_string(),
+                fields,
+            )
+        })
+        .collect()
+}
+
+/// The README's fields at `path` (`key` or `key.field.field`).
+fn readme_fields(path: &str) -> Vec<DocField> {
+    let mut parts = path.split('.');
+    let key = parts.next().unwrap();
+    let mut fields = readme_table()
+        .into_iter()
+        .find(|(k, _, _)| k == key)
+        .and_then(|(_, _, f)| f)
+        .unwrap_or_else(|| panic!("the README lists no fields for `{key}`"));
+    for part in parts {
+        fields = fields
+            .into_iter()
+            .find(|f| f.name == part)
+            .and_then(|f| f.fields)
+            .unwrap_or_else(|| panic!("the README lists no fields for `{path}`"));
+    }
+    fields
+}
+
+/// The field names serde's derive gives a struct, read without a value to deserialize.
+fn struct_fields<T: DeserializeOwned>() -> BTreeSet<&'static str> {
+    struct Names<'a>(&'a mut &'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for Names<'_> {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(serde::de::Error::custom("field names taken"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Names(&mut fields));
+    assert!(
+        !fields.is_empty(),
+        "{} is not a struct",
+        std::any::type_name::<T>()
+    );
+    fields.iter().copied().collect()
+}
+
+/// Asserts that `value` (an object, or an array or map of them) holds every field the README
+/// lists at `path` without `?`, and the same below for the fields it spells out.
+fn assert_documented_fields_present(value: &Value, fields: &[DocField], path: &str) {
+    if let Some(items) = value.as_array() {
+        return items
+            .iter()
+            .for_each(|item| assert_documented_fields_present(item, fields, path));
+    }
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("`{path}` is not an object: {value}"));
+    for field in fields {
+        let at = format!("{path}.{}", field.name);
+        match object.get(&field.name) {
+            None => assert!(
+                field.optional,
+                "`{at}` is in the README without `?` but missing from the output: {value}"
+            ),
+            Some(inner) => match (&field.fields, field.map) {
+                (Some(nested), false) if !inner.is_null() => {
+                    assert_documented_fields_present(inner, nested, &at)
+                }
+                (Some(nested), true) => inner
+                    .as_object()
+                    .unwrap_or_else(|| panic!("`{at}` is not a map: {inner}"))
+                    .values()
+                    .for_each(|v| assert_documented_fields_present(v, nested, &at)),
+                _ => {}
+            },
+        }
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,6 +327,7 @@ struct SliceSpread {
 struct Gate {
     passed: bool,
     no_baseline: bool,
+    gates_run: Vec<String>,
     checks: Vec<GateCheck>,
     reasons: Vec<String>,
 }
@@ -137,9 +347,12 @@ struct GateCheck {
     note: Option<String>,
 }
 
+/// The section `key` of `record`, which must match its struct and hold the README's fields.
 fn section<T: serde::de::DeserializeOwned>(record: &Value, key: &str) -> T {
-    serde_json::from_value(record[key].clone())
-        .unwrap_or_else(|e| panic!("`{key}` does not match its schema: {e}\n{}", record[key]))
+    let parsed = serde_json::from_value(record[key].clone())
+        .unwrap_or_else(|e| panic!("`{key}` does not match its schema: {e}\n{}", record[key]));
+    assert_documented_fields_present(&record[key], &readme_fields(key), key);
+    parsed
 }
 
 fn timings(record: &Value) {
@@ -162,6 +375,106 @@ fn mf_hash_record_matches_its_schema() {
         .run();
     let record: MfHashRecord = serde_json::from_str(&out.stdout).expect("mf-hash record schema");
     assert!(record.mf_hash.check.is_some() && record.mf_hash.data_digest.is_some());
+    let _: MfHash = section(&out.json(), "mf_hash");
+    timings(&out.json());
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Register {
+    passed: bool,
+    reason: Option<String>,
+    registry: String,
+    name: String,
+    version: i64,
+    weights_blake3: String,
+    weights: String,
+    manifest_hash: String,
+    promoted: Option<String>,
+    ungated_reason: Option<String>,
+}
+
+/// Each key of the README's run-record table: who writes it, and the struct whose fields its
+/// field list must name (`None`: the README lists no fields for it).
+fn documented_keys() -> Vec<(&'static str, &'static str, Option<BTreeSet<&'static str>>)> {
+    vec![
+        ("manifest", "mf-hash", None),
+        ("manifest_hash", "mf-hash", None),
+        ("mf_hash", "mf-hash", Some(struct_fields::<MfHash>())),
+        ("validate", "ds-validate", Some(struct_fields::<Validate>())),
+        ("leaks", "leak-check", Some(struct_fields::<Leaks>())),
+        ("shards", "shardify", Some(struct_fields::<Shards>())),
+        (
+            "ckpt_interval",
+            "ckpt-interval",
+            Some(struct_fields::<CkptInterval>()),
+        ),
+        ("train", "train", Some(struct_fields::<Train>())),
+        (
+            "noise_floor",
+            "noise-floor",
+            Some(struct_fields::<NoiseFloor>()),
+        ),
+        ("evaluate", "evaluate", Some(struct_fields::<Evaluate>())),
+        ("baseline", "(the baseline's evaluation)", None),
+        ("gate", "gate", Some(struct_fields::<Gate>())),
+        ("register", "register", Some(struct_fields::<Register>())),
+        ("timings", "every tool", Some(struct_fields::<Timing>())),
+    ]
+}
+
+/// The nested field lists the README spells out, and their structs.
+fn documented_nested() -> Vec<(&'static str, BTreeSet<&'static str>)> {
+    vec![
+        ("mf_hash.problems", struct_fields::<Problem>()),
+        ("validate.checks", struct_fields::<ValidateCheck>()),
+        ("leaks.checks", struct_fields::<LeakCheck>()),
+        ("shards.splits", struct_fields::<ShardSplit>()),
+        ("evaluate.overall", struct_fields::<EvalMetrics>()),
+    ]
+}
+
+fn assert_same_fields(path: &str, readme: &[DocField], expected: &BTreeSet<&str>) {
+    let listed: BTreeSet<&str> = readme.iter().map(|f| f.name.as_str()).collect();
+    let only_readme: Vec<_> = listed.difference(expected).collect();
+    let only_struct: Vec<_> = expected.difference(&listed).collect();
+    assert!(
+        only_readme.is_empty() && only_struct.is_empty(),
+        "`{path}`: the README lists {only_readme:?} that its struct in tests/schema.rs lacks, \
+         and lacks {only_struct:?} that the struct has; update both with the tool"
+    );
+}
+
+#[test]
+fn readme_run_record_table_matches_the_schema_structs() {
+    let table = readme_table();
+    let keys: Vec<&str> = table.iter().map(|(k, _, _)| k.as_str()).collect();
+    let expected = documented_keys();
+    let expected_keys: Vec<&str> = expected.iter().map(|(k, _, _)| *k).collect();
+    assert_eq!(keys, expected_keys, "the README's run-record keys");
+    for ((key, writer, fields), (_, expected_writer, expected_fields)) in
+        table.iter().zip(&expected)
+    {
+        assert_eq!(writer, expected_writer, "`{key}` written by");
+        match (fields, expected_fields) {
+            (None, None) => {}
+            (Some(fields), Some(expected)) => assert_same_fields(key, fields, expected),
+            (fields, _) => panic!(
+                "`{key}`: the README lists {fields:?}; tests/schema.rs expects {expected_fields:?}"
+            ),
+        }
+    }
+    for (path, expected) in documented_nested() {
+        assert_same_fields(path, &readme_fields(path), &expected);
+    }
+    // The keys mf-hash writes, with its timing: the whole record it makes.
+    let mut written: BTreeSet<&str> = expected
+        .iter()
+        .filter(|(_, writer, _)| *writer == "mf-hash")
+        .map(|(k, _, _)| *k)
+        .collect();
+    written.insert("timings");
+    assert_eq!(written, struct_fields::<MfHashRecord>());
 }
 
 #[test]
@@ -334,6 +647,7 @@ fn data_tool_sections_match_their_schemas() {
 #[serde(deny_unknown_fields)]
 struct Train {
     passed: bool,
+    preempted: bool,
     reason: Option<String>,
     weights: Option<String>,
     weights_blake3: Option<String>,
@@ -425,6 +739,27 @@ fn train_and_evaluate_sections_match_their_schemas() {
     let _: Train = section(&record, "train");
     let _: Evaluate = section(&record, "evaluate");
     timings(&record);
+    let gated = tool("gate")
+        .args(["--no-baseline", "-q"])
+        .stdin(record.to_string())
+        .run();
+    assert_eq!(gated.code, 0, "{}", gated.stderr);
+    let _: Gate = section(&gated.json(), "gate");
+    let registered = tool("register")
+        .args([
+            "--registry".as_ref(),
+            dir.path().join("registry").as_os_str(),
+        ])
+        .args(["--name", "churn", "--promote", "prod", "-q"])
+        .stdin(gated.stdout)
+        .run();
+    assert_eq!(registered.code, 0, "{}", registered.stderr);
+    let register: Register = section(&registered.json(), "register");
+    assert_eq!(
+        (register.version, register.promoted.as_deref()),
+        (1, Some("prod"))
+    );
+    timings(&registered.json());
 
     let ranks = crate::train::train(
         &crate::train::fixture().record,

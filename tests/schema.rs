@@ -5,7 +5,7 @@
 //! a tool, in the README or in a struct, without the other two, fails here.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Visitor};

@@ -248,7 +248,7 @@ mod tests {
         let encoded = target_encoded(&pairs).unwrap();
         let rates: Vec<f64> = encoded.iter().map(|(r, _)| *r).collect();
         assert_eq!(rates, [2.0 / 3.0, 2.0 / 3.0, 1.0, 2.0 / 3.0]);
-        assert_eq!(encoded[1].1, false);
+        assert!(!encoded[1].1);
 
         let ids: Vec<(String, bool)> = (0..=MAX_PROXY_CATEGORIES)
             .map(|i| (format!("id{i}"), i % 2 == 0))

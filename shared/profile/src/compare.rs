@@ -437,7 +437,10 @@ mod tests {
         )
     }
 
-    fn failures(comparison: &Comparison) -> Vec<(&str, Option<&str>)> {
+    /// Failed checks by name and column.
+    type Failures<'a> = Vec<(&'a str, Option<&'a str>)>;
+
+    fn failures(comparison: &Comparison) -> Failures<'_> {
         comparison
             .checks
             .iter()
@@ -501,7 +504,7 @@ mod tests {
     #[test]
     fn each_drift_fails_its_own_check_and_no_other() {
         let base = Data::default();
-        let cases: [(Data, Vec<(&str, Option<&str>)>); 6] = [
+        let cases: [(Data, Failures); 6] = [
             (
                 Data {
                     spend_shift: 40.0,

@@ -205,7 +205,7 @@ fn bad_usage_names_the_problem() {
         .args([dir.path()])
         .stdin(trained.stdout.clone())
         .run()
-        .assert_bad_input("evaluate", "churn@prod: no such alias");
+        .assert_bad_input("evaluate", "no registry at");
     let not_a_model = dir.path().join("model.safetensors");
     std::fs::write(&not_a_model, b"\x08\0\0\0\0\0\0\0{}garbage").unwrap();
     tool("evaluate")

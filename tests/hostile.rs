@@ -708,7 +708,7 @@ fn ckpt_interval_refuses_zero_negative_nan_and_missing_values() {
         ),
         (
             vec!["--cost", "90", "--mtbf", "inf"],
-            "--mtbf: inf s is outside",
+            "--mtbf: must be a positive number of seconds, got inf",
         ),
         (
             vec!["--cost", "90", "--mtbf", "43200", "--restart", "-5"],

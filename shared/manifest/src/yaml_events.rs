@@ -7,8 +7,6 @@
 
 use std::mem::MaybeUninit;
 
-use unsafe_libyaml_norway as sys;
-
 /// A node the manifest cannot hash without ambiguity: its field and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -183,46 +181,56 @@ enum Event {
 
 /// libyaml's parser over one borrowed text.
 struct Parser<'a> {
-    sys: Box<MaybeUninit<sys::yaml_parser_t>>,
+    sys: Box<MaybeUninit<unsafe_libyaml_norway::yaml_parser_t>>,
     _text: &'a str,
 }
 
 impl<'a> Parser<'a> {
     fn new(text: &'a str) -> Option<Parser<'a>> {
-        let mut sys = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut sys = Box::new(MaybeUninit::<unsafe_libyaml_norway::yaml_parser_t>::uninit());
         // SAFETY: initialize writes a valid parser into the allocation; the input pointer stays
         // valid for as long as the parser, which borrows `text` for its whole life.
         unsafe {
-            if sys::yaml_parser_initialize(sys.as_mut_ptr()).fail {
+            if unsafe_libyaml_norway::yaml_parser_initialize(sys.as_mut_ptr()).fail {
                 return None;
             }
-            sys::yaml_parser_set_encoding(sys.as_mut_ptr(), sys::YAML_UTF8_ENCODING);
-            sys::yaml_parser_set_input_string(sys.as_mut_ptr(), text.as_ptr(), text.len() as u64);
+            unsafe_libyaml_norway::yaml_parser_set_encoding(
+                sys.as_mut_ptr(),
+                unsafe_libyaml_norway::YAML_UTF8_ENCODING,
+            );
+            unsafe_libyaml_norway::yaml_parser_set_input_string(
+                sys.as_mut_ptr(),
+                text.as_ptr(),
+                text.len() as u64,
+            );
         }
         Some(Parser { sys, _text: text })
     }
 
     /// The next event, or `None` on a parse error.
     fn next(&mut self) -> Option<Event> {
-        let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
+        let mut event = MaybeUninit::<unsafe_libyaml_norway::yaml_event_t>::uninit();
         // SAFETY: the parser was initialized in `new`; a successful parse initializes `event`,
         // whose strings are read before `yaml_event_delete` frees them.
         unsafe {
-            if sys::yaml_parser_parse(self.sys.as_mut_ptr(), event.as_mut_ptr()).fail {
+            if unsafe_libyaml_norway::yaml_parser_parse(self.sys.as_mut_ptr(), event.as_mut_ptr())
+                .fail
+            {
                 return None;
             }
             let event = event.assume_init_mut();
             let line = event.start_mark.line + 1;
             let converted = match event.type_ {
-                sys::YAML_STREAM_END_EVENT => Event::StreamEnd,
-                sys::YAML_SEQUENCE_END_EVENT | sys::YAML_MAPPING_END_EVENT => Event::End,
-                sys::YAML_ALIAS_EVENT => Event::Node {
+                unsafe_libyaml_norway::YAML_STREAM_END_EVENT => Event::StreamEnd,
+                unsafe_libyaml_norway::YAML_SEQUENCE_END_EVENT
+                | unsafe_libyaml_norway::YAML_MAPPING_END_EVENT => Event::End,
+                unsafe_libyaml_norway::YAML_ALIAS_EVENT => Event::Node {
                     kind: NodeKind::Alias,
                     tag: None,
                     scalar: None,
                     line,
                 },
-                sys::YAML_SCALAR_EVENT => {
+                unsafe_libyaml_norway::YAML_SCALAR_EVENT => {
                     let scalar = event.data.scalar;
                     let bytes = std::slice::from_raw_parts(scalar.value, scalar.length as usize);
                     Event::Node {
@@ -230,18 +238,18 @@ impl<'a> Parser<'a> {
                         tag: c_string(scalar.tag),
                         scalar: Some((
                             String::from_utf8_lossy(bytes).into_owned(),
-                            scalar.style == sys::YAML_PLAIN_SCALAR_STYLE,
+                            scalar.style == unsafe_libyaml_norway::YAML_PLAIN_SCALAR_STYLE,
                         )),
                         line,
                     }
                 }
-                sys::YAML_SEQUENCE_START_EVENT => Event::Node {
+                unsafe_libyaml_norway::YAML_SEQUENCE_START_EVENT => Event::Node {
                     kind: NodeKind::Sequence,
                     tag: c_string(event.data.sequence_start.tag),
                     scalar: None,
                     line,
                 },
-                sys::YAML_MAPPING_START_EVENT => Event::Node {
+                unsafe_libyaml_norway::YAML_MAPPING_START_EVENT => Event::Node {
                     kind: NodeKind::Mapping,
                     tag: c_string(event.data.mapping_start.tag),
                     scalar: None,
@@ -249,7 +257,7 @@ impl<'a> Parser<'a> {
                 },
                 _ => Event::Other,
             };
-            sys::yaml_event_delete(event);
+            unsafe_libyaml_norway::yaml_event_delete(event);
             Some(converted)
         }
     }
@@ -258,7 +266,7 @@ impl<'a> Parser<'a> {
 impl Drop for Parser<'_> {
     fn drop(&mut self) {
         // SAFETY: the parser was initialized in `new` and is deleted once.
-        unsafe { sys::yaml_parser_delete(self.sys.as_mut_ptr()) }
+        unsafe { unsafe_libyaml_norway::yaml_parser_delete(self.sys.as_mut_ptr()) }
     }
 }
 

@@ -183,7 +183,7 @@ pub fn job_mtbf(node_mtbf_s: f64, nodes: u64) -> f64 {
 
 fn positive(name: &str, value: f64) -> Result<(), InputError> {
     let name = name.to_string();
-    if value.is_nan() || value <= 0.0 {
+    if !value.is_finite() || value <= 0.0 {
         Err(InputError::NotPositive { name, value })
     } else if !(MIN_SECONDS..=MAX_SECONDS).contains(&value) {
         Err(InputError::OutOfRange { name, value })
@@ -194,7 +194,7 @@ fn positive(name: &str, value: f64) -> Result<(), InputError> {
 
 fn non_negative(name: &str, value: f64) -> Result<(), InputError> {
     let name = name.to_string();
-    if value.is_nan() || value < 0.0 {
+    if !value.is_finite() || value < 0.0 {
         Err(InputError::Negative { name, value })
     } else if value > MAX_SECONDS {
         Err(InputError::OutOfRange { name, value })
@@ -374,7 +374,7 @@ mod tests {
             let plan = plan(&inputs, Method::Daly).unwrap();
             prop_assert!(plan.interval_s.is_finite() && plan.interval_s > 0.0);
             prop_assert!((0.0..=1.0).contains(&plan.expected_waste_fraction));
-            prop_assert!(plan.interval_steps.is_some_and(|s| s >= 1 && s < u64::MAX));
+            prop_assert!(plan.interval_steps.is_some_and(|s| (1..u64::MAX).contains(&s)));
         }
 
         #[test]

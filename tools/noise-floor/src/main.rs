@@ -124,7 +124,7 @@ fn check_reruns(records: &[Record]) -> Result<(), InputError> {
         .iter()
         .enumerate()
         .map(|(i, r)| match r.get("manifest_hash") {
-            Some(Value::String(hash)) => Ok((i + 1, hash)),
+            Some(hash @ Value::String(_)) => Ok((i + 1, hash)),
             Some(other) => Err(InputError::field(
                 format!("record {}: manifest_hash", i + 1),
                 format!(

@@ -601,7 +601,7 @@ fn a_negative_seed_is_called_negative_not_missing() {
     );
 }
 
-const TOOLS: [&str; 10] = [
+const TOOLS: [&str; 11] = [
     "ckpt-interval",
     "demo-data",
     "ds-validate",
@@ -612,6 +612,7 @@ const TOOLS: [&str; 10] = [
     "noise-floor",
     "register",
     "shardify",
+    "train",
 ];
 
 #[test]

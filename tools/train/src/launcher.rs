@@ -59,14 +59,11 @@ pub fn run(
     drop(store);
     let preempted = i32::from(Exit::Preempted.code());
     match &outcome.failed {
-        Some(_) if outcome.code == preempted => {
-            if !quiet {
-                eprintln!(
-                    "train: the job was preempted: every rank checkpointed the same step; rerun to resume"
-                );
-            }
-        }
-        Some((rank, how)) if !quiet => eprintln!("train: the job failed: rank {rank} {how}"),
+        _ if quiet => {}
+        Some(_) if outcome.code == preempted => eprintln!(
+            "train: the job was preempted: every rank checkpointed the same step; rerun to resume"
+        ),
+        Some((rank, how)) => eprintln!("train: the job failed: rank {rank} {how}"),
         _ => {}
     }
     if outcome.failed.is_some() && !quiet {

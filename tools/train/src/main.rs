@@ -137,7 +137,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = runfn_core::cli::parse_args("train");
     if let Some(nproc) = args.nproc_per_node {
         let launched = launcher::run(
             nproc,

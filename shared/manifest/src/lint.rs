@@ -18,6 +18,7 @@ pub const TOP_LEVEL_FIELDS: &[&str] = &[
     "eval",
     "validate",
     "leak_check",
+    "alert",
 ];
 
 /// Seeds are hashed as JSON numbers, which are exact only up to 2^53.

@@ -556,6 +556,7 @@ struct Shards {
 struct ShardSplit {
     rows: u64,
     shards: u64,
+    rows_blake3: String,
 }
 
 #[derive(Deserialize)]
@@ -689,6 +690,7 @@ struct TrainDistributed {
 struct TrainFeatures {
     numeric: Vec<String>,
     categorical: Vec<String>,
+    missing_indicators: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -717,6 +719,7 @@ struct Evaluate {
     model_manifest_hash: String,
     split: String,
     shards_index_blake3: String,
+    rows_blake3: String,
     overall: EvalMetrics,
     slices: std::collections::BTreeMap<String, std::collections::BTreeMap<String, EvalMetrics>>,
 }

@@ -31,6 +31,9 @@ pub struct TrainConfig {
     pub features: Option<FeatureLists>,
     /// Seconds without a finished step before the run is reported as stalled.
     pub stall_timeout_s: f64,
+    /// A missing-indicator input for each numeric feature with nulls in train; off only to
+    /// show what mean-filling alone hides.
+    pub missing_indicators: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,6 +64,7 @@ const KEYS: &[&str] = &[
     "max_vocab",
     "features",
     "stall_timeout_s",
+    "missing_indicators",
 ];
 
 impl TrainConfig {
@@ -115,6 +119,11 @@ impl TrainConfig {
                 )),
             },
         };
+        let boolean = |key: &str, default: bool| match map.get(key) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(format!("{}: must be true or false, found {v}", field(key))),
+        };
         let hidden = match map.get("hidden") {
             None => vec![64, 32],
             Some(Value::Array(items)) => items
@@ -165,6 +174,7 @@ impl TrainConfig {
             max_vocab: int("max_vocab", 1000, 1)? as usize,
             features,
             stall_timeout_s: float("stall_timeout_s", 600.0, |x| x > 0.0, "> 0")?,
+            missing_indicators: boolean("missing_indicators", true)?,
         };
         Ok(config)
     }
@@ -194,6 +204,9 @@ mod tests {
         .unwrap();
         assert!(c.hidden.is_empty());
         assert_eq!(c.warmup_steps, 5);
+        assert!(TrainConfig::from_json(None).unwrap().missing_indicators);
+        let c = TrainConfig::from_json(Some(&json!({"missing_indicators": false}))).unwrap();
+        assert!(!c.missing_indicators);
     }
 
     #[test]
@@ -209,6 +222,13 @@ mod tests {
         assert_eq!(err, "manifest.config.lr: must be a number > 0, found -1");
         let err = TrainConfig::from_json(Some(&json!({"hidden": [0]}))).unwrap_err();
         assert!(err.starts_with("manifest.config.hidden"), "{err}");
+        let err = TrainConfig::from_json(Some(&json!({"missing_indicator": false}))).unwrap_err();
+        assert!(err.contains("did you mean `missing_indicators`"), "{err}");
+        let err = TrainConfig::from_json(Some(&json!({"missing_indicators": "no"}))).unwrap_err();
+        assert_eq!(
+            err,
+            "manifest.config.missing_indicators: must be true or false, found \"no\""
+        );
         let err = TrainConfig::from_json(Some(&json!({"model": "gbdt"}))).unwrap_err();
         assert_eq!(err, "manifest.config.model: only \"mlp\" is supported");
     }

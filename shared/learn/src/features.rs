@@ -1,5 +1,6 @@
 //! Which columns feed the model, and the preprocessing fitted on the train split: numeric
-//! columns standardized with the train mean and deviation (nulls take the mean), string columns
+//! columns standardized with the train mean and deviation (nulls take the mean), plus a
+//! missing-indicator input for each numeric column that had nulls in train, string columns
 //! mapped through a train vocabulary with index 0 as the unknown bucket. The fitted
 //! `Preprocess` is stored inside the weights file, so every later scoring applies the same.
 
@@ -120,6 +121,13 @@ pub struct NumericFeature {
     pub std: f64,
     /// Train rows where the value was null (imputed with the mean).
     pub nulls: u64,
+    /// The model also gets an input that is 1 where the value is null and 0 elsewhere: a
+    /// mean-filled value alone looks like an average row, so when missingness carries signal
+    /// (a feature absent for new accounts, which churn differently) the model could not see it.
+    /// Left out of the file when false, so a model without indicators keeps the bytes (and the
+    /// blake3) it had before indicators existed, and older files still load.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub indicator: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -178,13 +186,15 @@ impl FeatureBlock {
 
 impl Preprocess {
     /// Fits the preprocessing on the train shards: Welford mean and deviation per numeric
-    /// column, the `max_vocab` most frequent values per string column (ties by value, so the
-    /// vocabulary does not depend on row order).
+    /// column (and, with `missing_indicators`, an indicator for each one with a null), the
+    /// `max_vocab` most frequent values per string column (ties by value, so the vocabulary does
+    /// not depend on row order).
     pub fn fit(
         shards: &[impl AsRef<Path>],
         lists: &FeatureLists,
         label: &str,
         max_vocab: usize,
+        missing_indicators: bool,
     ) -> Result<Preprocess> {
         let mut stats = vec![Welford::default(); lists.numeric.len()];
         let mut nulls = vec![0u64; lists.numeric.len()];
@@ -229,6 +239,7 @@ impl Preprocess {
                 mean: if w.n > 0 { w.mean } else { 0.0 },
                 std: w.std(),
                 nulls,
+                indicator: missing_indicators && nulls > 0,
             })
             .collect();
         let categorical = lists
@@ -259,6 +270,21 @@ impl Preprocess {
         names.extend(self.numeric.iter().map(|f| f.name.as_str()));
         names.extend(self.categorical.iter().map(|f| f.name.as_str()));
         names
+    }
+
+    /// The width of the numeric input: one value per numeric feature, then one indicator per
+    /// feature that has one.
+    pub fn numeric_inputs(&self) -> usize {
+        self.numeric.len() + self.numeric.iter().filter(|f| f.indicator).count()
+    }
+
+    /// The numeric features that have a missing-indicator input, in input order.
+    pub fn indicator_names(&self) -> Vec<&str> {
+        self.numeric
+            .iter()
+            .filter(|f| f.indicator)
+            .map(|f| f.name.as_str())
+            .collect()
     }
 
     /// The vocabulary sizes including the unknown bucket.
@@ -295,20 +321,28 @@ impl Preprocess {
         first_row: u64,
     ) -> Result<FeatureBlock> {
         let rows = batch.num_rows();
-        let (n_num, n_cat) = (self.numeric.len(), self.categorical.len());
+        let (n_num, n_cat) = (self.numeric_inputs(), self.categorical.len());
         let mut block = FeatureBlock {
             rows,
             numeric: vec![0.0; rows * n_num],
             categorical: vec![0; rows * n_cat],
             labels: labels_of(batch, &self.label, origin, first_row)?,
         };
+        let mut indicator_column = self.numeric.len();
         for (j, feature) in self.numeric.iter().enumerate() {
             let values = numeric_values(batch, &feature.name, origin, first_row)?;
-            for (i, v) in values.into_iter().enumerate() {
+            for (i, v) in values.iter().enumerate() {
                 block.numeric[i * n_num + j] = match v {
                     Some(v) => ((v - feature.mean) / feature.std) as f32,
                     None => 0.0,
                 };
+            }
+            if feature.indicator {
+                for (i, v) in values.iter().enumerate() {
+                    block.numeric[i * n_num + indicator_column] =
+                        if v.is_none() { 1.0 } else { 0.0 };
+                }
+                indicator_column += 1;
             }
         }
         for (j, feature) in self.categorical.iter().enumerate() {
@@ -463,4 +497,123 @@ pub fn display_strings(batch: &RecordBatch, name: &str, origin: &Path) -> Result
         .iter()
         .map(|v| v.unwrap_or("null").to_string())
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Float64Array, Int64Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+    use parquet::arrow::ArrowWriter;
+
+    use super::*;
+
+    /// A shard with `logins` null on rows 1 and 3, `spend` never null.
+    fn shard(dir: &Path) -> (std::path::PathBuf, RecordBatch) {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("logins", DataType::Int64, true),
+            Field::new("spend", DataType::Float64, true),
+            Field::new("tier", DataType::Utf8, true),
+            Field::new("y", DataType::Int64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![Some(2), None, Some(4), None])),
+                Arc::new(Float64Array::from(vec![1.0, 2.0, 3.0, 4.0])),
+                Arc::new(StringArray::from(vec!["a", "b", "a", "a"])),
+                Arc::new(Int64Array::from(vec![0, 1, 0, 1])),
+            ],
+        )
+        .unwrap();
+        let path = dir.join("part-0.parquet");
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        (path, batch)
+    }
+
+    fn lists() -> FeatureLists {
+        FeatureLists {
+            numeric: vec!["logins".into(), "spend".into()],
+            categorical: vec!["tier".into()],
+        }
+    }
+
+    #[test]
+    fn a_feature_with_nulls_in_train_gets_an_indicator_after_the_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, batch) = shard(dir.path());
+        let pre = Preprocess::fit(&[&path], &lists(), "y", 10, true).unwrap();
+        assert_eq!(pre.numeric[0].nulls, 2);
+        assert!(pre.numeric[0].indicator);
+        assert!(!pre.numeric[1].indicator, "spend has no nulls in train");
+        assert_eq!(pre.numeric_inputs(), 3);
+        assert_eq!(pre.indicator_names(), vec!["logins"]);
+        let block = pre.apply(&pre.lookup(), &batch, &path, 1).unwrap();
+        let column = |j: usize| -> Vec<f32> { (0..4).map(|i| block.numeric[i * 3 + j]).collect() };
+        // logins: mean 3, deviation 1; nulls take the mean, and the indicator says which.
+        assert_eq!(column(0), vec![-1.0, 0.0, 1.0, 0.0]);
+        assert_eq!(column(2), vec![0.0, 1.0, 0.0, 1.0]);
+        assert_eq!(block.categorical, vec![1, 2, 1, 1]);
+    }
+
+    #[test]
+    fn indicators_off_mean_fill_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, batch) = shard(dir.path());
+        let pre = Preprocess::fit(&[&path], &lists(), "y", 10, false).unwrap();
+        assert_eq!(pre.numeric[0].nulls, 2, "nulls are still counted");
+        assert!(pre.numeric.iter().all(|f| !f.indicator));
+        assert_eq!(pre.numeric_inputs(), 2);
+        let block = pre.apply(&pre.lookup(), &batch, &path, 1).unwrap();
+        assert_eq!(block.numeric.len(), 4 * 2);
+        let logins: Vec<f32> = (0..4).map(|i| block.numeric[i * 2]).collect();
+        assert_eq!(logins, vec![-1.0, 0.0, 1.0, 0.0]);
+    }
+
+    #[test]
+    fn a_null_at_scoring_time_without_an_indicator_takes_the_mean() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, batch) = shard(dir.path());
+        let pre = Preprocess::fit(&[&path], &lists(), "y", 10, true).unwrap();
+        let mut columns = batch.columns().to_vec();
+        columns[1] = Arc::new(Float64Array::from(vec![None, Some(2.5), None, None]));
+        let later = RecordBatch::try_new(batch.schema(), columns).unwrap();
+        let block = pre.apply(&pre.lookup(), &later, &path, 1).unwrap();
+        let spend: Vec<f32> = (0..4).map(|i| block.numeric[i * 3 + 1]).collect();
+        assert_eq!(spend, vec![0.0; 4]);
+        assert_eq!(
+            block.numeric.len(),
+            4 * 3,
+            "no input appears at scoring time"
+        );
+    }
+
+    #[test]
+    fn the_indicator_is_stored_only_where_there_is_one() {
+        let mut feature = NumericFeature {
+            name: "x".into(),
+            mean: 1.0,
+            std: 2.0,
+            nulls: 0,
+            indicator: false,
+        };
+        let text = serde_json::to_string(&feature).unwrap();
+        assert_eq!(text, r#"{"name":"x","mean":1.0,"std":2.0,"nulls":0}"#);
+        let read: NumericFeature = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            read, feature,
+            "a file written before indicators reads as none"
+        );
+        feature.indicator = true;
+        let text = serde_json::to_string(&feature).unwrap();
+        assert!(text.ends_with(r#""indicator":true}"#), "{text}");
+        assert_eq!(
+            serde_json::from_str::<NumericFeature>(&text).unwrap(),
+            feature
+        );
+    }
 }

@@ -196,7 +196,7 @@ impl Producer {
     /// across epoch boundaries, so a new epoch does not start with a wait.
     fn run(&mut self) -> Result<()> {
         let (n_num, n_cat) = (
-            self.preprocess.numeric.len(),
+            self.preprocess.numeric_inputs(),
             self.preprocess.categorical.len(),
         );
         let (mut epoch, mut position) = (self.options.start_epoch, self.options.start_position);
@@ -247,7 +247,8 @@ impl Producer {
     }
 
     fn cache_if_it_fits(&self) -> Option<Cache> {
-        let per_row = 4 * self.preprocess.numeric.len() + 8 * self.preprocess.categorical.len() + 4;
+        let per_row =
+            4 * self.preprocess.numeric_inputs() + 8 * self.preprocess.categorical.len() + 4;
         let bytes = self.shards.total_rows() as usize * per_row;
         (bytes <= self.options.cache_bytes).then(|| Arc::new(Mutex::new(HashMap::new())))
     }
@@ -298,7 +299,7 @@ impl Producer {
 
     fn batch(&self, epoch: u64, position: u64, part: FeatureBlock, dropout: Vec<Tensor>) -> Batch {
         let (n_num, n_cat) = (
-            self.preprocess.numeric.len() as i64,
+            self.preprocess.numeric_inputs() as i64,
             self.preprocess.categorical.len() as i64,
         );
         let rows = part.rows as i64;
@@ -379,7 +380,7 @@ impl Producer {
             }
             Ok(block.gather(
                 &order,
-                preprocess.numeric.len(),
+                preprocess.numeric_inputs(),
                 preprocess.categorical.len(),
             ))
         })
@@ -519,6 +520,7 @@ mod resume_tests {
                 mean: 0.0,
                 std: 1.0,
                 nulls: 0,
+                indicator: false,
             }],
             categorical: vec![CategoricalFeature {
                 name: "c".into(),

@@ -37,7 +37,7 @@ pub fn score(
         ..Scored::default()
     };
     let (n_num, n_cat) = (
-        preprocess.numeric.len() as i64,
+        preprocess.numeric_inputs() as i64,
         preprocess.categorical.len() as i64,
     );
     for path in shards {

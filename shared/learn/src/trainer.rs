@@ -224,6 +224,7 @@ fn train_job(
                     &lists,
                     &job.reserved.label,
                     config.max_vocab,
+                    config.missing_indicators,
                 )?
             }
         };
@@ -258,7 +259,7 @@ fn train_job(
     let preprocess = start.preprocess;
 
     let arch = Architecture {
-        numeric: preprocess.numeric.len() as i64,
+        numeric: preprocess.numeric_inputs() as i64,
         cardinalities: preprocess.cardinalities(),
         embedding_dim: config.embedding_dim,
         hidden: config.hidden.clone(),
@@ -573,6 +574,7 @@ fn train_job(
         features: json!({
             "numeric": preprocess.numeric.iter().map(|f| &f.name).collect::<Vec<_>>(),
             "categorical": preprocess.categorical.iter().map(|f| &f.name).collect::<Vec<_>>(),
+            "missing_indicators": preprocess.indicator_names(),
         }),
         final_loss: last_loss,
         val: last_val,

@@ -222,3 +222,108 @@ fn bad_input_exits_2() {
         .run()
         .assert_bad_input("gate", "an earlier check failed (validate)");
 }
+
+/// The fixture's snapshot copied with one test-period row's spend changed: the same split rules
+/// and seed give a test split of the same size, holding other rows.
+fn snapshot_with_one_test_row_changed(to: &std::path::Path) {
+    let from = crate::train::fixture().dir.join("snapshot");
+    std::fs::create_dir_all(to).unwrap();
+    let mut changed = false;
+    let mut parts: Vec<_> = std::fs::read_dir(&from)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    parts.sort();
+    for part in parts {
+        let mut text = String::new();
+        for line in std::fs::read_to_string(&part).unwrap().lines() {
+            let fields: Vec<&str> = line.splitn(8, ',').collect();
+            if !changed && fields.len() == 8 && fields[1].starts_with("2026-08") {
+                text.push_str(&format!(
+                    "{},{}.01,{}",
+                    fields[..6].join(","),
+                    fields[6],
+                    fields[7]
+                ));
+                changed = true;
+            } else {
+                text.push_str(line);
+            }
+            text.push('\n');
+        }
+        std::fs::write(to.join(part.file_name().unwrap()), text).unwrap();
+    }
+    assert!(changed, "no test-period row in the fixture");
+}
+
+#[test]
+fn a_baseline_scored_on_other_rows_of_the_same_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = crate::train::train(
+        &crate::train::fixture().record,
+        &dir.path().join("run"),
+        &[],
+    );
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let candidate = tool("evaluate")
+        .args(["-q"])
+        .stdin(trained.stdout.clone())
+        .run();
+    assert_eq!(candidate.code, 0, "{}", candidate.stderr);
+
+    // The same model scored again on the same rows passes.
+    let same = tool("evaluate")
+        .args(["--as", "baseline", "-q"])
+        .stdin(candidate.stdout.clone())
+        .run();
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    let gated = tool("gate").args(["-q"]).stdin(same.stdout).run();
+    assert_eq!(gated.code, 0, "{}", gated.stdout);
+    let check = &gated.json()["gate"]["checks"][0];
+    assert_eq!(
+        (check["name"].as_str(), check["passed"].as_bool()),
+        (Some("same_test_rows"), Some(true))
+    );
+
+    // The same model on a test split of the same size with one row changed is refused.
+    let other = dir.path().join("other");
+    snapshot_with_one_test_row_changed(&other);
+    let resharded = tool("shardify")
+        .args(["--in".as_ref(), other.as_os_str()])
+        .args([
+            "--out".as_ref(),
+            dir.path().join("other-shards").as_os_str(),
+        ])
+        .args(["--shard-rows", "2500", "-q"])
+        .stdin(crate::train::fixture().record.clone())
+        .run();
+    assert_eq!(resharded.code, 0, "{}", resharded.stderr);
+    let mut record: Value = serde_json::from_str(&trained.stdout).unwrap();
+    record["shards"] = resharded.json()["shards"].clone();
+    let elsewhere = tool("evaluate")
+        .args(["-q"])
+        .stdin(record.to_string())
+        .run();
+    assert_eq!(elsewhere.code, 0, "{}", elsewhere.stderr);
+    let (c, b) = (candidate.json(), elsewhere.json());
+    assert_eq!(
+        c["evaluate"]["overall"]["rows"],
+        b["evaluate"]["overall"]["rows"]
+    );
+    assert_ne!(c["evaluate"]["rows_blake3"], b["evaluate"]["rows_blake3"]);
+    let baseline = dir.path().join("baseline.json");
+    std::fs::write(&baseline, elsewhere.stdout).unwrap();
+    let gated = tool("gate")
+        .args(["--baseline".as_ref(), baseline.as_os_str(), "-q".as_ref()])
+        .stdin(candidate.stdout)
+        .run();
+    assert_eq!(gated.code, 1, "{}", gated.stdout);
+    let reasons = gated.json()["gate"]["reasons"].clone();
+    assert!(
+        reasons[0]
+            .as_str()
+            .unwrap()
+            .starts_with("overall: scored on different rows: rows_blake3 "),
+        "{reasons}"
+    );
+}

@@ -259,3 +259,111 @@ fn bad_inputs_exit_2_and_name_the_file_or_column() {
     no_label.assert_bad_input("shardify", "manifest.data.label: names the column `left`");
     assert!(!dir.path().join("o4/index.json").exists());
 }
+
+/// shardify with no record: the flags say everything.
+fn alone(snapshot: &Path, out: &Path, extra: &[&str]) -> crate::util::Output {
+    tool("shardify")
+        .args(["--in".as_ref(), snapshot.as_os_str()])
+        .args(["--out".as_ref(), out.as_os_str()])
+        .args(["--seed", "1"])
+        .args(extra)
+        .stdin("")
+        .run()
+}
+
+/// A CSV whose rows carry their split in a column, as many public tables do.
+fn labelled_csv(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut text = String::from("id,split,region,n\n");
+    for i in 0..30 {
+        let split = ["train", "test", "val"][i % 3];
+        let region = ["north", "south", "east", "south west", "north"][i % 5];
+        text.push_str(&format!("r{i},{split},{region},{}\n", i % 4));
+    }
+    let path = dir.join("table.csv");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn splits_by_the_values_of_a_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = labelled_csv(&dir.path().join("data"));
+    let out = alone(
+        &table,
+        &dir.path().join("by-label"),
+        &[
+            "--split",
+            "train=split == train",
+            "--split",
+            "test=split == \"test\"",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let shards = &out.json()["shards"];
+    assert_eq!(
+        (
+            &shards["splits"]["train"]["rows"],
+            &shards["splits"]["test"]["rows"],
+            &shards["unassigned_rows"]
+        ),
+        (&Value::from(10), &Value::from(10), &Value::from(10))
+    );
+
+    let out = alone(
+        &table,
+        &dir.path().join("by-region"),
+        &[
+            "--split",
+            "train=region in (north, 'south west')",
+            "--split",
+            "test=region != north",
+            "--split",
+            "x=n in (9)",
+        ],
+    );
+    assert_eq!(
+        out.code, 2,
+        "test overlaps train on `south west`: {}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .contains("falls in both splits `train` and `test`"),
+        "{}",
+        out.stderr
+    );
+    let out = alone(
+        &table,
+        &dir.path().join("by-region"),
+        &[
+            "--split",
+            "train=region in (north, 'south west')",
+            "--split",
+            "test=region == east",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let shards = &out.json()["shards"];
+    // north is rows 0, 4 of every 5, south west row 3: 18 of 30; east row 2: 6.
+    assert_eq!(shards["splits"]["train"]["rows"], 18);
+    assert_eq!(shards["splits"]["test"]["rows"], 6);
+}
+
+#[test]
+fn a_column_rule_on_a_missing_column_or_of_the_wrong_type_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = labelled_csv(&dir.path().join("data"));
+    let out_dir = dir.path().join("shards");
+    alone(&table, &out_dir, &["--split", "train=fold == 1", "--split", "test=split == test"])
+        .assert_bad_input(
+            "shardify",
+            "manifest.data.splits.train: `fold == 1` uses the column `fold`, which the snapshot does not have",
+        );
+    alone(&table, &out_dir, &["--split", "train=split == train", "--split", "test=n in (1, two)"])
+        .assert_bad_input(
+            "shardify",
+            "manifest.data.splits.test: `n in (1, two)`: `n` is a int64 column, but `two` is not a number",
+        );
+    assert!(!out_dir.join("index.json").exists());
+}

@@ -5,7 +5,9 @@
 //! - a bare period of `manifest.data.time`: `2026-08` (that month), `2026-08-01` (that day),
 //!   `2026-08-01..2026-08-15` or `2026-07..2026-08` (both ends included);
 //! - entity-hash fractions for data without time: `hash(customer_id) < 0.8`,
-//!   `hash(customer_id) >= 0.9`, `0.8 <= hash(customer_id) < 0.9`.
+//!   `hash(customer_id) >= 0.9`, `0.8 <= hash(customer_id) < 0.9`;
+//! - a column's own values: `split == test`, `region != east`, `region in (north, "south west")`
+//!   (strings bare or quoted, numbers, dates, `true`/`false`; a null matches none of these).
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
@@ -39,6 +41,30 @@ enum Condition {
         lower: f64,
         upper: f64,
     },
+    /// `column == v`, `column in (v, ...)`, or with `negate` `column != v`. Literals are read as
+    /// written until the column's type is known, then resolved once.
+    Member {
+        column: String,
+        literals: Vec<Literal>,
+        values: Members,
+        negate: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Literal {
+    text: String,
+    quoted: bool,
+}
+
+/// The values a `Member` rule matches, in the column's own terms.
+#[derive(Debug, Clone, PartialEq)]
+enum Members {
+    Unresolved,
+    /// String and boolean columns, compared as text.
+    Text(Vec<String>),
+    /// Numeric and temporal columns (temporal in microseconds), compared as numbers.
+    Numbers(Vec<f64>),
 }
 
 /// The splits of a manifest, checked against the snapshot's columns.
@@ -89,11 +115,9 @@ impl Splits {
                 };
                 return Err(DataError::Other(message));
             }
-            let condition = parse_rule(rule, time)
+            let mut condition = parse_rule(rule, time)
                 .map_err(|message| DataError::Other(format!("{field}: `{rule}`: {message}")))?;
-            let column = match &condition {
-                Condition::Range { column, .. } | Condition::Hash { column, .. } => column,
-            };
+            let column = condition.column();
             let column_type = column_type(column).ok_or_else(|| {
                 DataError::Other(format!(
                     "{field}: `{rule}` uses the column `{column}`, which the snapshot does not have"
@@ -107,6 +131,9 @@ impl Splits {
                     column_type.name()
                 )));
             }
+            condition
+                .resolve(column_type)
+                .map_err(|message| DataError::Other(format!("{field}: `{rule}`: {message}")))?;
             splits.push(Split {
                 name: name.clone(),
                 rule: rule.clone(),
@@ -144,12 +171,7 @@ impl Splits {
 
     /// Columns the rules read.
     pub fn columns(&self) -> Vec<&str> {
-        self.splits
-            .iter()
-            .map(|s| match &s.condition {
-                Condition::Range { column, .. } | Condition::Hash { column, .. } => column.as_str(),
-            })
-            .collect()
+        self.splits.iter().map(|s| s.condition.column()).collect()
     }
 
     /// True when every rule is a time range over `time`, so splits have a time order.
@@ -181,8 +203,103 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 impl Condition {
+    fn column(&self) -> &str {
+        match self {
+            Condition::Range { column, .. }
+            | Condition::Hash { column, .. }
+            | Condition::Member { column, .. } => column,
+        }
+    }
+
+    /// Reads a `Member` rule's literals as values of `column_type`; a literal that cannot be one
+    /// is a type mismatch.
+    fn resolve(&mut self, column_type: ColumnType) -> Result<(), String> {
+        let Condition::Member {
+            column,
+            literals,
+            values,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        let mismatch = |literal: &Literal, expected: &str| {
+            format!(
+                "`{column}` is a {} column, but `{}` is not {expected}",
+                column_type.name(),
+                literal.text
+            )
+        };
+        *values = match column_type {
+            ColumnType::String => Members::Text(literals.iter().map(|l| l.text.clone()).collect()),
+            ColumnType::Bool => Members::Text(
+                literals
+                    .iter()
+                    .map(|l| match l.text.to_ascii_lowercase().as_str() {
+                        "true" if !l.quoted => Ok("true".to_string()),
+                        "false" if !l.quoted => Ok("false".to_string()),
+                        _ => Err(mismatch(l, "true or false")),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            ColumnType::Int64 | ColumnType::Float64 => Members::Numbers(
+                literals
+                    .iter()
+                    .map(|l| {
+                        l.text
+                            .parse::<f64>()
+                            .ok()
+                            .filter(|v| v.is_finite() && !l.quoted)
+                            .ok_or_else(|| mismatch(l, "a number"))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            ColumnType::Date | ColumnType::Timestamp => Members::Numbers(
+                literals
+                    .iter()
+                    .map(|l| {
+                        parse_point(&l.text)
+                            .filter(|_| l.text.len() >= 10)
+                            .ok_or_else(|| mismatch(l, "a date or timestamp"))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        Ok(())
+    }
+
     fn evaluate(&self, batch: &RecordBatch) -> Vec<bool> {
         match self {
+            Condition::Member {
+                column,
+                values,
+                negate,
+                ..
+            } => {
+                let Some(array) = batch.column_by_name(column) else {
+                    return vec![false; batch.num_rows()];
+                };
+                let matches = |hit: bool| hit != *negate;
+                match values {
+                    Members::Numbers(wanted) => numeric_values(array)
+                        .into_iter()
+                        .map(|v| v.is_some_and(|v| matches(wanted.contains(&v))))
+                        .collect(),
+                    Members::Text(wanted) => match cast(array, &DataType::Utf8) {
+                        Ok(text) => {
+                            let text = text.as_string::<i32>();
+                            (0..text.len())
+                                .map(|i| {
+                                    text.is_valid(i)
+                                        && matches(wanted.iter().any(|w| w == text.value(i)))
+                                })
+                                .collect()
+                        }
+                        Err(_) => vec![false; batch.num_rows()],
+                    },
+                    Members::Unresolved => vec![false; batch.num_rows()],
+                }
+            }
             Condition::Range {
                 column,
                 lower,
@@ -256,6 +373,9 @@ pub fn numeric_values(array: &ArrayRef) -> Vec<Option<f64>> {
 
 fn parse_rule(rule: &str, time: Option<&str>) -> Result<Condition, String> {
     let rule = rule.trim();
+    if let Some(member) = parse_member(rule)? {
+        return Ok(member);
+    }
     if rule.contains("hash(") {
         return parse_hash(rule);
     }
@@ -293,6 +413,100 @@ fn parse_rule(rule: &str, time: Option<&str>) -> Result<Condition, String> {
         lower: Some((start, true)),
         upper: Some((end, false)),
     })
+}
+
+/// `col == v`, `col != v` or `col in (v, ...)`; `None` when the rule is none of these.
+fn parse_member(rule: &str) -> Result<Option<Condition>, String> {
+    let (column, rest, negate, list) = if let Some((column, value)) = rule.split_once("==") {
+        (column, value, false, false)
+    } else if let Some((column, value)) = rule.split_once("!=") {
+        (column, value, true, false)
+    } else {
+        let mut words = rule.splitn(2, char::is_whitespace);
+        let column = words.next().unwrap_or_default();
+        let rest = words.next().unwrap_or_default().trim_start();
+        match rest.strip_prefix("in") {
+            Some(list) if list.trim_start().starts_with('(') => (column, list, false, true),
+            _ => return Ok(None),
+        }
+    };
+    let column = column.trim();
+    if column.is_empty() || column.contains(char::is_whitespace) || column.contains("hash(") {
+        return Err(format!("`{column}` is not a column name"));
+    }
+    let rest = rest.trim();
+    let literals = if list {
+        let inner = rest
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or("write `column in (a, b)`")?;
+        split_literals(inner)?
+    } else {
+        let literals = split_literals(rest)?;
+        if literals.len() != 1 {
+            return Err("compare with one value, or write `column in (a, b)`".into());
+        }
+        literals
+    };
+    if literals.is_empty() {
+        return Err("the list of values is empty".into());
+    }
+    Ok(Some(Condition::Member {
+        column: column.to_string(),
+        literals,
+        values: Members::Unresolved,
+        negate,
+    }))
+}
+
+/// Comma-separated literals, each bare or in single or double quotes (a quoted one may hold commas).
+fn split_literals(text: &str) -> Result<Vec<Literal>, String> {
+    let mut literals = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let (literal, after) = match rest.chars().next() {
+            Some(quote @ ('"' | '\'')) => {
+                let close = rest[1..]
+                    .find(quote)
+                    .ok_or_else(|| format!("unclosed {quote} in `{text}`"))?;
+                (
+                    Literal {
+                        text: rest[1..1 + close].to_string(),
+                        quoted: true,
+                    },
+                    &rest[close + 2..],
+                )
+            }
+            _ => {
+                let end = rest.find(',').unwrap_or(rest.len());
+                let bare = rest[..end].trim();
+                if bare.is_empty() {
+                    return Err(format!("an empty value in `{text}`"));
+                }
+                if bare.contains(['"', '\'', '(', ')']) {
+                    return Err(format!("`{bare}` is not a value (quote it)"));
+                }
+                (
+                    Literal {
+                        text: bare.to_string(),
+                        quoted: false,
+                    },
+                    &rest[end..],
+                )
+            }
+        };
+        literals.push(literal);
+        let after = after.trim_start();
+        rest = match after.strip_prefix(',') {
+            Some(next) if next.trim().is_empty() => {
+                return Err(format!("a trailing `,` in `{text}`"));
+            }
+            Some(next) => next.trim_start(),
+            None if after.is_empty() => after,
+            None => return Err(format!("expected `,` before `{after}`")),
+        };
+    }
+    Ok(literals)
 }
 
 /// `[start, end)` in microseconds of a day `YYYY-MM-DD`, a month `YYYY-MM` or a year `YYYY`.
@@ -566,5 +780,141 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(no_time.contains("needs manifest.data.time"), "{no_time}");
+    }
+
+    fn labelled() -> RecordBatch {
+        use arrow::array::{BooleanArray, Int64Array};
+        let schema = Schema::new(vec![
+            Field::new("split", DataType::Utf8, true),
+            Field::new("region", DataType::Utf8, true),
+            Field::new("year", DataType::Int64, true),
+            Field::new("flag", DataType::Boolean, true),
+        ]);
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(StringArray::from(vec![
+                    Some("train"),
+                    Some("test"),
+                    Some("train"),
+                    None,
+                    Some("val"),
+                ])),
+                Arc::new(StringArray::from(vec![
+                    Some("north"),
+                    Some("east"),
+                    Some("south west"),
+                    Some("east"),
+                    None,
+                ])),
+                Arc::new(Int64Array::from(vec![2024, 2025, 2026, 2025, 2024])),
+                Arc::new(BooleanArray::from(vec![true, false, true, true, false])),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn labelled_types(name: &str) -> Option<ColumnType> {
+        match name {
+            "split" | "region" => Some(ColumnType::String),
+            "year" => Some(ColumnType::Int64),
+            "flag" => Some(ColumnType::Bool),
+            _ => None,
+        }
+    }
+
+    fn on_columns(rules: &[(&str, &str)]) -> Result<Splits, DataError> {
+        let rules: Vec<(String, String)> = rules
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        Splits::parse(&rules, None, labelled_types)
+    }
+
+    #[test]
+    fn rules_on_a_column_of_labels() {
+        let s = on_columns(&[("train", "split == train"), ("test", "split == 'test'")]).unwrap();
+        assert_eq!(
+            s.assign(&labelled()).unwrap(),
+            vec![Some(0), Some(1), Some(0), None, None]
+        );
+        assert!(!s.is_time_split("split"));
+        assert_eq!(s.columns(), ["split", "split"]);
+    }
+
+    #[test]
+    fn in_lists_and_not_equal_with_quotes_numbers_and_booleans() {
+        let s = on_columns(&[
+            ("train", "region in (north, \"south west\")"),
+            ("test", "region == east"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.assign(&labelled()).unwrap(),
+            vec![Some(0), Some(1), Some(0), Some(1), None]
+        );
+        // A null region is in neither `== east` nor `!= east`.
+        let s = on_columns(&[("rest", "region != east")]).unwrap();
+        assert_eq!(
+            s.assign(&labelled()).unwrap(),
+            vec![Some(0), None, Some(0), None, None]
+        );
+        let s = on_columns(&[("old", "year in (2024,2025)"), ("new", "year == 2026")]).unwrap();
+        assert_eq!(
+            s.assign(&labelled()).unwrap(),
+            vec![Some(0), Some(0), Some(1), Some(0), Some(0)]
+        );
+        let s = on_columns(&[("flagged", "flag == true"), ("plain", "flag != true")]).unwrap();
+        assert_eq!(
+            s.assign(&labelled()).unwrap(),
+            vec![Some(0), Some(1), Some(0), Some(0), Some(1)]
+        );
+        let s = splits(&[("test", "signup_date == 2026-08-02")]).unwrap();
+        assert_eq!(
+            s.assign(&batch(&["2026-08-01", "2026-08-02"], &["a", "b"]))
+                .unwrap(),
+            vec![None, Some(0)]
+        );
+    }
+
+    #[test]
+    fn column_rules_name_an_unknown_column_or_a_type_mismatch() {
+        let err = on_columns(&[("train", "fold == 1")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "manifest.data.splits.train: `fold == 1` uses the column `fold`, which the snapshot does not have"
+        );
+        let err = on_columns(&[("test", "year == east")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "manifest.data.splits.test: `year == east`: `year` is a int64 column, but `east` is not a number"
+        );
+        let err = on_columns(&[("test", "year in (2024, '2025')")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`2025` is not a number"), "{err}");
+        let err = on_columns(&[("test", "flag == yes")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`flag` is a bool column"), "{err}");
+        let err = splits(&[("test", "signup_date == august")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not a date or timestamp"), "{err}");
+        for (rule, message) in [
+            ("region in (north, )", "a trailing `,`"),
+            ("region in ()", "the list of values is empty"),
+            ("region in (north", "write `column in (a, b)`"),
+            ("region == north, east", "compare with one value"),
+            ("region == 'north", "unclosed"),
+            ("== north", "is not a column name"),
+        ] {
+            let err = on_columns(&[("x", rule)]).unwrap_err().to_string();
+            assert!(err.contains(message), "{rule}: {err}");
+        }
     }
 }

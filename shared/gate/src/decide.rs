@@ -105,25 +105,64 @@ fn absolute(
     }
 }
 
-/// Comparing on different test data compares nothing: both evaluations must have the same rows.
+/// Comparing on different test data compares nothing: both evaluations must have scored the same
+/// rows. With both rows digests that is exact; equal counts alone only show the sizes agree.
 fn same_rows(candidate: &Evaluation, baseline: &Evaluation) -> Option<Check> {
     let (c, b) = (
-        candidate.overall.get("rows")?,
-        baseline.overall.get("rows")?,
+        candidate.overall.get("rows").copied(),
+        baseline.overall.get("rows").copied(),
     );
+    let digests = candidate
+        .rows_blake3
+        .as_deref()
+        .zip(baseline.rows_blake3.as_deref());
+    if c.is_none() && b.is_none() && digests.is_none() {
+        return None;
+    }
+    let counts_match = c == b;
+    let (passed, note) = match digests {
+        Some((cd, bd)) if cd != bd => (
+            false,
+            Some(format!(
+                "scored on different rows: rows_blake3 {} (candidate) vs {} (baseline)",
+                short(cd),
+                short(bd)
+            )),
+        ),
+        Some(_) if counts_match => (true, None),
+        None if counts_match => (
+            true,
+            Some(format!(
+                "row counts only: {} no rows_blake3 (evaluated before rows digests)",
+                match (&candidate.rows_blake3, &baseline.rows_blake3) {
+                    (None, None) => "neither evaluation has",
+                    (None, Some(_)) => "the candidate has",
+                    _ => "the baseline has",
+                }
+            )),
+        ),
+        _ => (
+            false,
+            Some("candidate and baseline were not scored on the same test split".to_string()),
+        ),
+    };
     Some(Check {
         name: "same_test_rows".into(),
         metric: "rows".into(),
         slice: None,
-        baseline: Some(*b),
-        candidate: Some(*c),
-        delta: Some(c - b),
+        baseline: b,
+        candidate: c,
+        delta: c.zip(b).map(|(c, b)| c - b),
         limit: Some(0.0),
         comparison: "==",
-        passed: c == b,
-        note: (c != b)
-            .then(|| "candidate and baseline were not scored on the same test split".to_string()),
+        passed,
+        note,
     })
+}
+
+/// The first 12 hex digits, enough to tell two digests apart in a message.
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
 }
 
 /// The bound on `delta` for a metric that may worsen by at most `allowed_worsening` (≥ 0 means
@@ -333,11 +372,15 @@ fn reason(check: &Check) -> String {
     };
     let (metric, name, comparison) = (&check.metric, &check.name, check.comparison);
     match (check.candidate, check.baseline, check.delta, check.limit) {
-        (Some(c), Some(b), _, _) if name == "same_test_rows" => {
+        (Some(c), Some(b), _, _) if name == "same_test_rows" && c != b => {
             format!(
                 "{place}: the candidate was scored on {c} rows and the baseline on {b}: not the same test split"
             )
         }
+        _ if name == "same_test_rows" => format!(
+            "{place}: {}: not the same test split",
+            check.note.as_deref().unwrap_or("scored on different rows")
+        ),
         (Some(c), Some(b), Some(d), Some(limit)) => format!(
             "{place}: {metric} went from {b:.4} to {c:.4} ({d:+.4}); {name} requires delta {comparison} {limit:+.4}"
         ),
@@ -498,6 +541,32 @@ mod tests {
             "{:?}",
             decision.reasons
         );
+    }
+
+    #[test]
+    fn the_same_count_of_other_rows_blocks_and_the_same_rows_pass() {
+        let scored = |digest: &str| {
+            eval(json!({"overall": {"auc": 0.8, "rows": 1000}, "rows_blake3": digest}))
+        };
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let decision = decide(&Policy::default(), &scored(&a), Some(&scored(&b)));
+        assert!(!decision.passed);
+        assert_eq!(
+            decision.reasons,
+            [
+                "overall: scored on different rows: rows_blake3 aaaaaaaaaaaa (candidate) vs bbbbbbbbbbbb (baseline): not the same test split"
+            ]
+        );
+        let same = decide(&Policy::default(), &scored(&a), Some(&scored(&a)));
+        assert!(same.passed, "{:?}", same.reasons);
+        assert_eq!(same.checks[0].note, None);
+
+        // An evaluation from before rows digests: counts compared, and the check says so.
+        let old = eval(json!({"overall": {"auc": 0.8, "rows": 1000}}));
+        let counts = decide(&Policy::default(), &scored(&a), Some(&old));
+        assert!(counts.passed);
+        let note = counts.checks[0].note.as_deref().unwrap();
+        assert!(note.starts_with("row counts only: the baseline"), "{note}");
     }
 
     #[test]

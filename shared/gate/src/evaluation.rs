@@ -13,6 +13,9 @@ pub struct Evaluation {
     pub overall: Metrics,
     /// column → slice value → metrics.
     pub slices: BTreeMap<String, BTreeMap<String, Metrics>>,
+    /// The digest of the rows scored (`rows_blake3`); absent from evaluations made before it was
+    /// recorded.
+    pub rows_blake3: Option<String>,
 }
 
 impl Evaluation {
@@ -57,7 +60,21 @@ impl Evaluation {
                 slices.insert(column.clone(), by_value);
             }
         }
-        Ok(Evaluation { overall, slices })
+        let rows_blake3 = match object.get("rows_blake3") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(digest)) => Some(digest.clone()),
+            Some(other) => {
+                return Err(InputError::field(
+                    format!("{origin}.rows_blake3"),
+                    format!("must be a string, found {}", json_type_name(other)),
+                ));
+            }
+        };
+        Ok(Evaluation {
+            overall,
+            slices,
+            rows_blake3,
+        })
     }
 }
 

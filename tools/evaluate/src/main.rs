@@ -31,7 +31,7 @@ label_rate, mean_score, rows. The same per value of each column in manifest.eval
 
 Output: the input record plus, under `evaluate` (or `baseline` with --as baseline),
   {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\", \"model_manifest_hash\", \"split\",
-   \"shards_index_blake3\", \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}}}
+   \"shards_index_blake3\", \"rows_blake3\" (digest of the rows scored, as shardify's), \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}}}
 
 Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
 preprocessing, NaN features or labels, an empty split).";
@@ -192,6 +192,26 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         device,
     )?;
 
+    // Recomputed from the rows scored, so a baseline scored elsewhere cannot claim these rows.
+    let (rows_blake3, digested) =
+        runfn_data::shards::split_rows_digest(&shards.dir, &shards.index, &args.split)
+            .map_err(|e| InputError::field("shards", e.to_string()))?;
+    if digested != scored.scores.len() as u64
+        || split
+            .rows_blake3
+            .as_ref()
+            .is_some_and(|d| *d != rows_blake3)
+    {
+        return Err(InputError::field(
+            "shards",
+            format!(
+                "{}: the rows of `{}` do not match the rows digest in index.json",
+                shards.dir.display(),
+                args.split
+            ),
+        )
+        .into());
+    }
     let mut overall = metrics::compute(&scored.scores, &scored.labels);
     if args.bootstrap > 0 {
         let seed = record
@@ -249,6 +269,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             "model_manifest_hash": loaded.meta.manifest_hash,
             "split": args.split,
             "shards_index_blake3": shards.index_blake3,
+            "rows_blake3": rows_blake3,
             "overall": overall,
             "slices": by_slice,
         }),

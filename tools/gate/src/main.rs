@@ -22,7 +22,8 @@ metric's better direction must be at least VALUE; from the record's noise_floor,
 given), <metric>_min and <metric>_max (absolute), max_slice_drop (no slice of manifest.eval.slices
 may get worse by more), min_slice_rows (smaller slices are reported, not gated). Metrics: auc,
 accuracy (higher is better), logloss, brier, ece (lower is better), positive_rate (bounds only).
-Candidate and baseline must have been scored on the same number of rows.
+Candidate and baseline must have scored the same rows: equal rows_blake3 (the digest evaluate
+records), or, for an evaluation made before rows digests, the same number of rows.
 
 Output: the input record plus
   \"gate\": {\"passed\": bool, \"no_baseline\": bool, \"gates_run\": [\"auc_min_delta\", ...],

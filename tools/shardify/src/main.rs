@@ -23,11 +23,12 @@ or at manifest.data.snapshot when that is a local path, assigns each row to a sp
 manifest.data.splits (a row in two splits is an error; rows in none are counted and left out),
 shuffles each split by a permutation derived from the seed, and writes
 OUT/<split>/part-NNNNN.parquet (zstd) and then OUT/index.json, atomically, with every shard's rows,
-bytes and blake3, the schema, the seed and the source digest. Same input and seed: byte-identical
+bytes and blake3, each split's rows digest (blake3 over its rows in shard order, whatever the
+shard files), the schema, the seed and the source digest. Same input and seed: byte-identical
 shards. Memory stays within --memory: the shuffle spills to temporary files under OUT.
 
 Output: the input record plus
-  \"shards\": {\"dir\", \"index_blake3\", \"splits\": {\"<split>\": {\"rows\", \"shards\"}},
+  \"shards\": {\"dir\", \"index_blake3\", \"splits\": {\"<split>\": {\"rows\", \"shards\", \"rows_blake3\"}},
              \"unassigned_rows\", \"bad_values\", \"seed\"}
 
 Exit: 0 done, 2 bad usage or input (unreadable snapshot, unknown split column, overlapping splits).";
@@ -143,7 +144,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         ));
         split_summary.insert(
             name.clone(),
-            json!({"rows": split.rows, "shards": split.shards.len()}),
+            json!({"rows": split.rows, "shards": split.shards.len(), "rows_blake3": split.rows_blake3}),
         );
     }
     record.set_section(

@@ -43,6 +43,10 @@ pub struct SplitEntry {
     pub rule: String,
     pub rows: u64,
     pub shards: Vec<ShardEntry>,
+    /// The rows digest (`runfn-rows-v1`) of the split's rows in shard order; absent in indexes
+    /// written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_blake3: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

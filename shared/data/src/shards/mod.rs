@@ -2,10 +2,12 @@
 //! permutation derived from the seed, with `OUT/index.json` written last.
 
 mod index;
+mod rows;
 mod shuffle;
 mod writer;
 
 pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry};
+pub use rows::{ROWS_FORMAT, RowsDigest, split_rows_digest};
 pub use shuffle::{ShardOptions, ShardProgress, shardify};
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use rayon::prelude::*;
 use crate::error::DataError;
 use crate::read::{BadValues, Snapshot};
 use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEntry};
+use crate::shards::rows::RowsDigest;
 use crate::shards::writer::{ShardWriterOptions, SplitWriter, sync_dir};
 use crate::source::FileFormat;
 use crate::split::Splits;
@@ -146,12 +147,14 @@ pub fn shardify(
         let mut writer =
             SplitWriter::new(out, &split.name, snapshot.schema.clone(), &writer_options)?;
         let mut rows = 0u64;
+        let mut digest = RowsDigest::new(&snapshot.columns);
         for bucket in 0..buckets as usize {
             let mut slot = slots[index * buckets as usize + bucket]
                 .lock()
                 .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
             if let Some(sorted) = slot.sorted(&keyed_schema)? {
                 rows += sorted.num_rows() as u64;
+                digest.update(&sorted);
                 writer.write(&sorted)?;
             }
         }
@@ -168,6 +171,7 @@ pub fn shardify(
                 rule: split.rule.clone(),
                 rows,
                 shards,
+                rows_blake3: Some(digest.finish()),
             },
         );
     }

@@ -205,3 +205,39 @@ fn a_row_in_two_splits_is_an_error_naming_file_and_row() {
     );
     assert!(!dir.path().join("out/index.json").exists());
 }
+
+#[test]
+fn a_splits_rows_digest_names_its_rows_and_their_order_not_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    write_snapshot(&data, 3000);
+    let snapshot = Snapshot::open(&data, &BTreeMap::new()).unwrap();
+    let shard = |out: &str, seed: u64, shard_rows: usize| {
+        let options = ShardOptions {
+            seed,
+            shard_rows,
+            ..options(&dir.path().join(out), 1 << 30)
+        };
+        shardify(&snapshot, &splits(&snapshot), &options, &|_| {})
+            .unwrap()
+            .0
+    };
+    let a = shard("a", 42, 700);
+    let digest = |index: &ShardIndex, split: &str| index.splits[split].rows_blake3.clone().unwrap();
+    // What the writer recorded is what a reader recomputes from the shards.
+    for split in ["train", "val", "test"] {
+        let (recomputed, rows) = split_rows_digest(&dir.path().join("a"), &a, split).unwrap();
+        assert_eq!(
+            (recomputed, rows),
+            (digest(&a, split), a.splits[split].rows)
+        );
+    }
+    // Other shard sizes, the same rows in the same order: the same digest.
+    let b = shard("b", 42, 333);
+    assert_ne!(a.splits["test"].shards.len(), b.splits["test"].shards.len());
+    assert_eq!(digest(&a, "test"), digest(&b, "test"));
+    // Another seed orders the same rows differently; other splits hold other rows.
+    let c = shard("c", 43, 700);
+    assert_ne!(digest(&a, "test"), digest(&c, "test"));
+    assert_ne!(digest(&a, "test"), digest(&a, "val"));
+}

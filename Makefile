@@ -22,15 +22,22 @@ export LIBTORCH
 endif
 BIN := $(ROOT)/target/debug
 
-# The run: its manifest, the snapshot size, the model's name in the registry, the training seeds
-# (the first is the candidate; all of them measure the noise floor) and the registry.
-MANIFEST ?= $(ROOT)/testdata/demo/manifest.yaml
+# The run: its manifest, the demo snapshot's size, the model's name in the registry, the training
+# seeds (the first is the candidate; all of them measure the noise floor) and the registry. The
+# snapshot is the one the manifest names (data.snapshot, relative to the current folder, as every
+# tool reads it); only the demo manifest's snapshot is generated.
+DEMO_MANIFEST := $(ROOT)/testdata/demo/manifest.yaml
+MANIFEST ?= $(DEMO_MANIFEST)
 RUN_DIR ?= runs/demo
 ROWS ?= 200000
 MODEL ?= churn
 SEEDS ?= 7 8 9
 REGISTRY ?= registry
 export RUNFN_REGISTRY := $(REGISTRY)
+# Drift is checked against the profile of $(MODEL)@prod in the registry, or against PREVIOUS (a
+# profile file) when given; EXPLAINED lists drifts a person has accepted.
+PREVIOUS ?=
+EXPLAINED ?=
 
 .PHONY: all build test lint bench run retrain golden clean
 
@@ -54,16 +61,20 @@ bench:
 	scripts/bench-train.sh
 	scripts/bench-ddp.sh
 
-## The pipeline on the built-in demo: one record per stage under runs/demo/, each stage reading
-## the previous stage's record, ending with a registered model. Stages depend on their inputs and
-## on the binaries as files, so a second `make run` with nothing changed does nothing, and a
-## changed manifest retrains. A failing stage stops the run and its output is deleted.
+## The pipeline (by default on the built-in demo): one record per stage under RUN_DIR, each stage
+## reading the previous stage's record, ending with a registered model. Stages depend on their
+## inputs and on the binaries as files, so a second `make run` with nothing changed does nothing,
+## and a changed manifest or snapshot retrains. A failing stage (the gate blocking included) stops
+## the run without writing its output, keeps its record as RUN_DIR/failed.json, and runs the alert
+## command (RUNFN_ALERT_CMD, else the manifest's `alert:`; see scripts/alert.sh).
 run: build
-	@$(MAKE) --no-print-directory stages
+	@rm -f $(RUN_DIR)/failed.json $(RUN_DIR)/failed.stage
+	@$(MAKE) --no-print-directory -f $(ROOT)/Makefile stages || { code=$$?; \
+	  $(ROOT)/scripts/alert.sh '$(RUN_DIR)' '$(MANIFEST)' '$(MODEL)' '$(BIN)'; exit $$code; }
 	@echo "run: done; $(MODEL)@prod is version $$($(BIN)/register resolve $(MODEL)@prod | grep -o '"version":[0-9]*' | cut -d: -f2); records under $(RUN_DIR)/"
 
-## Retraining from cron: one run at a time (a lock), appended to runs/retrain.log, non-zero
-## when a stage fails.
+## Retraining from cron: one run at a time (a lock), appended to runs/retrain.log (rotated by
+## size), non-zero when a stage fails.
 retrain:
 	@$(ROOT)/scripts/retrain.sh $(RETRAIN_ARGS)
 
@@ -73,62 +84,85 @@ stages: $(RUN_DIR)/register.json
 CANDIDATE := $(firstword $(SEEDS))
 say = @printf 'run: %s\n' $(1) >&2
 
-# The snapshot the demo manifest names (./runs/demo/snapshot), generated deterministically.
-$(RUN_DIR)/snapshot.json: $(BIN)/demo-data
-	@mkdir -p $(@D)
-	$(call say,"generating the snapshot ($(ROWS) rows)")
-	$(BIN)/demo-data --out $(RUN_DIR)/snapshot --rows $(ROWS) --seed 7 -q > $@
+# A stage: its record becomes $@ only when the command passes. A failing command's record (kept
+# by exit 1, empty after exit 2) goes to failed.json and the stage's name and exit code to
+# failed.stage, for the alert; $@ is not written, and an older $@ is removed so no stale record
+# reads as today's.
+stage = { $(1); } > $@.new && mv -f $@.new $@ || { code=$$?; \
+  rm -f $@; mv -f $@.new $(RUN_DIR)/failed.json; \
+  printf '%s %s\n' $(basename $(notdir $@)) $$code > $(RUN_DIR)/failed.stage; exit $$code; }
+snapshot_of = $$($(BIN)/mf-hash '$(MANIFEST)' --print snapshot)
 
-# The manifest's path and content, rewritten only when they change: another MANIFEST, or an
-# edited one, reruns everything after it; the same one leaves every stage as it is.
-$(RUN_DIR)/manifest.source: FORCE
+ifeq ($(abspath $(MANIFEST)),$(DEMO_MANIFEST))
+DEMO_SNAPSHOT := $(RUN_DIR)/snapshot.json
+endif
+
+# The demo manifest's snapshot, generated deterministically where it says (./runs/demo/snapshot).
+$(RUN_DIR)/snapshot.json: $(BIN)/demo-data $(BIN)/mf-hash
 	@mkdir -p $(@D)
-	@{ printf '# %s\n' '$(MANIFEST)'; cat '$(MANIFEST)'; } > $@.new
-	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+	$(call say,"generating the demo snapshot ($(ROWS) rows)")
+	$(BIN)/demo-data --out "$(snapshot_of)" --rows $(ROWS) --seed 7 -q > $@
 
 .PHONY: FORCE
 FORCE:
 
-$(RUN_DIR)/manifest.json: $(RUN_DIR)/manifest.source $(RUN_DIR)/snapshot.json $(BIN)/mf-hash
-	$(call say,"lint and hash the manifest")
-	$(BIN)/mf-hash $(MANIFEST) --data-digest $(RUN_DIR)/snapshot -q > $@
+# The manifest linted and hashed, with the digest of the snapshot it names, every run (one blake3
+# pass; a pinned snapshot that moved is refused here, naming the file). The record is replaced only
+# when the manifest's hash or the snapshot's digest changed: an unchanged day reruns nothing, and a
+# new snapshot at the same path retrains.
+identity = grep -o '"manifest_hash":"[0-9a-f]*"\|"data_digest":{[^}]*}' $(1)
+$(RUN_DIR)/manifest.json: $(DEMO_SNAPSHOT) $(BIN)/mf-hash FORCE
+	@mkdir -p $(@D)
+	@snapshot="$(snapshot_of)" && \
+	  $(BIN)/mf-hash '$(MANIFEST)' --data-digest "$$snapshot" -q > $@.next || { code=$$?; \
+	  if [ -f $@.next ]; then mv -f $@.next $(RUN_DIR)/failed.json; fi; \
+	  printf 'manifest %s\n' $$code > $(RUN_DIR)/failed.stage; \
+	  exit $$code; }
+	@if [ -f $@ ] && [ "$$($(call identity,$@.next))" = "$$($(call identity,$@))" ]; then \
+	  rm $@.next; \
+	else \
+	  printf 'run: %s\n' "linted and hashed the manifest; snapshot $$($(BIN)/mf-hash '$(MANIFEST)' --print snapshot)" >&2; \
+	  mv $@.next $@; \
+	fi
 
 $(RUN_DIR)/validate.json: $(RUN_DIR)/manifest.json $(BIN)/ds-validate
 	$(call say,"validate the snapshot")
-	$(BIN)/ds-validate --profile-out $(RUN_DIR)/profile.json -q < $< > $@
+	@$(call stage,$(BIN)/ds-validate --profile-out $(RUN_DIR)/profile.json \
+	  $(if $(PREVIOUS),--previous '$(PREVIOUS)',--previous-model $(MODEL)@prod --registry '$(REGISTRY)') \
+	  $(if $(EXPLAINED),--explained '$(EXPLAINED)') < $<)
 
 $(RUN_DIR)/leaks.json: $(RUN_DIR)/validate.json $(BIN)/leak-check
 	$(call say,"check for leaks")
-	$(BIN)/leak-check -q < $< > $@
+	@$(call stage,$(BIN)/leak-check -q < $<)
 
 $(RUN_DIR)/shards.json: $(RUN_DIR)/leaks.json $(BIN)/shardify
 	$(call say,"write the shards")
-	$(BIN)/shardify --out $(RUN_DIR)/shards -q < $< > $@
+	@$(call stage,$(BIN)/shardify --out $(RUN_DIR)/shards -q < $<)
 
 $(RUN_DIR)/ckpt.json: $(RUN_DIR)/shards.json $(BIN)/ckpt-interval
-	$(BIN)/ckpt-interval --cost 90 --mtbf 43200 --restart 120 -q < $< > $@
+	@$(call stage,$(BIN)/ckpt-interval --cost 90 --mtbf 43200 --restart 120 -q < $<)
 
 # One training per seed, in a folder per manifest hash and seed: killed halfway, a rerun resumes
 # from the newest checkpoint; a changed manifest trains afresh beside the old run.
 manifest_hash = $$(grep -o '"manifest_hash":"[0-9a-f]*"' $(1) | cut -d'"' -f4 | cut -c1-16)
 $(RUN_DIR)/train-seed%.json: $(RUN_DIR)/ckpt.json $(BIN)/train
 	$(call say,"train seed $*")
-	$(BIN)/train --seed $* --out $(RUN_DIR)/train/$(call manifest_hash,$<)-seed$* -q < $< > $@
+	@$(call stage,$(BIN)/train --seed $* --out $(RUN_DIR)/train/$(call manifest_hash,$<)-seed$* -q < $<)
 
 $(RUN_DIR)/eval-seed%.json: $(RUN_DIR)/train-seed%.json $(BIN)/evaluate
-	$(BIN)/evaluate --bootstrap 200 -q < $< > $@
+	@$(call stage,$(BIN)/evaluate --bootstrap 200 -q < $<)
 
 # The candidate's record (the first seed) with the spread of test AUC over every seed.
 $(RUN_DIR)/noise.json: $(foreach s,$(SEEDS),$(RUN_DIR)/eval-seed$(s).json) $(BIN)/noise-floor
 	$(call say,"noise floor over seeds $(SEEDS)")
-	cat $(filter %.json,$^) | $(BIN)/noise-floor --metric evaluate.overall.auc -q > $@
+	@$(call stage,cat $(filter %.json,$^) | $(BIN)/noise-floor --metric evaluate.overall.auc -q)
 
 # The model now serving ($(MODEL)@prod), scored on this run's frozen test split; the first run
 # has none, and the gate says so.
 $(RUN_DIR)/baseline.json: $(RUN_DIR)/noise.json $(BIN)/evaluate $(BIN)/register
 	@if $(BIN)/register resolve $(MODEL)@prod > /dev/null 2>&1; then \
 	  printf 'run: %s\n' "score the baseline $(MODEL)@prod" >&2; \
-	  $(BIN)/evaluate --as baseline --model $(MODEL)@prod -q < $< > $@; \
+	  $(call stage,$(BIN)/evaluate --as baseline --model $(MODEL)@prod -q < $<); \
 	else \
 	  printf 'run: %s\n' "no $(MODEL)@prod yet: the first model is gated without a baseline" >&2; \
 	  cp $< $@; \
@@ -136,11 +170,11 @@ $(RUN_DIR)/baseline.json: $(RUN_DIR)/noise.json $(BIN)/evaluate $(BIN)/register
 
 $(RUN_DIR)/gate.json: $(RUN_DIR)/baseline.json $(BIN)/gate
 	$(call say,"gate")
-	if grep -q '"baseline":' $<; then $(BIN)/gate < $< > $@; else $(BIN)/gate --no-baseline < $< > $@; fi
+	@$(call stage,$(BIN)/gate $$(grep -q '"baseline":' $< || echo --no-baseline) < $<)
 
 $(RUN_DIR)/register.json: $(RUN_DIR)/gate.json $(BIN)/register
 	$(call say,"register and promote to $(MODEL)@prod")
-	$(BIN)/register --name $(MODEL) --promote prod < $< > $@
+	@$(call stage,$(BIN)/register --name $(MODEL) --promote prod < $<)
 
 ## Rewrite the golden files under testdata/ from the current tools; review the diff.
 golden:

@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
 # Retraining from cron: `make run` under a lock so runs never overlap, with everything it prints
-# appended to a log. Exits 0 when another run holds the lock (and says so), else with make's exit
-# code. Arguments are passed to make (for example MANIFEST=... RUN_DIR=...).
+# appended to a log that is rotated by size. Exits 0 when another run holds the lock (and says
+# so), else with make's exit code (0, or 2 when a stage failed; the failing stage's own code is in
+# the alert's RUNFN_ALERT_EXIT). A failed run also runs the alert command (scripts/alert.sh).
+# Arguments are passed to make (for example MANIFEST=... RUN_DIR=...).
 #
-#   RETRAIN_LOG    the log file (default runs/retrain.log)
-#   RETRAIN_LOCK   the lock file (default runs/.retrain.lock)
+#   RETRAIN_LOG            the log file (default runs/retrain.log)
+#   RETRAIN_LOCK           the lock file (default runs/.retrain.lock)
+#   RETRAIN_LOG_MAX_BYTES  rotate the log when a run starts and it holds at least this many bytes
+#                          (default 10485760, 10 MiB): retrain.log -> retrain.log.1 -> ... -> .N
+#   RETRAIN_LOG_KEEP       how many rotated logs to keep (default 5)
 #   crontab:  17 3 * * *  cd /srv/runfn && make retrain
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p runs
 LOG="${RETRAIN_LOG:-runs/retrain.log}"
 LOCK="${RETRAIN_LOCK:-runs/.retrain.lock}"
+MAX_BYTES="${RETRAIN_LOG_MAX_BYTES:-10485760}"
+KEEP="${RETRAIN_LOG_KEEP:-5}"
+if ! [[ $MAX_BYTES =~ ^[0-9]+$ && $KEEP =~ ^[0-9]+$ ]] || (( KEEP < 1 )); then
+  echo "retrain: RETRAIN_LOG_MAX_BYTES and RETRAIN_LOG_KEEP must be whole numbers (KEEP at least 1)" >&2
+  exit 2
+fi
 exec 9>>"$LOCK"
 if ! flock -n 9; then
   echo "retrain: another retrain is running (lock $LOCK is held); this one exits without doing anything" >&2
   exit 0
+fi
+# Under the lock, so two runs never rotate at once; whole runs stay in one file.
+size=$(stat -c %s "$LOG" 2> /dev/null || echo 0)
+if (( size >= MAX_BYTES && size > 0 )); then
+  for ((i = KEEP - 1; i >= 1; i--)); do
+    [[ -f $LOG.$i ]] && mv -f "$LOG.$i" "$LOG.$((i + 1))"
+  done
+  mv -f "$LOG" "$LOG.1"
 fi
 stamp() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 echo "== retrain started $(stamp) ==" >> "$LOG"

@@ -11,6 +11,10 @@ use crate::util::testdata;
 
 fn make(dir: &Path, manifest: &str, extra: &[&str]) -> Output {
     let root = env!("CARGO_MANIFEST_DIR");
+    // The e2e manifest names ./snapshot; make generates only the demo manifest's snapshot.
+    if !dir.join("snapshot").exists() {
+        crate::util::demo_snapshot(&dir.join("snapshot"), 20_000, &["--seed", "7"]);
+    }
     Command::new("make")
         .current_dir(dir)
         .args([
@@ -22,7 +26,6 @@ fn make(dir: &Path, manifest: &str, extra: &[&str]) -> Output {
         .arg(format!("MANIFEST={}", testdata(manifest).display()))
         .args([
             "RUN_DIR=.",
-            "ROWS=20000",
             "SEEDS=11 12",
             "MODEL=churn",
             "REGISTRY=registry",

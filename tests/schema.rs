@@ -584,7 +584,16 @@ struct Validate {
     profile: Value,
     profile_file: Option<String>,
     previous: Option<String>,
+    previous_model: Option<PreviousModel>,
+    no_previous: Option<String>,
     checks: Vec<ValidateCheck>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviousModel {
+    reference: String,
+    version: Option<i64>,
 }
 
 #[derive(Deserialize)]

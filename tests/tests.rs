@@ -13,6 +13,7 @@ mod noise_floor;
 mod pipeline;
 mod real_data;
 mod register;
+mod retrain;
 mod schema;
 mod shardify;
 mod train;

@@ -22,6 +22,8 @@ pub enum DataSource {
 pub struct DataSpec {
     /// The snapshot's location (the part of `manifest.data.snapshot` before `@`).
     pub snapshot: Option<String>,
+    /// The content digest `manifest.data.snapshot` pins (`blake3:<hex>`), when it pins one.
+    pub pinned: Option<String>,
     pub entity: Option<String>,
     pub time: Option<String>,
     pub label: Option<String>,
@@ -53,13 +55,16 @@ impl DataSpec {
                 )),
             }
         };
-        let snapshot = match string("snapshot")? {
-            Some(text) => Some(
-                SnapshotRef::parse(&text)
-                    .map(|r| r.location.to_string())
-                    .map_err(|reason| InputError::field("manifest.data.snapshot", reason))?,
-            ),
-            None => None,
+        let (snapshot, pinned) = match string("snapshot")? {
+            Some(text) => {
+                let reference = SnapshotRef::parse(&text)
+                    .map_err(|reason| InputError::field("manifest.data.snapshot", reason))?;
+                (
+                    Some(reference.location.to_string()),
+                    reference.content_digest().map(str::to_string),
+                )
+            }
+            None => (None, None),
         };
         let splits = match data.get("splits") {
             None => Vec::new(),
@@ -119,6 +124,7 @@ impl DataSpec {
         };
         Ok(DataSpec {
             snapshot,
+            pinned,
             entity: string("entity")?,
             time: string("time")?,
             label: string("label")?,
@@ -193,7 +199,8 @@ impl DataSpec {
     }
 
     /// Opens the snapshot at `path` (types from `schema_file` where it names them) and checks
-    /// that it has every column the manifest names.
+    /// that it has every column the manifest names and, when the manifest pins its digest, that
+    /// it still hashes to it (one blake3 pass over its files).
     pub fn open_snapshot(
         &self,
         path: &Path,
@@ -204,6 +211,10 @@ impl DataSpec {
             None => Default::default(),
         };
         let snapshot = Snapshot::open(path, &types)?;
+        if let Some(pinned) = &self.pinned {
+            runfn_manifest::pin::verify(path, pinned, &|_| {})
+                .map_err(|e| DataError::Other(format!("manifest.data.snapshot: {e}")))?;
+        }
         self.require_columns(|c| snapshot.column_type(c).is_some())
             .map_err(|e| DataError::Other(e.to_string()))?;
         Ok(snapshot)

@@ -29,20 +29,20 @@ pub struct DataDigest {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DigestError {
-    #[error("--data-digest {path}: {source}")]
+    #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
     #[error(
-        "--data-digest {path}: is {kind}, not a regular file; a snapshot holds regular files and folders only"
+        "{path}: is {kind}, not a regular file; a snapshot holds regular files and folders only"
     )]
     NotRegular { path: PathBuf, kind: &'static str },
-    #[error("--data-digest {0}: the path is not valid UTF-8, so it has no portable name")]
+    #[error("{0}: the path is not valid UTF-8, so it has no portable name")]
     NotUtf8(PathBuf),
     #[error(
-        "--data-digest {path}: the file changed while it was hashed ({expected} bytes listed, {hashed} hashed)"
+        "{path}: the file changed while it was hashed ({expected} bytes listed, {hashed} hashed)"
     )]
     Changed {
         path: PathBuf,
@@ -291,7 +291,7 @@ mod tests {
         let err = digest_path(Path::new("/nonexistent/snapshot"), &|_| {}).unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("--data-digest /nonexistent/snapshot: "),
+                .starts_with("/nonexistent/snapshot: "),
             "{err}"
         );
     }

@@ -48,12 +48,12 @@ pub fn listing_path(location: &Path) -> PathBuf {
     location.with_file_name(name)
 }
 
-/// Digests the snapshot at `root` and writes its listing, atomically.
-pub fn pin_snapshot(
+/// Writes the listing of the snapshot at `root`, digested as `digest` with `files`, atomically.
+pub fn write_listing(
     root: &Path,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<(DataDigest, PathBuf), PinError> {
-    let (digest, files) = digest_files(root, progress)?;
+    digest: &DataDigest,
+    files: Vec<FileDigest>,
+) -> Result<PathBuf, PinError> {
     let listing = Listing {
         format: LISTING_FORMAT.to_string(),
         digest: digest.digest.clone(),
@@ -67,7 +67,7 @@ pub fn pin_snapshot(
             message: e.to_string(),
         },
     )?;
-    Ok((digest, path))
+    Ok(path)
 }
 
 /// Digests the snapshot at `root` and refuses it unless it hashes to `pinned`, naming the first
@@ -152,12 +152,12 @@ fn first_change(root: &Path, pinned: &[FileDigest], now: &[FileDigest]) -> Optio
                     return Some(format!("{} was added", name(&new.path)));
                 }
                 std::cmp::Ordering::Equal if old != new => {
-                    return Some(format!(
-                        "{} changed ({} bytes, now {})",
-                        name(&new.path),
-                        old.bytes,
-                        new.bytes
-                    ));
+                    let size = if old.bytes == new.bytes {
+                        format!("same {} bytes, other content", new.bytes)
+                    } else {
+                        format!("{} bytes, now {}", old.bytes, new.bytes)
+                    };
+                    return Some(format!("{} changed ({size})", name(&new.path)));
                 }
                 std::cmp::Ordering::Equal => {
                     a.next();
@@ -250,7 +250,8 @@ mod tests {
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(root.join("a.csv"), "x\n1\n").unwrap();
         std::fs::write(root.join("b.csv"), "x\n2\n").unwrap();
-        let (digest, listing) = pin_snapshot(&root, &|_| {}).unwrap();
+        let (digest, files) = digest_files(&root, &|_| {}).unwrap();
+        let listing = write_listing(&root, &digest, files).unwrap();
         assert_eq!(listing, dir.path().join("snap.pin.json"));
         assert!(verify(&root, &digest.digest, &|_| {}).is_ok());
 

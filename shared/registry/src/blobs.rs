@@ -79,6 +79,23 @@ impl BlobStore {
         self.put(&bytes)
     }
 
+    /// The blob's bytes, refused when they no longer hash to its name.
+    pub fn read(&self, hash: &str) -> Result<Vec<u8>> {
+        let path = self.path(hash);
+        let bytes = std::fs::read(&path).map_err(|source| RegistryError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let actual = blake3::hash(&bytes).to_hex().to_string();
+        if actual != hash {
+            return Err(RegistryError::Invalid(format!(
+                "{}: content hashes to {actual} (corrupt or altered)",
+                path.display()
+            )));
+        }
+        Ok(bytes)
+    }
+
     /// Ok when the blob exists and its bytes hash to its name.
     pub fn check(&self, hash: &str) -> std::result::Result<(), String> {
         let path = self.path(hash);

@@ -17,6 +17,7 @@ const AFTER_HELP: &str = "\
 Examples:
   mf-hash manifest.yaml | ds-validate --previous runs/last/profile.json > runs/churn/validate.json
   ds-validate --explained explained.json --previous old.json < record.json
+  ds-validate --previous-model churn@prod --registry registry < record.json   # vs what serves
   ds-validate profile --in lake/churn/part-00003.csv --label churned > p3.json   # one file, any machine
   ds-validate merge p*.json > profile.json
   ds-validate compare --previous old.json --current profile.json --label churned
@@ -28,13 +29,17 @@ thresholds of manifest.validate (defaults in brackets): bad_values [0.001 share]
 label_invalid (NaN or not 0/1), schema_change, row_count_change [0.5 relative], label_rate_shift
 [0.03], null_rate_rise [0.05], out_of_range [0.01 share], numeric_drift [Jensen-Shannon 0.01],
 new_categories [0.01 share], categorical_drift [L-infinity 0.05]. Dates are not range- or
-drift-checked; entity and text columns are not category-checked. --explained lists accepted drifts:
+drift-checked; entity and text columns are not category-checked. --previous-model compares with
+the profile stored in the registry for the model that serves (register profile NAME@ALIAS); when
+the registry has no such model yet (the first run), only this snapshot's own checks run and the
+section says so in no_previous. --explained lists accepted drifts:
 [{\"column\": \"monthly_spend\", \"check\": \"numeric_drift\", \"reason\": \"price change\"}].
 
 Output: the input record plus
   \"validate\": {\"passed\": bool, \"profile\": {rows, files, label, label_rate, bad_values,
                columns: {<name>: {type, count, nulls, null_rate, distinct, min, max, mean, std,
                quantiles, top, label_rate}}}, \"profile_file\", \"previous\",
+               \"previous_model\"?: {reference, version}, \"no_previous\"?: why nothing was compared,
                \"checks\": [{\"name\", \"column\", \"value\", \"threshold\", \"passed\", \"detail\"?, \"explained\"?}]}
 `profile` and `merge` print a full profile (with its sketches); `compare` prints the record.
 
@@ -108,8 +113,15 @@ struct ValidateArgs {
     #[command(flatten)]
     source: SourceArgs,
     /// The previous snapshot's profile, to check drift against.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "previous_model")]
     previous: Option<PathBuf>,
+    /// Check drift against the profile stored with this model (NAME@ALIAS or NAME@VERSION) in
+    /// the registry; none there yet (a first run) means no drift checks, said in no_previous.
+    #[arg(long, value_name = "MODEL")]
+    previous_model: Option<String>,
+    /// The registry for --previous-model (default: RUNFN_REGISTRY, else ./registry).
+    #[arg(long, value_name = "DIR", requires = "previous_model")]
+    registry: Option<PathBuf>,
     /// Where to save this snapshot's full profile (default: runs/<run_id>/profile.json).
     #[arg(long, value_name = "FILE")]
     profile_out: Option<PathBuf>,
@@ -155,7 +167,29 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
         .map_err(|m| InputError::field("manifest.validate", m))?;
     // Every input is read before anything is written: a bad --previous or --explained leaves no
     // profile file behind.
-    let previous = args.previous.as_deref().map(read_profile).transpose()?;
+    let (previous, previous_model, no_previous) = match (&args.previous, &args.previous_model) {
+        (Some(path), _) => (Some(read_profile(path)?), None, None),
+        (None, Some(reference)) => {
+            let registry = args.registry.clone().unwrap_or_else(registry_default);
+            match serving_profile(&registry, reference)? {
+                Served::Profile(profile, version) => (
+                    Some(profile),
+                    Some(json!({"reference": reference, "version": version})),
+                    None,
+                ),
+                Served::Nothing(why) => (
+                    None,
+                    Some(json!({"reference": reference, "version": null})),
+                    Some(format!("{why}: the first run, drift checks skipped")),
+                ),
+            }
+        }
+        (None, None) => (
+            None,
+            None,
+            Some("no --previous profile: drift checks skipped".to_string()),
+        ),
+    };
     let explanations = read_explanations(args.explained.as_deref())?;
     let source = spec.source(
         &record,
@@ -178,10 +212,14 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     if let Some(path) = &profile_out {
         write_profile(path, &current)?;
     }
-    if previous.is_none() {
-        tool.info(
-            "no --previous profile: drift checks skipped, only this snapshot's own checks run",
-        );
+    match (&no_previous, &previous_model) {
+        (Some(why), _) => tool.info(format!("{why}; only this snapshot's own checks run")),
+        (None, Some(model)) => tool.info(format!(
+            "drift against {}, version {}",
+            args.previous_model.as_deref().unwrap_or_default(),
+            model["version"]
+        )),
+        (None, None) => {}
     }
     let roles = Roles {
         label: spec.label.clone(),
@@ -196,17 +234,62 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     );
     report(tool, &comparison);
     let passed = comparison.passed;
-    record.set_section(
-        "validate",
-        json!({
-            "passed": passed,
-            "profile": current.summary(),
-            "profile_file": profile_out.map(|p| p.display().to_string()),
-            "previous": args.previous.map(|p| p.display().to_string()),
-            "checks": comparison.checks,
-        }),
-    );
+    let mut section = json!({
+        "passed": passed,
+        "profile": current.summary(),
+        "profile_file": profile_out.map(|p| p.display().to_string()),
+        "previous": args.previous.map(|p| p.display().to_string()),
+        "checks": comparison.checks,
+    });
+    if let Some(model) = previous_model {
+        section["previous_model"] = model;
+    }
+    if let Some(why) = no_previous {
+        section["no_previous"] = json!(why);
+    }
+    record.set_section("validate", section);
     tool.finish(record, Exit::from_passed(passed))
+}
+
+fn registry_default() -> PathBuf {
+    std::env::var_os("RUNFN_REGISTRY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("registry"))
+}
+
+enum Served {
+    Profile(Profile, i64),
+    /// Nothing serves yet: why.
+    Nothing(String),
+}
+
+/// The profile stored with the model `reference` names. A registry or alias that does not exist
+/// yet is a first run; an entry without a profile, or a damaged blob, is an error.
+fn serving_profile(registry: &Path, reference: &str) -> Result<Served, InputError> {
+    use runfn_registry::{ModelRef, Registry, RegistryError};
+    let field = |e: RegistryError| InputError::field("--previous-model", e.to_string());
+    let parsed = ModelRef::parse(reference).map_err(field)?;
+    let entry = match Registry::open_existing(registry).and_then(|r| Ok((r.resolve(&parsed)?, r)))
+    {
+        Ok(found) => found,
+        Err(RegistryError::NotFound(why)) => return Ok(Served::Nothing(why)),
+        Err(err) => return Err(field(err)),
+    };
+    let (entry, registry) = entry;
+    let hash = entry.lineage.blobs.profile.as_ref().ok_or_else(|| {
+        InputError::field(
+            "--previous-model",
+            format!(
+                "{}@{} was registered without a data profile; give --previous FILE",
+                entry.lineage.name, entry.version
+            ),
+        )
+    })?;
+    let bytes = registry.blobs.read(hash).map_err(field)?;
+    let origin = format!("{reference} (version {})", entry.version);
+    let text = String::from_utf8(bytes)
+        .map_err(|_| InputError::field(&origin, "the stored profile is not UTF-8"))?;
+    Ok(Served::Profile(parse_profile(&text, &origin)?, entry.version))
 }
 
 fn profile_source(
@@ -376,8 +459,12 @@ fn write_profile(path: &Path, profile: &Profile) -> Result<(), InputError> {
 
 fn read_profile(path: &Path) -> Result<Profile, InputError> {
     let (text, origin) = read_text(Some(path))?;
-    let profile: Profile = serde_json::from_str(&text)
-        .map_err(|e| InputError::field(&origin, format!("not a {PROFILE_FORMAT} profile: {e}")))?;
+    parse_profile(&text, &origin)
+}
+
+fn parse_profile(text: &str, origin: &str) -> Result<Profile, InputError> {
+    let profile: Profile = serde_json::from_str(text)
+        .map_err(|e| InputError::field(origin, format!("not a {PROFILE_FORMAT} profile: {e}")))?;
     if profile.format != PROFILE_FORMAT {
         return Err(InputError::field(
             origin,

@@ -1,15 +1,16 @@
 //! mf-hash: read a run manifest (YAML or JSON), lint it, and hash its canonical form.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use runfn_core::canonical::sorted_keys;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::read_text;
 use runfn_core::{Exit, InputError, Record};
-use runfn_manifest::digest::{DataDigest, digest_path, total_bytes};
+use runfn_manifest::digest::{DataDigest, DigestError, digest_files, digest_path, total_bytes};
+use runfn_manifest::pin::{replace_snapshot, verify, write_listing};
 use runfn_manifest::hash::is_hash;
 use runfn_manifest::snapshot::SnapshotRef;
 use runfn_manifest::{FORMAT_TAG, Format, Problem, lint, manifest_hash, parse_manifest};
@@ -20,6 +21,15 @@ Examples:
   mf-hash manifest.yaml > runs/churn/record.json
   mf-hash manifest.yaml --check 3f1c...e9 -q            # exit 1 when the manifest changed
   mf-hash manifest.yaml --commit-from-git --data-digest ./lake/churn | ds-validate
+  mf-hash manifest.yaml --print snapshot                 # the snapshot's path, one plain line
+  mf-hash pin manifest.yaml --snapshot ./lake/churn-2026-12-01 --out pinned.yaml
+
+--data-digest verifies a snapshot the manifest pins (`@blake3:<hex>`): one that moved is refused
+(exit 2) naming the file added, removed or changed, from the listing `pin` left beside it.
+`pin` digests the snapshot (--snapshot, else the manifest's), writes its listing
+`<snapshot>.pin.json` and the manifest with data.snapshot set to `<snapshot>@blake3:<hex>`,
+every other byte unchanged (--out, else the manifest in place), and prints
+{\"pin\": {\"manifest\", \"snapshot\", \"listing\", \"data_digest\": {path, digest, files, bytes}}}.
 
 Output (one JSON object on stdout):
   {\"manifest\": {...normalized, keys sorted...},
@@ -34,8 +44,10 @@ Exit: 0 clean, 1 lint problem or --check mismatch (record still on stdout), 2 ba
 
 /// Lint a run manifest and hash its canonical form.
 #[derive(Debug, Parser)]
-#[command(name = "mf-hash", version, after_help = AFTER_HELP)]
+#[command(name = "mf-hash", version, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// The manifest, YAML or JSON (`-` or nothing: stdin).
     manifest: Option<PathBuf>,
     /// Input format (default: from the extension, else JSON when it starts with `{`).
@@ -51,8 +63,33 @@ struct Args {
     /// `@blake3:` snapshot id.
     #[arg(long, value_name = "PATH")]
     data_digest: Option<PathBuf>,
+    /// Print one field of the manifest as a plain line instead of the record: `snapshot` (the
+    /// path part of data.snapshot, as the data tools read it) or `alert` (empty when unset).
+    #[arg(long, value_enum, value_name = "FIELD", conflicts_with_all = ["check", "data_digest", "commit_from_git"])]
+    print: Option<PrintField>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Pin a snapshot: write the manifest with data.snapshot = <snapshot>@blake3:<digest>.
+    Pin {
+        /// The manifest to pin, YAML or JSON.
+        manifest: PathBuf,
+        /// The snapshot to pin, a folder or file (default: the manifest's data.snapshot).
+        #[arg(long, value_name = "PATH")]
+        snapshot: Option<PathBuf>,
+        /// Where to write the pinned manifest (default: over MANIFEST, atomically).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PrintField {
+    Snapshot,
+    Alert,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -67,6 +104,14 @@ fn main() -> ExitCode {
 }
 
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
+    if let Some(Command::Pin {
+        manifest,
+        snapshot,
+        out,
+    }) = &args.command
+    {
+        return pin(tool, manifest, snapshot.as_deref(), out.as_deref());
+    }
     if let Some(expected) = &args.check
         && !is_hash(expected)
     {
@@ -87,6 +132,17 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         (None, None) => Format::sniff(&text),
     };
     let mut manifest = parse_manifest(&text, format, &origin)?;
+    if let Some(field) = args.print {
+        let line = format!("{}\n", print_field(&manifest, field, &origin)?);
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        if let Err(err) = stdout.write_all(line.as_bytes()).and_then(|_| stdout.flush())
+            && err.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            return Err(err.into());
+        }
+        return Ok(Exit::Passed);
+    }
     if args.commit_from_git {
         let commit = runfn_manifest::git::clean_head_commit(".".as_ref())?;
         set_commit(&mut manifest, commit, &origin)?;
@@ -119,8 +175,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         section["check"] = json!({"expected": expected, "matched": matched});
     }
     if let Some(path) = &args.data_digest {
-        let digest = digest_with_progress(tool, path)?;
-        problems.extend(pin_problem(fields, &digest));
+        let digest = digest_with_progress(tool, path, pinned_digest(fields))?;
         section["data_digest"] = serde_json::to_value(&digest)?;
     }
     for problem in &problems {
@@ -152,31 +207,121 @@ fn set_commit(manifest: &mut Value, commit: String, origin: &str) -> Result<(), 
     Ok(())
 }
 
-fn digest_with_progress(tool: &Tool, path: &std::path::Path) -> anyhow::Result<DataDigest> {
+fn format_of(text: &str, path: &Path) -> Format {
+    Format::from_extension(path).unwrap_or_else(|| Format::sniff(text))
+}
+
+/// The `blake3:<hex>` that `data.snapshot` pins, when it pins one.
+fn pinned_digest(manifest: &serde_json::Map<String, Value>) -> Option<String> {
+    let snapshot = manifest.get("data")?.get("snapshot")?.as_str()?;
+    Some(SnapshotRef::parse(snapshot).ok()?.content_digest()?.to_string())
+}
+
+/// Digests the snapshot at `path`; a pinned one must still hash to its pin.
+fn digest_with_progress(
+    tool: &Tool,
+    path: &Path,
+    pinned: Option<String>,
+) -> anyhow::Result<DataDigest> {
+    let in_flag = |e: DigestError| anyhow::anyhow!("--data-digest {e}");
     let bar = tool.progress_bar(
-        total_bytes(path)?,
+        total_bytes(path).map_err(in_flag)?,
         "{bytes}/{total_bytes} {binary_bytes_per_sec}",
     );
-    let digest = digest_path(path, &|bytes| bar.inc(bytes))?;
+    let progress = |bytes| bar.inc(bytes);
+    let digest = match &pinned {
+        Some(pinned) => verify(path, pinned, &progress)
+            .map_err(|e| InputError::field("data.snapshot", e.to_string()))?,
+        None => digest_path(path, &progress).map_err(in_flag)?,
+    };
     bar.finish_and_clear();
     tool.info(format!(
-        "{}: {} ({} files, {} bytes)",
-        digest.path, digest.digest, digest.files, digest.bytes
+        "{}: {} ({} files, {} bytes{})",
+        digest.path,
+        digest.digest,
+        digest.files,
+        digest.bytes,
+        if pinned.is_some() { ", as pinned" } else { "" }
     ));
     Ok(digest)
 }
 
-/// A snapshot pinned by `@blake3:<hex>` must match the digest of the data given.
-fn pin_problem(manifest: &serde_json::Map<String, Value>, digest: &DataDigest) -> Option<Problem> {
-    let snapshot = manifest.get("data")?.get("snapshot")?.as_str()?;
-    let pinned = SnapshotRef::parse(snapshot).ok()?.content_digest()?;
-    (pinned != digest.digest).then(|| Problem {
-        field: "data.snapshot".into(),
-        message: format!(
-            "pins {pinned}, but {} hashes to {}",
-            digest.path, digest.digest
-        ),
-    })
+fn print_field(manifest: &Value, field: PrintField, origin: &str) -> Result<String, InputError> {
+    match field {
+        PrintField::Snapshot => {
+            let text = manifest
+                .pointer("/data/snapshot")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    InputError::field(format!("{origin}: data.snapshot"), "is missing")
+                })?;
+            let reference = SnapshotRef::parse(text)
+                .map_err(|reason| InputError::field(format!("{origin}: data.snapshot"), reason))?;
+            Ok(reference.location.to_string())
+        }
+        PrintField::Alert => match manifest.get("alert") {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(command)) if !command.contains('\n') => Ok(command.clone()),
+            Some(_) => Err(InputError::field(
+                format!("{origin}: alert"),
+                "must be a one-line string (a shell command)",
+            )),
+        },
+    }
+}
+
+/// `mf-hash pin`: everything is read and checked before the listing, then the manifest, is written.
+fn pin(
+    tool: &Tool,
+    manifest_path: &Path,
+    snapshot: Option<&Path>,
+    out: Option<&Path>,
+) -> anyhow::Result<Exit> {
+    let (text, origin) = read_text(Some(manifest_path))?;
+    let format = format_of(&text, manifest_path);
+    let manifest = parse_manifest(&text, format, &origin)?;
+    let current = manifest
+        .pointer("/data/snapshot")
+        .and_then(Value::as_str)
+        .ok_or_else(|| InputError::field(format!("{origin}: data.snapshot"), "is missing"))?;
+    let location = match snapshot {
+        Some(path) => path
+            .to_str()
+            .ok_or_else(|| InputError::field("--snapshot", "is not valid UTF-8"))?
+            .to_string(),
+        None => current
+            .rsplit_once('@')
+            .map_or(current, |(location, _)| location)
+            .to_string(),
+    };
+    let root = Path::new(&location);
+    let (digest, files) = digest_files(root, &|_| {})
+        .map_err(|e| {
+            let field = if snapshot.is_some() { "--snapshot" } else { "data.snapshot" };
+            InputError::field(field, e.to_string())
+        })?;
+    let value = format!("{location}@{}", digest.digest);
+    let pinned_text = replace_snapshot(&text, format, &value)
+        .map_err(|message| InputError::field(&origin, message))?;
+    let listing = write_listing(root, &digest, files)?;
+    let target = out.unwrap_or(manifest_path);
+    runfn_core::atomic::write_bytes_atomic(target, pinned_text.as_bytes())?;
+    tool.info(format!(
+        "pinned {value} in {} (listing {})",
+        target.display(),
+        listing.display()
+    ));
+    let mut record = Record::new();
+    record.set_section(
+        "pin",
+        json!({
+            "manifest": target.display().to_string(),
+            "snapshot": value,
+            "listing": listing.display().to_string(),
+            "data_digest": digest,
+        }),
+    );
+    tool.finish(record, Exit::Passed)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ Examples:
   register --name churn --allow-ungated --reason 'first model, no baseline yet' < evaluated.json
   register alias churn@prod 7 --reason 'roll back: v8 mis-scores new regions'
   register resolve churn@prod
+  register profile churn@prod > prod-profile.json     # the data profile it was trained on
   register list churn
   register show churn 7
   register history churn
@@ -38,7 +39,7 @@ Output (registering): the input record plus
                \"weights_blake3\", \"weights\", \"manifest_hash\", \"promoted\", \"ungated_reason\"}
 Output (resolve, show): the entry {name, version, weights_blake3, weights, manifest_hash, snapshot,
 code_commit, image, metrics, gate, ungated_reason, blobs, created_at, aliases}; list: an array of
-entries; history: an array of moves; verify: {passed, entries, problems: [{entry, blob, problem}]}.
+entries; profile: the stored ds-validate profile, as written; history: an array of moves; verify: {passed, entries, problems: [{entry, blob, problem}]}.
 
 Exit: 0 done, 1 refused (gate missing or failed) or verify found problems, 2 bad usage or input
 (an unknown name, version or alias, an invalid name, weights that changed since train).";
@@ -77,6 +78,9 @@ enum Command {
     Alias { reference: String, version: i64 },
     /// Print the entry NAME@ALIAS or NAME@VERSION names, with its weights path and hash.
     Resolve { reference: String },
+    /// Print the data profile stored with the entry NAME@ALIAS or NAME@VERSION names (the
+    /// snapshot it was trained on, as ds-validate profiled it), for ds-validate --previous.
+    Profile { reference: String },
     /// List every entry, or those of NAME.
     List { name: Option<String> },
     /// Print one entry.
@@ -162,6 +166,29 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             let registry = Registry::open_existing(&dir)?;
             let entry = registry.resolve(&reference)?;
             print(tool, &entry_json(&registry, &entry), pretty)?;
+            Ok(Exit::Passed)
+        }
+        Some(Command::Profile { reference }) => {
+            let registry = Registry::open_existing(&dir)?;
+            let entry = registry.resolve(&ModelRef::parse(&reference)?)?;
+            let Some(hash) = &entry.lineage.blobs.profile else {
+                return Err(InputError::field(
+                    reference,
+                    format!(
+                        "{}@{} was registered without a data profile",
+                        entry.lineage.name, entry.version
+                    ),
+                )
+                .into());
+            };
+            let bytes = registry.blobs.read(hash)?;
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            if let Err(err) = stdout.write_all(&bytes).and_then(|_| stdout.flush())
+                && err.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                return Err(err.into());
+            }
             Ok(Exit::Passed)
         }
         Some(Command::List { name }) => {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The alert for a failed run: runs the user's command (RUNFN_ALERT_CMD, else the manifest's
+# `alert:`) through `sh -c`, with the failing stage's record on stdin (empty when the stage
+# failed on bad input, which writes no record) and in the environment:
+#
+#   RUNFN_ALERT_SUMMARY  one line: which model, which stage, which exit code and what it means
+#   RUNFN_ALERT_STAGE    the stage (manifest, validate, leaks, shards, train-seed7, gate, ...),
+#                        or `make` when the run failed before any stage did
+#   RUNFN_ALERT_EXIT     the stage's exit code (1 a check failed, 2 bad input, 3 preempted)
+#   RUNFN_ALERT_RECORD   the record's file (RUN_DIR/failed.json), empty when there is none
+#   RUNFN_ALERT_MANIFEST, RUNFN_ALERT_MODEL
+#
+# Examples:  RUNFN_ALERT_CMD='mail -s "$RUNFN_ALERT_SUMMARY" ops@example.com'
+#            RUNFN_ALERT_CMD='curl -fsS -X POST --data-binary @- https://hooks.example.com/runfn'
+# Usage (from the Makefile): alert.sh RUN_DIR MANIFEST MODEL BIN. Exits 0 even when the alert
+# command fails (it says so): the run's own exit code is what cron sees.
+set -uo pipefail
+run_dir=$1 manifest=$2 model=$3 bin=$4
+command="${RUNFN_ALERT_CMD:-}"
+if [[ -z $command && -f $manifest ]]; then
+  command=$("$bin/mf-hash" "$manifest" --print alert 2> /dev/null) || command=""
+fi
+stage=make code=2 record=""
+if [[ -f $run_dir/failed.stage ]]; then
+  read -r stage code < "$run_dir/failed.stage"
+  [[ -s $run_dir/failed.json ]] && record=$run_dir/failed.json
+fi
+case $code in
+  1) meaning="a check failed" ;;
+  2) meaning="bad usage or input" ;;
+  3) meaning="training was preempted" ;;
+  *) meaning="an error" ;;
+esac
+summary="runfn: $model run failed at stage $stage (exit $code: $meaning); manifest $manifest"
+[[ -n $record ]] && summary+="; record $record"
+echo "alert: $summary" >&2
+if [[ -z $command ]]; then
+  echo "alert: no alert command (set RUNFN_ALERT_CMD or alert: in the manifest)" >&2
+  exit 0
+fi
+RUNFN_ALERT_SUMMARY=$summary RUNFN_ALERT_STAGE=$stage RUNFN_ALERT_EXIT=$code \
+  RUNFN_ALERT_RECORD=$record RUNFN_ALERT_MANIFEST=$manifest RUNFN_ALERT_MODEL=$model \
+  sh -c "$command" < "${record:-/dev/null}"
+status=$?
+if (( status != 0 )); then
+  echo "alert: the alert command exited $status" >&2
+fi
+exit 0

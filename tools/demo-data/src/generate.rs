@@ -34,6 +34,11 @@ const LAUNCH: Date = Date::ymd(2024, 11, 1);
 /// Signups per day grow linearly to this multiple of the first day's.
 const GROWTH: f64 = 1.8;
 pub const LABEL_AFTER_DAYS: i32 = 90;
+/// How the label's log-odds fall with ln(1 + tenure_days).
+pub const TENURE_LOGIT: f64 = 0.85;
+/// How the label's log-odds fall with ln(1 + logins_30d), centred on a typical account.
+pub const LOGINS_LOGIT: f64 = 1.35;
+pub const LOGINS_CENTRE: f64 = 2.4;
 
 const INTERCEPT: f64 = -2.5;
 const DRIFT_INTERCEPT_SHIFT: f64 = 0.38;
@@ -71,10 +76,15 @@ pub struct Row {
     pub monthly_spend: Spend,
     pub support_tickets: u32,
     pub logins_30d: u32,
+    /// No usage record yet, so `logins_30d` is written as null (`--trap-missing-new-accounts`).
+    pub logins_missing: bool,
     pub tickets_this_month: u32,
     pub tickets_as_of: Date,
     pub support_note: String,
     pub churned: bool,
+    /// The log-odds `churned` was drawn from, so a trap that changes a driver can redraw the
+    /// label the way the base model would have.
+    pub churn_logit: f64,
     /// Written only with `--trap-label-proxy`.
     pub account_closed: bool,
 }
@@ -160,11 +170,11 @@ fn row(rng: &mut ChaCha8Rng, customer_id: u32, drift: bool) -> Row {
         + if drift { DRIFT_INTERCEPT_SHIFT } else { 0.0 }
         + TIER_LOGIT[tier]
         + REGION_LOGIT[region]
-        - 1.35 * (f64::from(logins_30d).ln_1p() - 2.4)
+        - LOGINS_LOGIT * (f64::from(logins_30d).ln_1p() - LOGINS_CENTRE)
         + 0.6 * (f64::from(support_tickets) - 1.3)
         + 0.45 * f64::from(tickets_this_month)
         - 0.9 * log_spend_offset
-        - 0.85 * (f64::from(tenure_days).ln_1p() - 4.8)
+        - TENURE_LOGIT * (f64::from(tenure_days).ln_1p() - 4.8)
         + HIDDEN_NOISE * hidden;
     let churned = rng.random_bool(sigmoid(logit));
 
@@ -181,10 +191,12 @@ fn row(rng: &mut ChaCha8Rng, customer_id: u32, drift: bool) -> Row {
         monthly_spend: Spend::Cents(((spend * 100.0).round() as u64).max(1)),
         support_tickets,
         logins_30d,
+        logins_missing: false,
         tickets_this_month,
         tickets_as_of,
         support_note,
         churned,
+        churn_logit: logit,
         account_closed: churned,
     }
 }
@@ -229,6 +241,7 @@ pub enum Stream {
     FutureFeature,
     LabelProxy,
     BadRows,
+    MissingNewAccounts,
 }
 
 pub fn stream(seed: u64, stream: Stream) -> ChaCha8Rng {
@@ -237,7 +250,7 @@ pub fn stream(seed: u64, stream: Stream) -> ChaCha8Rng {
     rng
 }
 
-fn sigmoid(x: f64) -> f64 {
+pub fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 

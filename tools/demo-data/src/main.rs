@@ -25,6 +25,7 @@ Examples:
   demo-data --out /tmp/leaky --trap-future-feature 500 --trap-label-proxy --trap-entity-overlap 300
   demo-data --out /tmp/dups --trap-duplicate-notes 200 --trap-exact-duplicates 200 --bad-rows 50
   demo-data --out /tmp/drifted --drift --seed 8
+  demo-data --out /tmp/new --rows 8000 --trap-missing-new-accounts 1600
 
 Files: DIR/part-00000.csv ... (rows split evenly, a header in each), or .jsonl with one object per
 line. Columns: customer_id (C + 7 digits), signup_date (2025-03-01..2026-09-30, growing), region,
@@ -45,12 +46,17 @@ trap. \"Late\" rows (signup in 2026-08 or 2026-09) copy or reuse \"early\" ones 
   --trap-exact-duplicates N  N late rows with every feature of an early row (own id, dates, label)
   --drift                    spend x1.35, central region share doubled, label rate +5 points
   --bad-rows N               N rows whose monthly_spend is \"n/a\" or has a decimal comma (\"12,50\")
+  --trap-missing-new-accounts N
+                             N rows become accounts in their first 30 days (tenure_days 0-29,
+                             tenure_bucket <30d); about half were never activated, so their
+                             logins_30d is empty (null), and those churn more (+1.5 log-odds):
+                             a signal that filling the null with the mean hides
 
 Output: a new record
   {\"demo_data\": {\"dir\", \"format\", \"rows\", \"files\": [paths], \"columns\": [names], \"seed\",
   \"label_rate\", \"traps\": {\"future_feature\", \"label_proxy\" (bool), \"label_proxy_flipped\",
   \"entity_overlap\", \"duplicate_notes_exact\", \"duplicate_notes_near\", \"exact_duplicates\",
-  \"bad_rows\", \"drift\" (bool)}}, \"timings\": [...]}
+  \"bad_rows\", \"missing_new_accounts\", \"missing_logins\", \"drift\" (bool)}}, \"timings\": [...]}
 
 Exit: 0 done, 2 bad usage, too few rows for the traps asked, or a folder that cannot be written.";
 
@@ -96,6 +102,9 @@ struct Args {
     /// Rows with an unparseable monthly_spend.
     #[arg(long, value_name = "N", default_value_t = 0)]
     bad_rows: usize,
+    /// New accounts, about half of them with no logins_30d, and those churn more.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    trap_missing_new_accounts: usize,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -159,6 +168,7 @@ fn write_snapshot(args: &Args) -> Result<Written, InputError> {
         duplicate_notes: args.trap_duplicate_notes,
         exact_duplicates: args.trap_exact_duplicates,
         bad_rows: args.bad_rows,
+        missing_new_accounts: args.trap_missing_new_accounts,
     };
     let mut rows = generate::rows(&base);
     let planted = traps::plant(&mut rows, &traps, args.seed)?;
@@ -229,6 +239,8 @@ mod tests {
             "--trap-exact-duplicates",
             "20",
             "--bad-rows",
+            "20",
+            "--trap-missing-new-accounts",
             "20",
             "--drift",
         ];

@@ -112,7 +112,11 @@ fn values(row: &Row) -> [String; 15] {
         row.tenure_bucket().to_string(),
         row.monthly_spend.text(),
         row.support_tickets.to_string(),
-        row.logins_30d.to_string(),
+        if row.logins_missing {
+            String::new()
+        } else {
+            row.logins_30d.to_string()
+        },
         row.tickets_this_month.to_string(),
         row.tickets_as_of.to_string(),
         row.support_note.clone(),
@@ -131,7 +135,8 @@ fn write_csv(out: &mut dyn Write, columns: &[&str], rows: &[Row]) -> std::io::Re
     writer.flush()
 }
 
-/// One JSON object per line; numbers as JSON numbers except a bad spend, which is a string.
+/// One JSON object per line; numbers as JSON numbers except a bad spend, which is a string, and
+/// a missing one, which is null.
 fn write_jsonl(out: &mut dyn Write, columns: &[&str], rows: &[Row]) -> std::io::Result<()> {
     const NUMERIC: [bool; 15] = [
         false, false, false, false, true, false, true, true, true, true, false, false, false, true,
@@ -150,7 +155,9 @@ fn write_jsonl(out: &mut dyn Write, columns: &[&str], rows: &[Row]) -> std::io::
             line.push_str(column);
             line.push_str("\":");
             let bare = NUMERIC[index] && !matches!(row.monthly_spend, Spend::Bad(_) if index == 6);
-            if bare {
+            if bare && values[index].is_empty() {
+                line.push_str("null");
+            } else if bare {
                 line.push_str(&values[index]);
             } else {
                 line.push_str(&serde_json::to_string(&values[index])?);

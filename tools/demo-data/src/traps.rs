@@ -10,7 +10,9 @@ use runfn_core::InputError;
 use serde_json::{Value, json};
 
 use crate::date::Date;
-use crate::generate::{Row, Spend, Stream, poisson, stream};
+use crate::generate::{
+    LOGINS_CENTRE, LOGINS_LOGIT, Row, Spend, Stream, TENURE_LOGIT, poisson, sigmoid, stream,
+};
 use crate::text;
 
 /// Rows signed up before this day are the sources that later rows copy or reuse.
@@ -23,6 +25,13 @@ pub const LATE_FROM: Date = Date::ymd(2026, 8, 1);
 const PROXY_FLIP_RATE: f64 = 0.002;
 /// Near-duplicate sources have at least this many words, so one swapped word changes little.
 const NEAR_SOURCE_MIN_WORDS: usize = 28;
+/// `--trap-missing-new-accounts` rows get a tenure below this: the `<30d` bucket.
+const NEW_ACCOUNT_DAYS: u32 = 30;
+/// Share of those new accounts not activated yet, so the usage feed has no `logins_30d` for them.
+const NOT_ACTIVATED_SHARE: f64 = 0.5;
+/// How much likelier to churn, in log-odds, a new account that was never activated is than a
+/// typical one: the signal that only the missingness carries.
+const NOT_ACTIVATED_LOGIT: f64 = 2.0;
 
 /// Which traps to plant, as given on the command line.
 #[derive(Debug, Clone, Copy, Default)]
@@ -33,6 +42,7 @@ pub struct Traps {
     pub duplicate_notes: usize,
     pub exact_duplicates: usize,
     pub bad_rows: usize,
+    pub missing_new_accounts: usize,
 }
 
 /// What was planted, row by row counts.
@@ -46,6 +56,9 @@ pub struct Planted {
     pub duplicate_notes_near: usize,
     pub exact_duplicates: usize,
     pub bad_rows: usize,
+    pub missing_new_accounts: usize,
+    /// Of those, the rows whose `logins_30d` is null.
+    pub missing_logins: usize,
 }
 
 impl Planted {
@@ -59,6 +72,8 @@ impl Planted {
             "duplicate_notes_near": self.duplicate_notes_near,
             "exact_duplicates": self.exact_duplicates,
             "bad_rows": self.bad_rows,
+            "missing_new_accounts": self.missing_new_accounts,
+            "missing_logins": self.missing_logins,
             "drift": drift,
         })
     }
@@ -143,6 +158,36 @@ pub fn plant(rows: &mut [Row], traps: &Traps, seed: u64) -> Result<Planted, Inpu
             }
         }
         planted.future_feature = targets.len();
+    }
+
+    if traps.missing_new_accounts > 0 {
+        // Before the label proxy, which copies the labels this trap redraws.
+        let mut rng = stream(seed, Stream::MissingNewAccounts);
+        let targets = claimed.take(
+            rows,
+            &mut rng,
+            traps.missing_new_accounts,
+            Pool::Any,
+            "--trap-missing-new-accounts",
+        )?;
+        for &target in &targets {
+            let row = &mut rows[target];
+            let tenure = rng.random_range(0..NEW_ACCOUNT_DAYS);
+            // The base label model, with this tenure in place of the old one.
+            let mut logit = row.churn_logit
+                - TENURE_LOGIT * (f64::from(tenure).ln_1p() - f64::from(row.tenure_days).ln_1p());
+            row.tenure_days = tenure;
+            if rng.random_bool(NOT_ACTIVATED_SHARE) {
+                // Logins the account never made do not drive its churn; not being activated does.
+                row.logins_missing = true;
+                logit += LOGINS_LOGIT * (f64::from(row.logins_30d).ln_1p() - LOGINS_CENTRE)
+                    + NOT_ACTIVATED_LOGIT;
+                planted.missing_logins += 1;
+            }
+            row.churn_logit = logit;
+            row.churned = rng.random_bool(sigmoid(logit));
+        }
+        planted.missing_new_accounts = targets.len();
     }
 
     if traps.label_proxy {
@@ -261,6 +306,7 @@ mod tests {
         duplicate_notes: 90,
         exact_duplicates: 110,
         bad_rows: 70,
+        missing_new_accounts: 400,
     };
 
     fn planted_sample() -> (Vec<Row>, Planted) {
@@ -283,9 +329,12 @@ mod tests {
                 duplicate_notes_near: 90,
                 exact_duplicates: 110,
                 bad_rows: 70,
+                missing_new_accounts: 400,
+                missing_logins: planted.missing_logins,
             }
         );
         assert!((10..=80).contains(&planted.label_proxy_flipped));
+        assert!((160..=240).contains(&planted.missing_logins));
     }
 
     #[test]
@@ -450,10 +499,51 @@ mod tests {
             })
             .count();
         // One changed row per planted row, plus near-duplicate sources given a longer note.
-        let planted = 120 + 110 + 2 * 90 + 150 + 70;
+        let planted = 120 + 110 + 2 * 90 + 150 + 70 + 400;
         assert!(
             (planted..=planted + 90).contains(&changed),
             "{changed} rows changed"
+        );
+    }
+
+    #[test]
+    fn logins_are_missing_only_for_new_accounts_and_the_missing_ones_churn_more() {
+        let base = &sample()[..20_000];
+        let mut rows = base.to_vec();
+        let traps = Traps {
+            missing_new_accounts: 2000,
+            ..Traps::default()
+        };
+        let planted = plant(&mut rows, &traps, 7).unwrap();
+        assert_eq!(planted.missing_new_accounts, 2000);
+        assert!(
+            (900..=1100).contains(&planted.missing_logins),
+            "{planted:?}"
+        );
+        let changed: Vec<&Row> = (0..rows.len())
+            .filter(|&i| rows[i] != base[i])
+            .map(|i| &rows[i])
+            .collect();
+        assert!(
+            changed.len() > 1950 && changed.len() <= 2000,
+            "{}",
+            changed.len()
+        );
+        assert!(changed.iter().all(|r| r.tenure_bucket() == "<30d"));
+        let missing: Vec<&Row> = rows.iter().filter(|r| r.logins_missing).collect();
+        assert_eq!(missing.len(), planted.missing_logins);
+        assert!(missing.iter().all(|r| r.tenure_bucket() == "<30d"));
+        let rate =
+            |rows: &[&Row]| rows.iter().filter(|r| r.churned).count() as f64 / rows.len() as f64;
+        let activated: Vec<&Row> = changed
+            .iter()
+            .filter(|r| !r.logins_missing)
+            .copied()
+            .collect();
+        let (missing_rate, activated_rate) = (rate(&missing), rate(&activated));
+        assert!(
+            missing_rate > activated_rate + 0.2,
+            "missing {missing_rate:.3} vs activated new accounts {activated_rate:.3}"
         );
     }
 

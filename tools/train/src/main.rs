@@ -31,13 +31,14 @@ Examples:
   torchrun --no-python --nproc-per-node 4 train --record shards.json > trained.json
 
 Reads the run record (manifest, manifest_hash and the `shards` section), fits the preprocessing
-on the train split (numeric columns standardized, string columns through a vocabulary with an
-unknown bucket), trains an MLP with AdamW (warmup then cosine decay, gradient clipping), scores the
+on the train split (numeric columns standardized, nulls as the mean plus a missing indicator for
+each numeric column with nulls in train, string columns through a vocabulary with an unknown
+bucket), trains an MLP with AdamW (warmup then cosine decay, gradient clipping), scores the
 val split every eval_every steps, and checkpoints every ckpt_every steps and, when the record has a
 `ckpt_interval` section, every ckpt_interval.interval_s seconds. Settings come from
 manifest.config: hidden, dropout, lr, weight_decay, global_batch, max_steps, warmup_steps,
 min_lr_ratio, grad_clip, eval_every, ckpt_every, keep_checkpoints, log_every, embedding_dim,
-max_vocab, features {numeric, categorical}, stall_timeout_s.
+max_vocab, features {numeric, categorical}, stall_timeout_s, missing_indicators.
 
 Killed at any point, `train` run again with the same record resumes from the newest valid
 checkpoint in OUT/checkpoints and ends with the same weights, bit for bit, on the same machine.

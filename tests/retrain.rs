@@ -23,12 +23,17 @@ fn write_manifest(dir: &Path, name: &str, snapshot: &str) -> PathBuf {
     path
 }
 
-fn make(dir: &Path, targets: &[&str], vars: &[String]) -> Output {
+pub fn make(dir: &Path, targets: &[&str], vars: &[String]) -> Output {
     let out = Command::new("make")
         .current_dir(dir)
         .args(["--no-print-directory", "-f", &format!("{ROOT}/Makefile")])
         .args(targets)
-        .args(["RUN_DIR=run", "SEEDS=11 12", "MODEL=churn", "REGISTRY=registry"])
+        .args([
+            "RUN_DIR=run",
+            "SEEDS=11 12",
+            "MODEL=churn",
+            "REGISTRY=registry",
+        ])
         // The binaries are built already; `run` would otherwise build them.
         .arg("CARGO=true")
         .args(vars)
@@ -41,12 +46,12 @@ fn make(dir: &Path, targets: &[&str], vars: &[String]) -> Output {
     }
 }
 
-fn json(path: &Path) -> Value {
+pub fn json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// Every file under `dir` with its bytes.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+/// Every file under `dir` with the blake3 of its bytes.
+pub fn files(dir: &Path) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(folder) = stack.pop() {
@@ -55,7 +60,8 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             if path.is_dir() {
                 stack.push(path);
             } else {
-                out.insert(path.clone(), std::fs::read(&path).unwrap());
+                let hash = blake3::hash(&std::fs::read(&path).unwrap());
+                out.insert(path, hash.to_hex().to_string());
             }
         }
     }
@@ -63,7 +69,7 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 /// An alert command that writes its stdin and the alert's environment to files in `dir`.
-fn alert_script(dir: &Path) -> String {
+pub fn alert_script(dir: &Path) -> String {
     let script = dir.join("alert.sh");
     std::fs::write(
         &script,
@@ -89,7 +95,11 @@ fn make_digests_and_reads_the_snapshot_the_manifest_names_never_the_demo() {
     let manifest = write_manifest(dir.path(), "churn.yaml", "./lake/day1@snapshot=day1");
     let printed = tool("mf-hash")
         .current_dir(dir.path())
-        .args([manifest.as_os_str(), "--print".as_ref(), "snapshot".as_ref()])
+        .args([
+            manifest.as_os_str(),
+            "--print".as_ref(),
+            "snapshot".as_ref(),
+        ])
         .run();
     assert_eq!(
         (printed.code, printed.stdout.as_str()),
@@ -142,7 +152,11 @@ fn make_digests_and_reads_the_snapshot_the_manifest_names_never_the_demo() {
         &[format!("MANIFEST={}", manifest.display())],
     );
     assert_eq!(moved.code, 0, "{}", moved.stderr);
-    assert!(moved.stderr.contains("run: write the shards"), "{}", moved.stderr);
+    assert!(
+        moved.stderr.contains("run: write the shards"),
+        "{}",
+        moved.stderr
+    );
     assert_eq!(
         json(&dir.path().join("run/validate.json"))["validate"]["profile"]["rows"],
         2_000
@@ -179,14 +193,28 @@ fn a_pinned_snapshot_that_moved_is_refused_by_every_tool_that_reads_it() {
     // A snapshot that cannot be read: nothing written.
     let bad = tool("mf-hash")
         .current_dir(dir.path())
-        .args(["pin", "churn.yaml", "--snapshot", "lake/none", "--out", "p.yaml"])
+        .args([
+            "pin",
+            "churn.yaml",
+            "--snapshot",
+            "lake/none",
+            "--out",
+            "p.yaml",
+        ])
         .run();
     bad.assert_bad_input("mf-hash", "--snapshot: lake/none: ");
     assert!(!dir.path().join("p.yaml").exists() && !dir.path().join("lake/none.pin.json").exists());
 
     let pinned = tool("mf-hash")
         .current_dir(dir.path())
-        .args(["pin", "churn.yaml", "--snapshot", "./lake/day2", "--out", "pinned.yaml"])
+        .args([
+            "pin",
+            "churn.yaml",
+            "--snapshot",
+            "./lake/day2",
+            "--out",
+            "pinned.yaml",
+        ])
         .run();
     assert_eq!(pinned.code, 0, "{}", pinned.stderr);
     let digest = pinned.json()["pin"]["data_digest"]["digest"]
@@ -251,7 +279,10 @@ fn a_pinned_snapshot_that_moved_is_refused_by_every_tool_that_reads_it() {
     let run = make(
         dir.path(),
         &["run/shards.json"],
-        &[format!("MANIFEST={}", dir.path().join("pinned.yaml").display())],
+        &[format!(
+            "MANIFEST={}",
+            dir.path().join("pinned.yaml").display()
+        )],
     );
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains(&named), "{}", run.stderr);
@@ -263,7 +294,11 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
     let dir = tempfile::tempdir().unwrap();
     let alert = alert_script(dir.path());
     demo_snapshot(&dir.path().join("lake/day1"), 4_000, &["--seed", "7"]);
-    demo_snapshot(&dir.path().join("lake/day2"), 4_000, &["--seed", "8", "--drift"]);
+    demo_snapshot(
+        &dir.path().join("lake/day2"),
+        4_000,
+        &["--seed", "8", "--drift"],
+    );
     let day1 = write_manifest(dir.path(), "day1.yaml", "./lake/day1@snapshot=day1");
     let day2 = write_manifest(dir.path(), "day2.yaml", "./lake/day2@snapshot=day2");
     let vars = |manifest: &Path| {
@@ -287,7 +322,10 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
         "{validated}"
     );
     assert!(first.stderr.contains("the first run, drift checks skipped"));
-    assert!(!dir.path().join("alert.stdin").exists(), "no alert for a passing run");
+    assert!(
+        !dir.path().join("alert.stdin").exists(),
+        "no alert for a passing run"
+    );
     let profile = tool("register")
         .current_dir(dir.path())
         .args(["profile", "churn@prod", "--registry", "registry"])
@@ -316,18 +354,26 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
         .filter(|c| c["passed"] == false)
         .collect();
     assert!(
-        failed.iter().any(|c| c["name"] == "label_rate_shift" || c["name"] == "numeric_drift"),
+        failed
+            .iter()
+            .any(|c| c["name"] == "label_rate_shift" || c["name"] == "numeric_drift"),
         "{failed:?}"
     );
     let env = std::fs::read_to_string(dir.path().join("alert.env")).unwrap();
     assert!(env.contains("RUNFN_ALERT_STAGE=validate\n"), "{env}");
     assert!(env.contains("RUNFN_ALERT_EXIT=1\n"), "{env}");
     assert!(
-        env.contains("RUNFN_ALERT_SUMMARY=runfn: churn run failed at stage validate (exit 1: a check failed)"),
+        env.contains(
+            "RUNFN_ALERT_SUMMARY=runfn: churn run failed at stage validate (exit 1: a check failed)"
+        ),
         "{env}"
     );
     assert!(!dir.path().join("run/validate.json").exists());
-    assert_eq!(files(&dir.path().join("registry")), registry, "registry untouched");
+    assert_eq!(
+        files(&dir.path().join("registry")),
+        registry,
+        "registry untouched"
+    );
 
     // The drift explained: the run goes on past validation.
     let explained = dir.path().join("explained.json");
@@ -354,7 +400,10 @@ fn retrain_rotates_its_log_and_alerts_on_a_run_that_fails_early() {
             .env("RETRAIN_LOG", &log)
             .env("RUNFN_ALERT_CMD", &alert)
             .arg(format!("RUN_DIR={}", dir.path().join("run").display()))
-            .arg(format!("MANIFEST={}", dir.path().join("missing.yaml").display()))
+            .arg(format!(
+                "MANIFEST={}",
+                dir.path().join("missing.yaml").display()
+            ))
             .arg("CARGO=true");
         for (key, value) in extra {
             command.env(key, value);
@@ -375,7 +424,10 @@ fn retrain_rotates_its_log_and_alerts_on_a_run_that_fails_early() {
     assert_eq!(runs(&log), 1, "each run starts a new log");
     assert_eq!(runs(&log.with_extension("log.1")), 1);
     assert_eq!(runs(&log.with_extension("log.2")), 1);
-    assert!(!log.with_extension("log.3").exists(), "only KEEP rotated logs");
+    assert!(
+        !log.with_extension("log.3").exists(),
+        "only KEEP rotated logs"
+    );
     // Under the default bound, runs append to the same log.
     retrain(&[]);
     assert_eq!(runs(&log), 2);

@@ -290,8 +290,7 @@ mod tests {
     fn missing_root_names_the_path() {
         let err = digest_path(Path::new("/nonexistent/snapshot"), &|_| {}).unwrap_err();
         assert!(
-            err.to_string()
-                .starts_with("/nonexistent/snapshot: "),
+            err.to_string().starts_with("/nonexistent/snapshot: "),
             "{err}"
         );
     }

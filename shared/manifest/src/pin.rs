@@ -61,12 +61,12 @@ pub fn write_listing(
     };
     let path = listing_path(root);
     let text = serde_json::to_string(&listing).expect("listings serialize");
-    runfn_core::atomic::write_bytes_atomic(&path, format!("{text}\n").as_bytes()).map_err(
-        |e| PinError::Listing {
+    runfn_core::atomic::write_bytes_atomic(&path, format!("{text}\n").as_bytes()).map_err(|e| {
+        PinError::Listing {
             path: path.clone(),
             message: e.to_string(),
-        },
-    )?;
+        }
+    })?;
     Ok(path)
 }
 
@@ -229,7 +229,10 @@ mod tests {
         assert_eq!(out, YAML.replace("./lake/churn@snapshot=1", &new_value));
         let quoted = YAML.replace("./lake/churn@snapshot=1", "'./lake/churn@snapshot=1'");
         let out = replace_snapshot(&quoted, Format::Yaml, "it's here@v1").unwrap();
-        assert!(out.contains("snapshot: 'it''s here@v1'  # today's"), "{out}");
+        assert!(
+            out.contains("snapshot: 'it''s here@v1'  # today's"),
+            "{out}"
+        );
         let json = r#"{"run_id": "r1", "data": {"snapshot": "a@v1", "label": "y"}}"#;
         let out = replace_snapshot(json, Format::Json, "b@v2").unwrap();
         assert_eq!(out, json.replace("a@v1", "b@v2"));
@@ -256,19 +259,27 @@ mod tests {
         assert!(verify(&root, &digest.digest, &|_| {}).is_ok());
 
         std::fs::write(root.join("b.csv"), "x\n3\n").unwrap();
-        let err = verify(&root, &digest.digest, &|_| {}).unwrap_err().to_string();
+        let err = verify(&root, &digest.digest, &|_| {})
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("snap/b.csv changed"), "{err}");
         std::fs::write(root.join("b.csv"), "x\n2\n").unwrap();
         std::fs::write(root.join("0.csv"), "x\n2\n").unwrap();
-        let err = verify(&root, &digest.digest, &|_| {}).unwrap_err().to_string();
+        let err = verify(&root, &digest.digest, &|_| {})
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("snap/0.csv was added"), "{err}");
         std::fs::remove_file(root.join("0.csv")).unwrap();
         std::fs::remove_file(root.join("a.csv")).unwrap();
-        let err = verify(&root, &digest.digest, &|_| {}).unwrap_err().to_string();
+        let err = verify(&root, &digest.digest, &|_| {})
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("snap/a.csv was removed"), "{err}");
 
         std::fs::remove_file(&listing).unwrap();
-        let err = verify(&root, &digest.digest, &|_| {}).unwrap_err().to_string();
+        let err = verify(&root, &digest.digest, &|_| {})
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("which file changed is unknown"), "{err}");
     }
 }

@@ -269,8 +269,7 @@ fn serving_profile(registry: &Path, reference: &str) -> Result<Served, InputErro
     use runfn_registry::{ModelRef, Registry, RegistryError};
     let field = |e: RegistryError| InputError::field("--previous-model", e.to_string());
     let parsed = ModelRef::parse(reference).map_err(field)?;
-    let entry = match Registry::open_existing(registry).and_then(|r| Ok((r.resolve(&parsed)?, r)))
-    {
+    let entry = match Registry::open_existing(registry).and_then(|r| Ok((r.resolve(&parsed)?, r))) {
         Ok(found) => found,
         Err(RegistryError::NotFound(why)) => return Ok(Served::Nothing(why)),
         Err(err) => return Err(field(err)),
@@ -289,7 +288,10 @@ fn serving_profile(registry: &Path, reference: &str) -> Result<Served, InputErro
     let origin = format!("{reference} (version {})", entry.version);
     let text = String::from_utf8(bytes)
         .map_err(|_| InputError::field(&origin, "the stored profile is not UTF-8"))?;
-    Ok(Served::Profile(parse_profile(&text, &origin)?, entry.version))
+    Ok(Served::Profile(
+        parse_profile(&text, &origin)?,
+        entry.version,
+    ))
 }
 
 fn profile_source(

@@ -10,8 +10,8 @@ use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::read_text;
 use runfn_core::{Exit, InputError, Record};
 use runfn_manifest::digest::{DataDigest, DigestError, digest_files, digest_path, total_bytes};
-use runfn_manifest::pin::{replace_snapshot, verify, write_listing};
 use runfn_manifest::hash::is_hash;
+use runfn_manifest::pin::{replace_snapshot, verify, write_listing};
 use runfn_manifest::snapshot::SnapshotRef;
 use runfn_manifest::{FORMAT_TAG, Format, Problem, lint, manifest_hash, parse_manifest};
 use serde_json::{Value, json};
@@ -136,7 +136,9 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         let line = format!("{}\n", print_field(&manifest, field, &origin)?);
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
-        if let Err(err) = stdout.write_all(line.as_bytes()).and_then(|_| stdout.flush())
+        if let Err(err) = stdout
+            .write_all(line.as_bytes())
+            .and_then(|_| stdout.flush())
             && err.kind() != std::io::ErrorKind::BrokenPipe
         {
             return Err(err.into());
@@ -214,7 +216,12 @@ fn format_of(text: &str, path: &Path) -> Format {
 /// The `blake3:<hex>` that `data.snapshot` pins, when it pins one.
 fn pinned_digest(manifest: &serde_json::Map<String, Value>) -> Option<String> {
     let snapshot = manifest.get("data")?.get("snapshot")?.as_str()?;
-    Some(SnapshotRef::parse(snapshot).ok()?.content_digest()?.to_string())
+    Some(
+        SnapshotRef::parse(snapshot)
+            .ok()?
+            .content_digest()?
+            .to_string(),
+    )
 }
 
 /// Digests the snapshot at `path`; a pinned one must still hash to its pin.
@@ -295,11 +302,14 @@ fn pin(
             .to_string(),
     };
     let root = Path::new(&location);
-    let (digest, files) = digest_files(root, &|_| {})
-        .map_err(|e| {
-            let field = if snapshot.is_some() { "--snapshot" } else { "data.snapshot" };
-            InputError::field(field, e.to_string())
-        })?;
+    let (digest, files) = digest_files(root, &|_| {}).map_err(|e| {
+        let field = if snapshot.is_some() {
+            "--snapshot"
+        } else {
+            "data.snapshot"
+        };
+        InputError::field(field, e.to_string())
+    })?;
     let value = format!("{location}@{}", digest.digest);
     let pinned_text = replace_snapshot(&text, format, &value)
         .map_err(|message| InputError::field(&origin, message))?;

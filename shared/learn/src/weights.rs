@@ -80,6 +80,16 @@ pub fn load(path: &Path, device: Device) -> Result<LoadedModel> {
     if meta.format != FORMAT {
         bail!("{origin}: format `{}`, expected `{FORMAT}`", meta.format);
     }
+    // The inputs the preprocessing makes must be the ones the weights take, or scoring would fail
+    // inside libtorch instead of here with the file's name.
+    let inputs = meta.preprocess.numeric_inputs() as i64;
+    if meta.architecture.numeric != inputs {
+        bail!(
+            "{origin}: the model takes {} numeric inputs, but its preprocessing makes {inputs} \
+             (values and missing indicators): not a consistent runfn model file",
+            meta.architecture.numeric
+        );
+    }
     let mut model = Mlp::zeroed(meta.architecture.clone(), device);
     model.load(&tensors, "", &origin)?;
     Ok(LoadedModel {
@@ -101,4 +111,69 @@ pub fn load_expecting(path: &Path, expected: &str, device: Device) -> Result<Loa
         );
     }
     Ok(loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::NumericFeature;
+
+    fn meta(indicator: bool, numeric_inputs: i64) -> ModelMeta {
+        ModelMeta {
+            format: FORMAT.into(),
+            architecture: Architecture {
+                numeric: numeric_inputs,
+                cardinalities: vec![],
+                embedding_dim: 8,
+                hidden: vec![4],
+                dropout: 0.0,
+            },
+            preprocess: Preprocess {
+                label: "y".into(),
+                numeric: vec![NumericFeature {
+                    name: "x".into(),
+                    mean: 0.0,
+                    std: 1.0,
+                    nulls: 3,
+                    indicator,
+                }],
+                categorical: vec![],
+                train_rows: 10,
+            },
+            manifest_hash: "0".repeat(64),
+            run_id: None,
+            seed: 1,
+            steps: 1,
+            shards_index_blake3: None,
+        }
+    }
+
+    #[test]
+    fn a_model_keeps_its_indicators_and_must_take_the_inputs_they_make() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let good = meta(true, 2);
+        save(
+            &path,
+            &Mlp::new(good.architecture.clone(), 1, Device::Cpu),
+            &good,
+        )
+        .unwrap();
+        assert_eq!(load(&path, Device::Cpu).unwrap().meta, good);
+        let bad = meta(false, 2);
+        save(
+            &path,
+            &Mlp::new(bad.architecture.clone(), 1, Device::Cpu),
+            &bad,
+        )
+        .unwrap();
+        let err = load(&path, Device::Cpu).unwrap_err().to_string();
+        assert!(
+            err.ends_with(
+                "the model takes 2 numeric inputs, but its preprocessing makes 1 (values and \
+                 missing indicators): not a consistent runfn model file"
+            ),
+            "{err}"
+        );
+    }
 }

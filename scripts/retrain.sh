@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Retraining from cron: `make run` under a lock so runs never overlap, with everything it prints
 # appended to a log that is rotated by size. Exits 0 when another run holds the lock (and says
-# so), else with make's exit code (0, or 2 when a stage failed; the failing stage's own code is in
-# the alert's RUNFN_ALERT_EXIT). A failed run also runs the alert command (scripts/alert.sh).
-# Arguments are passed to make (for example MANIFEST=... RUN_DIR=...).
+# so), 0 when the run passed, else the failing stage's exit code (1 a check failed, the gate
+# blocking included; 2 bad input; 3 training preempted), or make's own when no stage had failed.
+# A failed run also runs the alert command (scripts/alert.sh). Arguments are passed to make (for
+# example MANIFEST=... RUN_DIR=...).
 #
 #   RETRAIN_LOG            the log file (default runs/retrain.log)
 #   RETRAIN_LOCK           the lock file (default runs/.retrain.lock)
@@ -37,8 +38,17 @@ if (( size >= MAX_BYTES && size > 0 )); then
 fi
 stamp() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 echo "== retrain started $(stamp) ==" >> "$LOG"
+run_dir=runs/demo
+for arg in "$@"; do
+  [[ $arg == RUN_DIR=* ]] && run_dir=${arg#RUN_DIR=}
+done
 make --no-print-directory run "$@" >> "$LOG" 2>&1
 code=$?
+# make says 2 for any failed recipe; the stage's own code is in failed.stage (`run` clears it first).
+if (( code != 0 )) && [[ -f $run_dir/failed.stage ]]; then
+  read -r _ stage_code < "$run_dir/failed.stage"
+  [[ $stage_code =~ ^[0-9]+$ ]] && code=$stage_code
+fi
 echo "== retrain ended $(stamp): exit $code ==" >> "$LOG"
 if (( code != 0 )); then
   echo "retrain: a stage failed (exit $code); see $LOG" >&2

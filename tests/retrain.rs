@@ -413,7 +413,12 @@ fn retrain_rotates_its_log_and_alerts_on_a_run_that_fails_early() {
     let rotated = [("RETRAIN_LOG_MAX_BYTES", "1"), ("RETRAIN_LOG_KEEP", "2")];
     for _ in 0..4 {
         let out = retrain(&rotated);
-        assert_ne!(out.status.code(), Some(0));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "the manifest stage's code: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let runs = |path: &Path| {
         std::fs::read_to_string(path)

@@ -328,3 +328,115 @@ fn walk_for(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
     }
     None
 }
+
+/// A run whose data holds twins across splits, let through by tolerances: evaluate scores the
+/// test split with and without the rows that have a twin in train, and those rows are exactly
+/// the ones leak-check pairs with a train row on the shards.
+#[test]
+fn contamination_scores_the_test_split_without_its_training_twins() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = crate::util::demo_snapshot(
+        &dir.path().join("snapshot"),
+        8_000,
+        &[
+            "--trap-exact-duplicates",
+            "60",
+            "--trap-duplicate-notes",
+            "40",
+        ],
+    );
+    let manifest = tool("mf-hash")
+        .args(["testdata/train/manifest.yaml", "-q"])
+        .run();
+    let mut record: Value = serde_json::from_str(&manifest.stdout).unwrap();
+    record["manifest"]["leaks"] = serde_json::json!({
+        "exact_duplicates": {"max_fraction": 0.5, "reason": "resold accounts"},
+        "near_duplicates": {"max_fraction": 0.5, "reason": "notes from templates"},
+    });
+    let checked = tool("leak-check")
+        .args(["--in".as_ref(), snapshot.as_os_str(), "-q".as_ref()])
+        .stdin(record.to_string())
+        .run();
+    assert_eq!(checked.code, 0, "{}", checked.stdout);
+    let shards = dir.path().join("shards");
+    let sharded = tool("shardify")
+        .args(["--in".as_ref(), snapshot.as_os_str()])
+        .args(["--out".as_ref(), shards.as_os_str()])
+        .args(["--shard-rows", "700", "-q"])
+        .stdin(checked.stdout)
+        .run();
+    assert_eq!(sharded.code, 0, "{}", sharded.stderr);
+    // leak-check again, on the shards, for the pairs by shard and row.
+    let pairs_file = dir.path().join("pairs.jsonl");
+    let on_shards = tool("leak-check")
+        .args([
+            "--pairs-out".as_ref(),
+            pairs_file.as_os_str(),
+            "-q".as_ref(),
+        ])
+        .stdin(sharded.stdout.clone())
+        .run();
+    assert_eq!(on_shards.code, 0, "{}", on_shards.stderr);
+    let trained = train(&sharded.stdout, &dir.path().join("run"), &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let predictions = dir.path().join("predictions.csv");
+    let out = tool("evaluate")
+        .args([
+            "--predictions".as_ref(),
+            predictions.as_os_str(),
+            "-q".as_ref(),
+        ])
+        .stdin(trained.stdout)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let evaluated = out.json()["evaluate"].clone();
+    let contamination = &evaluated["contamination"];
+
+    // The test rows leak-check pairs with a train row, as positions in evaluate's order.
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(shards.join("index.json")).unwrap()).unwrap();
+    let mut start = std::collections::BTreeMap::new();
+    let mut offset = 0;
+    for shard in index["splits"]["test"]["shards"].as_array().unwrap() {
+        start.insert(
+            shards
+                .join(shard["path"].as_str().unwrap())
+                .display()
+                .to_string(),
+            offset,
+        );
+        offset += shard["rows"].as_u64().unwrap();
+    }
+    let twins: std::collections::BTreeSet<u64> = std::fs::read_to_string(&pairs_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|p| p["earlier"]["split"] == "train" && p["later"]["split"] == "test")
+        .map(|p| {
+            start[p["later"]["file"].as_str().unwrap()] + p["later"]["row"].as_u64().unwrap() - 1
+        })
+        .collect();
+    assert!(!twins.is_empty());
+    assert_eq!(contamination["twin_rows"], twins.len(), "{contamination}");
+    assert_eq!(contamination["twins_in"], "train");
+
+    let kept: Vec<f64> = std::fs::read_to_string(&predictions)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(',').collect();
+            let row: u64 = fields[0].parse().unwrap();
+            (!twins.contains(&row)).then(|| fields[2].parse().unwrap())
+        })
+        .collect();
+    let without = &contamination["overall_without_twins"];
+    assert_eq!(without["rows"], kept.len());
+    let mean = kept.iter().sum::<f64>() / kept.len() as f64;
+    assert!(
+        (without["mean_score"].as_f64().unwrap() - mean).abs() < 1e-12,
+        "{without}"
+    );
+    let delta = evaluated["overall"]["auc"].as_f64().unwrap() - without["auc"].as_f64().unwrap();
+    assert!((contamination["delta_auc"].as_f64().unwrap() - delta).abs() < 1e-15);
+}

@@ -131,3 +131,184 @@ fn bad_inputs_exit_2_naming_what_is_wrong() {
             "index.json: missing: the folder holds no finished shards",
         );
 }
+
+/// The demo record with `manifest.leaks` set to `leaks`.
+fn with_leaks(leaks: Value) -> String {
+    let mut record: Value = serde_json::from_str(&demo_record()).unwrap();
+    record["manifest"]["leaks"] = leaks;
+    record.to_string()
+}
+
+fn twins_snapshot(dir: &std::path::Path) -> std::path::PathBuf {
+    demo_snapshot(
+        dir,
+        6_000,
+        &[
+            "--trap-exact-duplicates",
+            "15",
+            "--trap-duplicate-notes",
+            "10",
+        ],
+    )
+}
+
+#[test]
+fn tolerances_and_off_decide_and_are_recorded_with_their_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = twins_snapshot(dir.path());
+    let run = |leaks: Value| {
+        let out = tool("leak-check")
+            .args(["--in".as_ref(), snapshot.as_os_str()])
+            .stdin(with_leaks(leaks))
+            .run();
+        assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+        (out.code, out.json()["leaks"].clone())
+    };
+    let (code, strict) = run(Value::Null);
+    assert_eq!(code, 1);
+    let exact = named_check(&strict, "exact_duplicates").clone();
+    assert_eq!(
+        (exact["count"].as_u64(), exact["passed"].as_bool()),
+        (Some(15), Some(false))
+    );
+    assert_eq!(exact["setting"], serde_json::json!({"max_count": 0}));
+    let of = exact["of"].as_u64().unwrap();
+    assert!(of > 15 && of < 6_000, "rows of the later splits: {of}");
+    assert_eq!(exact["fraction"].as_f64().unwrap(), 15.0 / of as f64);
+
+    let (code, tolerated) = run(serde_json::json!({
+        "exact_duplicates": {"max_count": 15, "reason": "resold listings"},
+        "near_duplicates": {"off": "notes repeat by design"},
+    }));
+    assert_eq!(code, 0, "{tolerated:#}");
+    let exact = named_check(&tolerated, "exact_duplicates");
+    assert_eq!(
+        (
+            &exact["passed"],
+            &exact["count"],
+            &exact["setting"],
+            &exact["reason"]
+        ),
+        (
+            &Value::from(true),
+            &Value::from(15),
+            &serde_json::json!({"max_count": 15}),
+            &Value::from("resold listings")
+        )
+    );
+    let near = named_check(&tolerated, "near_duplicates");
+    assert_eq!(
+        (&near["passed"], &near["setting"], &near["reason"]),
+        (
+            &Value::from(true),
+            &serde_json::json!({"off": true}),
+            &Value::from("notes repeat by design")
+        )
+    );
+    assert!(
+        near["count"].as_u64().unwrap() > 0,
+        "off still counts: {near}"
+    );
+
+    let (code, _) = run(serde_json::json!({
+        "exact_duplicates": {"max_count": 14},
+        "near_duplicates": {"off": "notes repeat by design"},
+    }));
+    assert_eq!(code, 1, "15 twins are one too many");
+    let (code, share) = run(serde_json::json!({
+        "exact_duplicates": {"max_fraction": 15.0 / of as f64},
+        "near_duplicates": {"max_fraction": 1.0},
+    }));
+    assert_eq!(code, 0, "{share:#}");
+}
+
+#[test]
+fn a_bad_leak_setting_exits_2_naming_the_field_and_mf_hash_lints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = demo_snapshot(&dir.path().join("s"), 1_000, &[]);
+    for (leaks, message) in [
+        (
+            serde_json::json!({"exact_duplicate": {"max_count": 1}}),
+            "manifest.leaks.exact_duplicate: is not a leak check (did you mean `exact_duplicates`?)",
+        ),
+        (
+            serde_json::json!({"exact_duplicates": {"max_fraction": 1.5}}),
+            "manifest.leaks.exact_duplicates.max_fraction: must be a fraction between 0 and 1, found 1.5",
+        ),
+        (
+            serde_json::json!({"entity_overlap": {"max_count": -1}}),
+            "manifest.leaks.entity_overlap.max_count: must be a whole number >= 0, found -1",
+        ),
+        (
+            serde_json::json!({"near_duplicates": {"off": ""}}),
+            "manifest.leaks.near_duplicates.off: needs a reason",
+        ),
+    ] {
+        tool("leak-check")
+            .args(["--in".as_ref(), snapshot.as_os_str()])
+            .stdin(with_leaks(leaks))
+            .run()
+            .assert_bad_input("leak-check", message);
+    }
+    let manifest = dir.path().join("m.yaml");
+    let text = std::fs::read_to_string("testdata/demo/manifest.yaml").unwrap()
+        + "leaks:\n  near_duplicates: {off: true}\n";
+    std::fs::write(&manifest, text).unwrap();
+    let out = tool("mf-hash").args([&manifest]).run();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(
+        out.json()["mf_hash"]["problems"],
+        serde_json::json!([{"field": "leaks.near_duplicates.off", "message": "needs a reason: a non-empty text saying why"}])
+    );
+}
+
+#[test]
+fn pairs_out_lists_every_twin_pair_with_both_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = twins_snapshot(&dir.path().join("s"));
+    let pairs = dir.path().join("pairs.jsonl");
+    let out = tool("leak-check")
+        .args(["--in".as_ref(), snapshot.as_os_str()])
+        .args(["--pairs-out".as_ref(), pairs.as_os_str()])
+        .stdin(demo_record())
+        .run();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let leaks = out.json()["leaks"].clone();
+    let lines: Vec<Value> = std::fs::read_to_string(&pairs)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for check in ["exact_duplicates", "near_duplicates"] {
+        let of_check: Vec<&Value> = lines.iter().filter(|l| l["check"] == check).collect();
+        let later: std::collections::BTreeSet<(String, u64)> = of_check
+            .iter()
+            .map(|l| {
+                (
+                    l["later"]["file"].as_str().unwrap().to_string(),
+                    l["later"]["row"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let count = named_check(&leaks, check)["count"].as_u64().unwrap();
+        assert!(
+            count > 0 && later.len() as u64 == count,
+            "{check}: {} rows in pairs, count {count}",
+            later.len()
+        );
+        assert!(
+            of_check.len()
+                > named_check(&leaks, check)["examples"]
+                    .as_array()
+                    .unwrap()
+                    .len()
+        );
+        for line in of_check {
+            assert_ne!(line["earlier"]["split"], line["later"]["split"], "{line}");
+            assert!(
+                line["earlier"]["file"].as_str().unwrap().ends_with(".csv"),
+                "{line}"
+            );
+        }
+    }
+}

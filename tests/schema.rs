@@ -573,6 +573,10 @@ struct LeakCheck {
     name: String,
     passed: bool,
     count: u64,
+    of: Option<u64>,
+    fraction: Option<f64>,
+    setting: Value,
+    reason: Option<String>,
     examples: Vec<Value>,
     note: Option<String>,
 }
@@ -731,6 +735,16 @@ struct Evaluate {
     rows_blake3: String,
     overall: EvalMetrics,
     slices: std::collections::BTreeMap<String, std::collections::BTreeMap<String, EvalMetrics>>,
+    contamination: Option<Contamination>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Contamination {
+    twin_rows: u64,
+    twins_in: String,
+    overall_without_twins: Option<EvalMetrics>,
+    delta_auc: Option<f64>,
 }
 
 #[test]

@@ -9,8 +9,40 @@ use runfn_stats::minhash::{MinHashParams, NearDuplicateIndex};
 use serde_json::{Value, json};
 
 use crate::config::LeakConfig;
-use crate::report::LeakCheck;
+use crate::report::{LeakCheck, Pair};
 use crate::scan::{Layout, Loc, Merged, Seen};
+
+/// Each split's place in time: its position in `config.split_order`, else after those.
+pub fn ranks(data: &Partitioned, config: &LeakConfig) -> Vec<usize> {
+    data.split_names
+        .iter()
+        .enumerate()
+        .map(|(index, name)| {
+            config
+                .split_order
+                .iter()
+                .position(|n| n == name)
+                .unwrap_or(config.split_order.len() + index)
+        })
+        .collect()
+}
+
+/// The earliest split: the one every other is "later" than.
+fn first_split(rank: &[usize]) -> Option<u8> {
+    (0..rank.len()).min_by_key(|&i| rank[i]).map(|i| i as u8)
+}
+
+/// Rows of every split but the first.
+fn later_rows(merged: &Merged, rank: &[usize]) -> u64 {
+    let first = first_split(rank);
+    merged
+        .split_rows
+        .iter()
+        .enumerate()
+        .filter(|(split, _)| Some(*split as u8) != first)
+        .map(|(_, rows)| rows)
+        .sum()
+}
 
 fn place(data: &Partitioned, loc: Loc) -> Value {
     json!({"file": data.snapshot.files[loc.file as usize].path.display().to_string(), "row": loc.row})
@@ -45,7 +77,16 @@ pub fn entity_overlap(merged: &Merged, data: &Partitioned, config: &LeakConfig) 
             json!({entity.as_str(): seen.value, "splits": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()})
         })
         .collect();
-    LeakCheck::counted("entity_overlap", shared.len() as u64, examples)
+    let first = first_split(&ranks(data, config));
+    let mut check = LeakCheck::counted("entity_overlap", shared.len() as u64, examples);
+    check.of = Some(
+        merged
+            .entities
+            .values()
+            .filter(|seen| seen.first.iter().any(|(split, _)| Some(*split) != first))
+            .count() as u64,
+    );
+    check
 }
 
 pub fn time_order(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
@@ -79,26 +120,73 @@ pub fn time_order(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> L
             }));
         }
     }
-    LeakCheck::counted("time_order", examples.len() as u64, examples)
-}
-
-pub fn exact_duplicates(merged: &Merged, data: &Partitioned) -> LeakCheck {
-    let shared = shared_across_splits(&merged.rows);
-    let examples = shared
-        .iter()
-        .take(5)
-        .map(|seen| json!({"rows": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()}))
-        .collect();
-    let mut check = LeakCheck::counted("exact_duplicates", shared.len() as u64, examples);
-    check.note = Some("rows equal on every feature column (entity, time, label and as-of columns left out; text normalized)".into());
+    let mut check = LeakCheck::counted("time_order", examples.len() as u64, examples);
+    check.of = Some(ordered.len().saturating_sub(1) as u64);
     check
 }
 
-pub fn near_duplicates(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
+/// Counts the rows of a later split whose features equal a row of an earlier split; with
+/// `collect_pairs`, each such row paired with the first twin in every earlier split.
+pub fn exact_duplicates(
+    merged: &Merged,
+    data: &Partitioned,
+    config: &LeakConfig,
+    pairs: &mut Vec<Pair>,
+) -> LeakCheck {
+    let rank = ranks(data, config);
+    let earliest = |seen: &Seen| seen.first.iter().map(|(s, _)| rank[*s as usize]).min();
+    let shared = shared_across_splits(&merged.rows);
+    let count: u64 = shared
+        .iter()
+        .map(|seen| {
+            let earliest = earliest(seen);
+            seen.counts
+                .iter()
+                .filter(|(split, _)| Some(rank[*split as usize]) != earliest)
+                .map(|(_, n)| n)
+                .sum::<u64>()
+        })
+        .sum();
+    for (hash, split, loc) in &merged.row_locs {
+        let Some(seen) = merged.rows.get(hash).filter(|s| s.in_several_splits()) else {
+            continue;
+        };
+        for (other, first) in &seen.first {
+            if rank[*other as usize] < rank[*split as usize] {
+                pairs.push(Pair {
+                    check: "exact_duplicates",
+                    column: None,
+                    jaccard: None,
+                    earlier: (*other, *first),
+                    later: (*split, *loc),
+                });
+            }
+        }
+    }
+    let examples = shared
+        .iter()
+        .take(config.examples)
+        .map(|seen| json!({"rows": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()}))
+        .collect();
+    let mut check = LeakCheck::counted("exact_duplicates", count, examples);
+    check.of = Some(later_rows(merged, &rank));
+    check.note = Some("rows of a later split equal to a row of an earlier split on every feature column (entity, time, label and as-of columns left out; text normalized)".into());
+    check
+}
+
+/// Counts the rows of a later split whose text is a near twin of an earlier split's; with
+/// `collect_pairs`, every such pair.
+pub fn near_duplicates(
+    merged: &Merged,
+    data: &Partitioned,
+    config: &LeakConfig,
+    pairs: &mut Vec<Pair>,
+) -> LeakCheck {
     if config.text.is_empty() {
         return LeakCheck::skipped("near_duplicates", "manifest.data.text names no text column");
     }
-    let mut count = 0u64;
+    let rank = ranks(data, config);
+    let mut later_twins = std::collections::BTreeSet::new();
     let mut examples = Vec::new();
     for (column, texts) in config.text.iter().zip(&merged.texts) {
         let mut index = match NearDuplicateIndex::new(MinHashParams::default()) {
@@ -116,7 +204,6 @@ pub fn near_duplicates(merged: &Merged, data: &Partitioned, config: &LeakConfig)
             index.add_batch(*split, texts);
         }
         let found = index.cross_group_pairs(config.near_duplicate_jaccard);
-        count += found.pairs.len() as u64;
         let text_of: BTreeMap<u64, &str> = texts
             .iter()
             .map(|(_, id, text)| (*id, text.as_str()))
@@ -125,6 +212,27 @@ pub fn near_duplicates(merged: &Merged, data: &Partitioned, config: &LeakConfig)
             file: (id >> 40) as u32,
             row: (id & ((1 << 40) - 1)) + 1,
         };
+        for pair in &found.pairs {
+            let (a, b) = (
+                (pair.group_a as u8, loc(pair.id_a)),
+                (pair.group_b as u8, loc(pair.id_b)),
+            );
+            let (earlier, later) = if rank[a.0 as usize] <= rank[b.0 as usize] {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            later_twins.insert(later);
+            if config.collect_pairs {
+                pairs.push(Pair {
+                    check: "near_duplicates",
+                    column: Some(column.clone()),
+                    jaccard: Some(pair.jaccard),
+                    earlier,
+                    later,
+                });
+            }
+        }
         for pair in found
             .pairs
             .iter()
@@ -138,9 +246,10 @@ pub fn near_duplicates(merged: &Merged, data: &Partitioned, config: &LeakConfig)
             }));
         }
     }
-    let mut check = LeakCheck::counted("near_duplicates", count, examples);
+    let mut check = LeakCheck::counted("near_duplicates", later_twins.len() as u64, examples);
+    check.of = Some(later_rows(merged, &rank));
     check.note = Some(format!(
-        "MinHash LSH over character 5-grams, pairs verified at Jaccard >= {}",
+        "rows of a later split whose text is a near twin of an earlier split's: MinHash LSH over character 5-grams, pairs verified at Jaccard >= {}",
         config.near_duplicate_jaccard
     ));
     check
@@ -165,7 +274,9 @@ pub fn future_features(merged: &Merged, data: &Partitioned, config: &LeakConfig)
         .take(config.examples)
         .map(|f| json!({"feature": f.feature, "at": place(data, f.loc), "as_of": time_text(f.as_of), label_time: time_text(f.label_time)}))
         .collect();
-    LeakCheck::counted("future_features", merged.future_count, examples)
+    let mut check = LeakCheck::counted("future_features", merged.future_count, examples);
+    check.of = Some(merged.future_checked);
+    check
 }
 
 /// Category cardinality beyond which a target encoding would fit noise, not signal.
@@ -204,6 +315,7 @@ pub fn label_proxies(
     }
     let count = examples.len() as u64;
     let mut check = LeakCheck::counted("label_proxy", count, examples);
+    check.of = Some(layout.proxies.len() as u64);
     check.note = Some(format!(
         "a single feature with univariate AUC >= {} or <= {} on `{}`",
         config.proxy_auc,

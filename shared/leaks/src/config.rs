@@ -2,6 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use runfn_data::spec::DataSpec;
+use runfn_manifest::leaks::LeakDecision;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeakConfig {
     pub entity: Option<String>,
@@ -22,6 +25,10 @@ pub struct LeakConfig {
     /// A single feature with univariate AUC at least this (or at most 1 − this) is a suspected leak.
     pub proxy_auc: f64,
     pub examples: usize,
+    /// Check name → tolerance or off (`manifest.leaks`); a check not named allows nothing.
+    pub decisions: BTreeMap<String, LeakDecision>,
+    /// Keep every twin pair (exact and near duplicates) in the report, not only the examples.
+    pub collect_pairs: bool,
 }
 
 impl Default for LeakConfig {
@@ -39,11 +46,41 @@ impl Default for LeakConfig {
             near_duplicate_jaccard: 0.8,
             proxy_auc: 0.99,
             examples: 5,
+            decisions: BTreeMap::new(),
+            collect_pairs: false,
         }
     }
 }
 
 impl LeakConfig {
+    /// The checks as `manifest.data` declares them, over splits named `split_names`.
+    pub fn from_spec(spec: &DataSpec, split_names: &[String]) -> LeakConfig {
+        let split_order = conventional_order(split_names);
+        LeakConfig {
+            entity: spec.entity.clone(),
+            time: spec.time.clone(),
+            label: spec.label.clone(),
+            label_time: spec.label_time.clone(),
+            text: spec.text.clone(),
+            as_of: spec.as_of.clone(),
+            train_split: split_order
+                .iter()
+                .find(|s| *s == "train")
+                .cloned()
+                .or_else(|| split_order.first().cloned())
+                .unwrap_or_default(),
+            split_order,
+            ..LeakConfig::default()
+        }
+    }
+
+    pub fn decision(&self, check: &str) -> LeakDecision {
+        self.decisions
+            .get(check)
+            .cloned()
+            .unwrap_or_else(LeakDecision::strict)
+    }
+
     pub fn label_time_column(&self) -> Option<&str> {
         self.label_time.as_deref().or(self.time.as_deref())
     }
@@ -54,5 +91,37 @@ impl LeakConfig {
             .iter()
             .any(|c| c.as_deref() == Some(column))
             || self.as_of.values().any(|c| c == column)
+    }
+}
+
+/// The order splits are meant to follow in time. Manifests are hashed with their keys sorted,
+/// so the written order is gone; the conventional names say it (train, then validation, then
+/// test), and other names follow in the order given.
+pub fn conventional_order(names: &[String]) -> Vec<String> {
+    const STAGES: [&[&str]; 3] = [
+        &["train", "training"],
+        &["val", "valid", "validation", "dev"],
+        &["test", "holdout", "eval"],
+    ];
+    let stage = |name: &str| {
+        STAGES
+            .iter()
+            .position(|names| names.contains(&name.to_ascii_lowercase().as_str()))
+            .unwrap_or(STAGES.len())
+    };
+    let mut ordered = names.to_vec();
+    ordered.sort_by_key(|name| stage(name));
+    ordered
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn splits_follow_the_conventional_order() {
+        let names: Vec<String> = ["test", "train", "val"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(super::conventional_order(&names), ["train", "val", "test"]);
     }
 }

@@ -8,8 +8,11 @@ mod config;
 mod report;
 mod scan;
 
-pub use config::LeakConfig;
-pub use report::{LeakCheck, LeakReport};
+pub use config::{LeakConfig, conventional_order};
+pub use report::{LeakCheck, LeakReport, Pair};
+pub use scan::Loc;
+
+use std::collections::BTreeSet;
 
 use runfn_data::DataError;
 use runfn_data::partitioned::Partitioned;
@@ -22,15 +25,96 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         |scan, batch| scan.add(&layout, batch),
     )?;
     let merged = scan::Merged::merge(files, &layout);
-    let checks = vec![
+    let mut pairs = Vec::new();
+    let mut checks = vec![
         checks::entity_overlap(&merged, data, config),
         checks::time_order(&merged, data, config),
-        checks::exact_duplicates(&merged, data),
-        checks::near_duplicates(&merged, data, config),
+        checks::exact_duplicates(&merged, data, config, &mut pairs),
+        checks::near_duplicates(&merged, data, config, &mut pairs),
         checks::future_features(&merged, data, config),
         checks::label_proxies(&merged, &layout, data, config),
     ];
-    Ok(LeakReport::new(checks, bad_values.total()))
+    for check in &mut checks {
+        check.apply(&config.decision(check.name));
+    }
+    Ok(LeakReport::new(checks, bad_values.total(), pairs))
+}
+
+/// One twin pair as a line of `leak-check --pairs-out`: the check, both rows by split, file and
+/// 1-based data row (a shard and its row when read from shards), and for near twins the text
+/// column and Jaccard.
+pub fn pair_json(data: &Partitioned, pair: &Pair) -> serde_json::Value {
+    let side = |(split, loc): (u8, Loc)| {
+        serde_json::json!({
+            "split": data.split_names.get(split as usize).map_or("?", String::as_str),
+            "file": data.snapshot.files[loc.file as usize].path.display().to_string(),
+            "row": loc.row,
+        })
+    };
+    let mut line = serde_json::json!({"check": pair.check});
+    if let Some(column) = &pair.column {
+        line["column"] = column.clone().into();
+    }
+    if let Some(jaccard) = pair.jaccard {
+        line["jaccard"] = ((jaccard * 1000.0).round() / 1000.0).into();
+    }
+    line["earlier"] = side(pair.earlier);
+    line["later"] = side(pair.later);
+    line
+}
+
+/// For each row of the shards' split `split`, in shard-index order (the order evaluate scores
+/// them in), whether it has an exact or near twin in the split `other`. Twins are found as
+/// leak-check finds them, on the shards themselves, so the rows are identified exactly.
+pub fn twin_mask(
+    shards: &std::path::Path,
+    config: &LeakConfig,
+    split: &str,
+    other: &str,
+) -> Result<Vec<bool>, DataError> {
+    let data = Partitioned::from_shards(shards)?;
+    let index_of = |name: &str| {
+        data.split_names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| i as u8)
+            .ok_or_else(|| DataError::Other(format!("the shards have no split `{name}`")))
+    };
+    let (split, other) = (index_of(split)?, index_of(other)?);
+    let config = LeakConfig {
+        collect_pairs: true,
+        split_order: conventional_order(&data.split_names),
+        ..config.clone()
+    };
+    let report = check(&data, &config)?;
+    let twins = report.twin_rows(split, other);
+    let index = runfn_data::shards::ShardIndex::load(shards, false)?;
+    let name = &data.split_names[split as usize];
+    // Files of `split` in order: the shards of the splits before it come first.
+    let before: usize = data.split_names[..split as usize]
+        .iter()
+        .map(|n| index.splits[n].shards.len())
+        .sum();
+    let mut mask = Vec::new();
+    for (offset, shard) in index.splits[name].shards.iter().enumerate() {
+        let file = (before + offset) as u32;
+        mask.extend((1..=shard.rows).map(|row| twins.contains(&Loc { file, row })));
+    }
+    Ok(mask)
+}
+
+impl LeakReport {
+    /// The rows of `split` that have a twin (exact or near) in `other`.
+    pub fn twin_rows(&self, split: u8, other: u8) -> BTreeSet<Loc> {
+        self.pairs
+            .iter()
+            .filter_map(|pair| match (pair.earlier, pair.later) {
+                ((s, _), (t, loc)) if t == split && s == other => Some(loc),
+                ((s, loc), (t, _)) if s == split && t == other => Some(loc),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -313,5 +397,101 @@ mod tests {
             err.contains("customer") && err.contains("manifest.data.entity"),
             "{err}"
         );
+    }
+
+    const TWINS: &str = "id,day,x,note\nc1,2026-01-03,1.5,a\nc2,2026-01-04,2.5,b\nc3,2026-01-05,3.5,c\nc4,2026-02-05,1.5,a\nc5,2026-02-06,1.5,A\nc6,2026-02-07,9.5,z\nc7,2026-02-08,8.5,y\n";
+
+    fn twins_with(decisions: &[(&str, serde_json::Value)]) -> LeakCheck {
+        let manifest: serde_json::Map<String, serde_json::Value> = decisions
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let config = LeakConfig {
+            entity: Some("id".into()),
+            decisions: runfn_manifest::leaks::parse_leaks(Some(&manifest.into())).unwrap(),
+            ..by_day()
+        };
+        check_of(TWINS, &config, "exact_duplicates")
+    }
+
+    #[test]
+    fn a_tolerance_passes_twins_within_it_and_the_record_keeps_the_setting() {
+        // Rows 4 and 5 of test (of 4 test rows) repeat row 1 of train.
+        let strict = twins_with(&[]);
+        assert_eq!(
+            (strict.passed, strict.count, strict.of),
+            (false, 2, Some(4)),
+            "{strict:?}"
+        );
+        assert_eq!(strict.fraction, Some(0.5));
+        assert_eq!(
+            serde_json::to_value(&strict.setting).unwrap(),
+            serde_json::json!({"max_count": 0})
+        );
+        let counted = twins_with(&[("exact_duplicates", serde_json::json!({"max_count": 2}))]);
+        assert!(counted.passed, "{counted:?}");
+        let one = twins_with(&[("exact_duplicates", serde_json::json!({"max_count": 1}))]);
+        assert!(!one.passed);
+        let share = twins_with(&[(
+            "exact_duplicates",
+            serde_json::json!({"max_fraction": 0.5, "reason": "resales"}),
+        )]);
+        assert!(share.passed, "{share:?}");
+        assert_eq!(share.reason.as_deref(), Some("resales"));
+        let below = twins_with(&[(
+            "exact_duplicates",
+            serde_json::json!({"max_fraction": 0.49}),
+        )]);
+        assert!(!below.passed);
+        let off = twins_with(&[(
+            "exact_duplicates",
+            serde_json::json!({"off": "twins are distinct sales"}),
+        )]);
+        assert_eq!((off.passed, off.count), (true, 2), "still counted: {off:?}");
+        assert_eq!(
+            serde_json::to_value(&off.setting).unwrap(),
+            serde_json::json!({"off": true})
+        );
+        assert_eq!(off.reason.as_deref(), Some("twins are distinct sales"));
+    }
+
+    #[test]
+    fn every_twin_pair_is_kept_when_asked() {
+        let (_dir, data) = by_month(TWINS);
+        let config = LeakConfig {
+            entity: Some("id".into()),
+            text: vec!["note".into()],
+            collect_pairs: true,
+            ..by_day()
+        };
+        let report = check(&data, &config).unwrap();
+        let exact: Vec<_> = report
+            .pairs
+            .iter()
+            .filter(|p| p.check == "exact_duplicates")
+            .map(|p| (p.earlier.0, p.earlier.1.row, p.later.0, p.later.1.row))
+            .collect();
+        assert_eq!(exact, [(0, 1, 1, 4), (0, 1, 1, 5)]);
+        let twins: Vec<u64> = report.twin_rows(1, 0).iter().map(|l| l.row).collect();
+        assert_eq!(twins, [4, 5]);
+        let line = pair_json(&data, &report.pairs[0]);
+        assert_eq!(line["check"], "exact_duplicates");
+        assert_eq!(
+            (
+                line["earlier"]["split"].as_str(),
+                line["later"]["row"].as_u64()
+            ),
+            (Some("train"), Some(4))
+        );
+        assert!(line["later"]["file"].as_str().unwrap().ends_with("a.csv"));
+        let not_asked = check(
+            &data,
+            &LeakConfig {
+                collect_pairs: false,
+                ..config
+            },
+        )
+        .unwrap();
+        assert!(not_asked.pairs.is_empty());
     }
 }

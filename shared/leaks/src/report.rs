@@ -1,7 +1,10 @@
 //! The `leaks` section.
 
+use runfn_manifest::leaks::{LeakDecision, LeakSetting};
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::scan::Loc;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeakReport {
@@ -9,6 +12,9 @@ pub struct LeakReport {
     pub checks: Vec<LeakCheck>,
     /// Values that did not parse as their column's type (read as null), for the record.
     pub bad_values: u64,
+    /// Every twin pair (exact and near duplicates), when `LeakConfig::collect_pairs` asked.
+    #[serde(skip)]
+    pub pairs: Vec<Pair>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -16,19 +22,39 @@ pub struct LeakCheck {
     pub name: &'static str,
     pub passed: bool,
     pub count: u64,
+    /// What `count` is a share of (rows of the later splits, entities, split pairs, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub of: Option<u64>,
+    /// `count / of`, when `of` is not zero.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f64>,
+    /// The tolerance applied (`{max_count: 0}` unless `manifest.leaks` says otherwise), or
+    /// `{off: true}`.
+    pub setting: LeakSetting,
+    /// Why the manifest set it so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub examples: Vec<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
+/// Two rows of different splits that are twins: `later` in the split that comes after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pair {
+    pub check: &'static str,
+    /// The text column compared (near duplicates).
+    pub column: Option<String>,
+    pub jaccard: Option<f64>,
+    pub earlier: (u8, Loc),
+    pub later: (u8, Loc),
+}
+
 impl LeakCheck {
     pub fn skipped(name: &'static str, why: impl Into<String>) -> LeakCheck {
         LeakCheck {
-            name,
-            passed: true,
-            count: 0,
-            examples: Vec::new(),
             note: Some(format!("skipped: {}", why.into())),
+            ..LeakCheck::counted(name, 0, Vec::new())
         }
     }
 
@@ -37,18 +63,43 @@ impl LeakCheck {
             name,
             passed: count == 0,
             count,
+            of: None,
+            fraction: None,
+            setting: LeakDecision::strict().setting,
+            reason: None,
             examples,
             note: None,
         }
     }
+
+    /// Judges the count by `decision`: within every tolerance given, or off.
+    pub fn apply(&mut self, decision: &LeakDecision) {
+        self.fraction = self
+            .of
+            .filter(|of| *of > 0)
+            .map(|of| self.count as f64 / of as f64);
+        self.passed = match &decision.setting {
+            LeakSetting::Off { .. } => true,
+            LeakSetting::Tolerance {
+                max_count,
+                max_fraction,
+            } => {
+                max_count.is_none_or(|max| self.count <= max)
+                    && max_fraction.is_none_or(|max| self.fraction.unwrap_or(0.0) <= max)
+            }
+        };
+        self.setting = decision.setting.clone();
+        self.reason = decision.reason.clone();
+    }
 }
 
 impl LeakReport {
-    pub fn new(checks: Vec<LeakCheck>, bad_values: u64) -> LeakReport {
+    pub fn new(checks: Vec<LeakCheck>, bad_values: u64, pairs: Vec<Pair>) -> LeakReport {
         LeakReport {
             passed: checks.iter().all(|c| c.passed),
             checks,
             bad_values,
+            pairs,
         }
     }
 }

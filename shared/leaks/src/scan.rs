@@ -34,6 +34,8 @@ pub struct Layout {
     pub features: Vec<usize>,
     /// Candidate label proxies: (name, index, categorical).
     pub proxies: Vec<(String, usize, bool)>,
+    /// Keep every row's feature hash and place, to list every exact-twin pair.
+    pub collect_pairs: bool,
 }
 
 impl Layout {
@@ -104,6 +106,7 @@ impl Layout {
             as_of,
             features,
             proxies,
+            collect_pairs: config.collect_pairs,
         })
     }
 }
@@ -114,20 +117,46 @@ pub struct Seen {
     pub splits: u64,
     /// First occurrence in each split, in split order.
     pub first: Vec<(u8, Loc)>,
+    /// Occurrences per split.
+    pub counts: Vec<(u8, u64)>,
     pub value: String,
 }
 
 impl Seen {
+    fn new(value: String) -> Seen {
+        Seen {
+            splits: 0,
+            first: Vec::new(),
+            counts: Vec::new(),
+            value,
+        }
+    }
+
     fn add(&mut self, split: u8, loc: Loc) {
+        self.first_in(split, loc);
+        self.count(split, 1);
+    }
+
+    fn first_in(&mut self, split: u8, loc: Loc) {
         if self.splits & (1 << split) == 0 {
             self.splits |= 1 << split;
             self.first.push((split, loc));
         }
     }
 
+    fn count(&mut self, split: u8, n: u64) {
+        match self.counts.iter_mut().find(|(s, _)| *s == split) {
+            Some((_, count)) => *count += n,
+            None => self.counts.push((split, n)),
+        }
+    }
+
     fn merge(&mut self, other: Seen) {
         for (split, loc) in other.first {
-            self.add(split, loc);
+            self.first_in(split, loc);
+        }
+        for (split, n) in other.counts {
+            self.count(split, n);
         }
     }
 
@@ -159,6 +188,12 @@ pub struct FileScan {
     pub proxy_numeric: Vec<Vec<(f64, bool)>>,
     pub proxy_categories: Vec<Vec<(String, bool)>>,
     pub invalid_labels: u64,
+    /// Rows per split.
+    pub split_rows: Vec<u64>,
+    /// Rows whose feature time and label time were both present.
+    pub future_checked: u64,
+    /// With `collect_pairs`: every row's (feature hash, split, place), in file order.
+    pub row_locs: Vec<(u128, u8, Loc)>,
 }
 
 fn hash128(bytes: &[u8]) -> u128 {
@@ -185,6 +220,13 @@ impl FileScan {
             row: batch.first_row + row as u64 + 1,
         };
         let columns = batch.batch.columns();
+        for split in batch.splits.iter().flatten() {
+            let split = *split as usize;
+            if self.split_rows.len() <= split {
+                self.split_rows.resize(split + 1, 0);
+            }
+            self.split_rows[split] += 1;
+        }
 
         if let Some(entity) = layout.entity {
             let values = text_array(&columns[entity]);
@@ -195,11 +237,7 @@ impl FileScan {
                 let value = values.value(row);
                 self.entities
                     .entry(hash128(value.as_bytes()))
-                    .or_insert_with(|| Seen {
-                        splits: 0,
-                        first: Vec::new(),
-                        value: value.to_string(),
-                    })
+                    .or_insert_with(|| Seen::new(value.to_string()))
                     .add(split, loc(row));
             }
         }
@@ -240,6 +278,7 @@ impl FileScan {
                     else {
                         continue;
                     };
+                    self.future_checked += 1;
                     if as_of > label_time {
                         self.future_count += 1;
                         if self.future.len() < 5 {
@@ -322,17 +361,17 @@ impl FileScan {
                 }
                 buffer.push(0x1f);
             }
-            match self.rows.entry(hash128(&buffer)) {
+            let hash = hash128(&buffer);
+            match self.rows.entry(hash) {
                 Entry::Occupied(mut seen) => seen.get_mut().add(split, loc(row)),
                 Entry::Vacant(slot) => {
-                    let mut seen = Seen {
-                        splits: 0,
-                        first: Vec::new(),
-                        value: String::new(),
-                    };
+                    let mut seen = Seen::new(String::new());
                     seen.add(split, loc(row));
                     slot.insert(seen);
                 }
+            }
+            if layout.collect_pairs {
+                self.row_locs.push((hash, split, loc(row)));
             }
         }
     }
@@ -387,6 +426,14 @@ impl FileScan {
             target.extend(values);
         }
         self.invalid_labels += file.invalid_labels;
+        for (split, rows) in file.split_rows.into_iter().enumerate() {
+            if self.split_rows.len() <= split {
+                self.split_rows.resize(split + 1, 0);
+            }
+            self.split_rows[split] += rows;
+        }
+        self.future_checked += file.future_checked;
+        self.row_locs.extend(file.row_locs);
     }
 }
 

@@ -4,6 +4,7 @@ pub mod digest;
 pub mod gates;
 pub mod git;
 pub mod hash;
+pub mod leaks;
 pub mod lint;
 pub mod parse;
 pub mod pin;

@@ -18,6 +18,7 @@ pub const TOP_LEVEL_FIELDS: &[&str] = &[
     "eval",
     "validate",
     "leak_check",
+    "leaks",
     "alert",
 ];
 
@@ -58,6 +59,9 @@ pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
         problems.add("config", "must be a mapping of settings");
     }
     lint_eval(manifest.get("eval"), &mut problems);
+    if let Err(e) = crate::leaks::parse_leaks(manifest.get("leaks")) {
+        problems.add(e.field.trim_start_matches("manifest."), e.message);
+    }
     problems.0
 }
 

@@ -33,6 +33,12 @@ Output: the input record plus, under `evaluate` (or `baseline` with --as baselin
   {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\", \"model_manifest_hash\", \"split\",
    \"shards_index_blake3\", \"rows_blake3\" (digest of the rows scored, as shardify's), \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}}}
 
+When the record's leaks section counts exact or near twins across splits (a tolerance or `off`
+let them through), the candidate's result adds
+  \"contamination\": {\"twin_rows\", \"twins_in\": \"train\", \"overall_without_twins\": {metrics},
+                    \"delta_auc\" (auc with the twin rows minus auc without them)}
+the scored rows with a twin in train found again on the shards, so each is known exactly.
+
 Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
 preprocessing, NaN features or labels, an empty split).";
 
@@ -225,6 +231,16 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             seed,
         ));
     }
+    let contamination = match section {
+        "evaluate" if names_twins(&record) => Some(contamination(
+            &record,
+            &shards,
+            &args.split,
+            &scored,
+            overall.auc,
+        )?),
+        _ => None,
+    };
     let mut by_slice = Map::new();
     for (column, values) in &scored.slices {
         by_slice.insert(
@@ -259,9 +275,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         overall.ece,
         overall.rows
     ));
-    record.set_section(
-        section,
-        json!({
+    let mut result = json!({
             "passed": true,
             "model": model_path.display().to_string(),
             "registered_as": model_ref,
@@ -272,9 +286,65 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             "rows_blake3": rows_blake3,
             "overall": overall,
             "slices": by_slice,
-        }),
-    );
+    });
+    if let Some(contamination) = contamination {
+        tool.info(format!(
+            "contamination: {} test rows have a twin in train; auc without them {}",
+            contamination["twin_rows"], contamination["overall_without_twins"]["auc"]
+        ));
+        result["contamination"] = contamination;
+    }
+    record.set_section(section, result);
     tool.finish(record, Exit::Passed)
+}
+
+/// Whether leak-check found exact or near twins across splits (tolerated, or its check off).
+fn names_twins(record: &Record) -> bool {
+    let checks = record.get_path("leaks.checks").and_then(Value::as_array);
+    checks.into_iter().flatten().any(|check| {
+        matches!(
+            check.get("name").and_then(Value::as_str),
+            Some("exact_duplicates" | "near_duplicates")
+        ) && check.get("count").and_then(Value::as_u64).unwrap_or(0) > 0
+    })
+}
+
+/// The scored split with and without its rows that have an exact or near twin in train, the
+/// twins found again on the shards themselves so each scored row is known exactly.
+fn contamination(
+    record: &Record,
+    shards: &inputs::Shards,
+    split: &str,
+    scored: &score::Scored,
+    auc: Option<f64>,
+) -> anyhow::Result<Value> {
+    let names: Vec<String> = shards.index.splits.keys().cloned().collect();
+    let spec = runfn_data::spec::DataSpec::from_record(record)?;
+    let config = runfn_leaks::LeakConfig::from_spec(&spec, &names);
+    let mask = runfn_leaks::twin_mask(&shards.dir, &config, split, &config.train_split)
+        .map_err(|e| InputError::field("shards", e.to_string()))?;
+    anyhow::ensure!(
+        mask.len() == scored.scores.len(),
+        "{} twin flags for {} scored rows",
+        mask.len(),
+        scored.scores.len()
+    );
+    let (scores, labels): (Vec<f64>, Vec<bool>) = scored
+        .scores
+        .iter()
+        .zip(&scored.labels)
+        .zip(&mask)
+        .filter(|(_, twin)| !**twin)
+        .map(|((s, l), _)| (*s, *l))
+        .unzip();
+    let without = (!scores.is_empty()).then(|| metrics::compute(&scores, &labels));
+    let delta_auc = auc.zip(without.as_ref().and_then(|w| w.auc));
+    Ok(json!({
+        "twin_rows": mask.iter().filter(|t| **t).count(),
+        "twins_in": config.train_split,
+        "overall_without_twins": without,
+        "delta_auc": delta_auc.map(|(with, without)| with - without),
+    }))
 }
 
 /// `manifest.eval.slices` (absent: none).

@@ -10,7 +10,7 @@ use runfn_core::{Exit, Record};
 use runfn_data::partitioned::Partitioned;
 use runfn_data::spec::{DataSource, DataSpec};
 use runfn_data::split::Splits;
-use runfn_leaks::{LeakConfig, check};
+use runfn_leaks::{LeakConfig, check, pair_json};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -29,9 +29,20 @@ Checks (the columns come from manifest.data, or the flags):
   label_proxy       one feature alone predicts the label on train (univariate AUC >= 0.99 or <= 0.01)
 A check whose columns are not declared is reported as skipped.
 
+Tolerances (manifest.leaks; default: any leak fails): per check {max_count: N} (count at most N),
+{max_fraction: F} (count / of at most F, of = rows of the later splits for the twin checks), both,
+or {off: \"reason\"} (still run and reported, never failing); an optional reason with a
+tolerance. Each check records the setting applied and the reason. The twin checks count the rows
+of a later split (val, test) with a twin in an earlier one.
+  leaks: {exact_duplicates: {max_fraction: 0.02, reason: \"twin listings are distinct sales\"},
+          near_duplicates: {off: \"listings repeat their boilerplate by design\"}}
+--pairs-out FILE writes every exact and near twin pair as JSON Lines, atomically:
+  {\"check\", \"column\"?, \"jaccard\"?, \"earlier\": {\"split\", \"file\", \"row\"}, \"later\": {...}}
+
 Output: the input record plus
   \"leaks\": {\"passed\": bool, \"bad_values\": n,
-            \"checks\": [{\"name\", \"passed\", \"count\", \"examples\": [...], \"note\"?}]}
+            \"checks\": [{\"name\", \"passed\", \"count\", \"of\"?, \"fraction\"?, \"setting\", \"reason\"?,
+                        \"examples\": [...], \"note\"?}]}
 
 Exit: 0 no leak, 1 a leak found (record still on stdout), 2 bad usage or input.";
 
@@ -63,6 +74,9 @@ struct Args {
     /// Jaccard similarity at which two texts count as near-duplicates.
     #[arg(long, value_name = "J", default_value_t = 0.8)]
     jaccard: f64,
+    /// Write every exact and near twin pair found to FILE (JSON Lines).
+    #[arg(long, value_name = "FILE")]
+    pairs_out: Option<PathBuf>,
     /// Schema file fixing column types (raw snapshots only).
     #[arg(long, value_name = "FILE")]
     schema: Option<PathBuf>,
@@ -85,6 +99,8 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let mut record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("leaks")?;
     let spec = DataSpec::from_record(&record)?;
+    let decisions = runfn_manifest::leaks::parse_leaks(record.get_path("manifest.leaks"))
+        .map_err(|e| runfn_core::InputError::field(e.field, e.message))?;
     let rules = spec.splits_or(&args.splits).ok();
     let time = args.time.clone().or(spec.time.clone());
     let data = match spec.source(&record, args.input.as_deref(), args.shards.as_deref())? {
@@ -104,7 +120,6 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             Partitioned::from_rules(snapshot, splits)
         }
     };
-    let split_order = conventional_order(&data.split_names);
     let time_split = match (&rules, &time) {
         (Some(rules), Some(time)) => {
             Splits::parse(rules, Some(time), |c| data.snapshot.column_type(c))
@@ -112,27 +127,21 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }
         _ => false,
     };
+    let defaults = LeakConfig::from_spec(&spec, &data.split_names);
     let config = LeakConfig {
-        entity: args.entity.or(spec.entity),
+        entity: args.entity.or(defaults.entity.clone()),
         time,
-        label: args.label.or(spec.label),
-        label_time: spec.label_time,
+        label: args.label.or(defaults.label.clone()),
         text: if args.text.is_empty() {
-            spec.text
+            defaults.text.clone()
         } else {
             args.text
         },
-        as_of: spec.as_of,
-        train_split: split_order
-            .iter()
-            .find(|s| *s == "train")
-            .cloned()
-            .or_else(|| split_order.first().cloned())
-            .unwrap_or_default(),
-        split_order,
         time_split,
         near_duplicate_jaccard: args.jaccard,
-        ..LeakConfig::default()
+        decisions,
+        collect_pairs: args.pairs_out.is_some(),
+        ..defaults
     };
     let report = check(&data, &config)?;
     for leak in report.checks.iter().filter(|c| !c.passed) {
@@ -141,42 +150,34 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     if report.passed {
         tool.info("no leak found");
     }
+    for tolerated in report.checks.iter().filter(|c| c.passed && c.count > 0) {
+        tool.info(format!(
+            "tolerated: {}: {} found, within {}",
+            tolerated.name,
+            tolerated.count,
+            serde_json::to_string(&tolerated.setting)?
+        ));
+    }
+    if let Some(path) = &args.pairs_out {
+        runfn_core::atomic::write_atomic(path, |out| {
+            for pair in &report.pairs {
+                writeln!(out, "{}", pair_json(&data, pair))?;
+            }
+            Ok(())
+        })?;
+        tool.info(format!(
+            "{} twin pairs written to {}",
+            report.pairs.len(),
+            path.display()
+        ));
+    }
     let passed = report.passed;
     record.set_section("leaks", serde_json::to_value(&report)?);
     tool.finish(record, Exit::from_passed(passed))
 }
 
-/// The order splits are meant to follow in time. Manifests are hashed with their keys sorted,
-/// so the written order is gone; the conventional names say it (train, then validation, then
-/// test), and other names follow in the order given.
-fn conventional_order(names: &[String]) -> Vec<String> {
-    const STAGES: [&[&str]; 3] = [
-        &["train", "training"],
-        &["val", "valid", "validation", "dev"],
-        &["test", "holdout", "eval"],
-    ];
-    let stage = |name: &str| {
-        STAGES
-            .iter()
-            .position(|names| names.contains(&name.to_ascii_lowercase().as_str()))
-            .unwrap_or(STAGES.len())
-    };
-    let mut ordered = names.to_vec();
-    ordered.sort_by_key(|name| stage(name));
-    ordered
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn splits_follow_the_conventional_order() {
-        let names: Vec<String> = ["test", "train", "val"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(super::conventional_order(&names), ["train", "val", "test"]);
-    }
-
     #[test]
     fn flags_are_consistent() {
         use clap::CommandFactory;

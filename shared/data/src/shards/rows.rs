@@ -74,7 +74,7 @@ pub fn split_rows_digest(
 ) -> Result<(String, u64), DataError> {
     let entry = index.splits.get(split).ok_or_else(|| {
         DataError::file(
-            &dir.join(crate::shards::INDEX_NAME),
+            dir.join(crate::shards::INDEX_NAME),
             format!("has no split `{split}`"),
         )
     })?;

@@ -290,6 +290,36 @@ fn a_pinned_snapshot_that_moved_is_refused_by_every_tool_that_reads_it() {
 }
 
 #[test]
+fn an_unpinned_snapshot_that_moves_after_mf_hash_digested_it_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = demo_snapshot(&dir.path().join("lake/day3"), 2_000, &["--seed", "6"]);
+    write_manifest(dir.path(), "churn.yaml", "./lake/day3@snapshot=day3");
+    let record = tool("mf-hash")
+        .current_dir(dir.path())
+        .args(["churn.yaml", "--data-digest", "./lake/day3", "-q"])
+        .run();
+    assert_eq!(record.code, 0, "{}", record.stderr);
+    let validate = || {
+        tool("ds-validate")
+            .current_dir(dir.path())
+            .args(["--profile-out", "p.json", "-q"])
+            .stdin(record.stdout.clone())
+            .run()
+    };
+    assert_eq!(validate().code, 0);
+    std::fs::remove_file(dir.path().join("p.json")).unwrap();
+    let part = std::fs::read_dir(&snapshot)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max()
+        .unwrap();
+    std::fs::remove_file(&part).unwrap();
+    let moved = validate();
+    moved.assert_bad_input("ds-validate", "since mf-hash digested it as blake3:");
+    assert!(!dir.path().join("p.json").exists(), "nothing written");
+}
+
+#[test]
 fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let alert = alert_script(dir.path());

@@ -24,6 +24,9 @@ pub struct DataSpec {
     pub snapshot: Option<String>,
     /// The content digest `manifest.data.snapshot` pins (`blake3:<hex>`), when it pins one.
     pub pinned: Option<String>,
+    /// `(path, digest)` of `mf_hash.data_digest`: what mf-hash found at that path earlier in the
+    /// run, so a stage reading the same path reads the same data.
+    pub recorded: Option<(String, String)>,
     pub entity: Option<String>,
     pub time: Option<String>,
     pub label: Option<String>,
@@ -125,6 +128,10 @@ impl DataSpec {
         Ok(DataSpec {
             snapshot,
             pinned,
+            recorded: record
+                .get_path("mf_hash.data_digest")
+                .and_then(|d| Some((d.get("path")?.as_str()?, d.get("digest")?.as_str()?)))
+                .map(|(path, digest)| (path.to_string(), digest.to_string())),
             entity: string("entity")?,
             time: string("time")?,
             label: string("label")?,
@@ -199,8 +206,9 @@ impl DataSpec {
     }
 
     /// Opens the snapshot at `path` (types from `schema_file` where it names them) and checks
-    /// that it has every column the manifest names and, when the manifest pins its digest, that
-    /// it still hashes to it (one blake3 pass over its files).
+    /// that it has every column the manifest names and, when the manifest pins its digest (or,
+    /// unpinned, mf-hash recorded the digest of this same path), that it still hashes to it (one
+    /// blake3 pass over its files).
     pub fn open_snapshot(
         &self,
         path: &Path,
@@ -211,9 +219,15 @@ impl DataSpec {
             None => Default::default(),
         };
         let snapshot = Snapshot::open(path, &types)?;
-        if let Some(pinned) = &self.pinned {
-            runfn_manifest::pin::verify(path, pinned, &|_| {})
-                .map_err(|e| DataError::Other(format!("manifest.data.snapshot: {e}")))?;
+        let checked = match (&self.pinned, &self.recorded) {
+            (Some(pinned), _) => Some(runfn_manifest::pin::verify(path, pinned, &|_| {})),
+            (None, Some((recorded, digest))) if same_path(Path::new(recorded), path) => Some(
+                runfn_manifest::pin::verify_recorded(path, digest, &|_| {}),
+            ),
+            _ => None,
+        };
+        if let Some(Err(err)) = checked {
+            return Err(DataError::Other(format!("manifest.data.snapshot: {err}")));
         }
         self.require_columns(|c| snapshot.column_type(c).is_some())
             .map_err(|e| DataError::Other(e.to_string()))?;
@@ -242,6 +256,16 @@ impl DataSpec {
             })
             .collect()
     }
+}
+
+/// `./lake/x` and `lake/x` name the same place; nothing else is resolved.
+fn same_path(a: &Path, b: &Path) -> bool {
+    let parts = |p| {
+        Path::components(p)
+            .filter(|c| *c != std::path::Component::CurDir)
+            .collect::<Vec<_>>()
+    };
+    parts(a) == parts(b)
 }
 
 /// Parses a size such as `1G`, `512M`, `64KiB` or a plain number of bytes.

@@ -28,11 +28,12 @@ pub struct Listing {
 pub enum PinError {
     #[error(transparent)]
     Digest(#[from] DigestError),
-    #[error("{snapshot}: {change} since it was pinned as {pinned}")]
+    #[error("{snapshot}: {change} since {since}")]
     Moved {
         snapshot: String,
-        pinned: String,
         change: String,
+        /// When the expected digest was taken: `it was pinned as blake3:...`.
+        since: String,
     },
     #[error("{path}: {message}")]
     Listing { path: PathBuf, message: String },
@@ -77,6 +78,30 @@ pub fn verify(
     pinned: &str,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<DataDigest, PinError> {
+    check(root, pinned, format!("it was pinned as {pinned}"), progress)
+}
+
+/// Like [`verify`], for the digest `mf-hash --data-digest` recorded earlier in the same run of an
+/// unpinned snapshot: the data a later stage reads is the data the record describes.
+pub fn verify_recorded(
+    root: &Path,
+    recorded: &str,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<DataDigest, PinError> {
+    check(
+        root,
+        recorded,
+        format!("mf-hash digested it as {recorded} (mf_hash.data_digest)"),
+        progress,
+    )
+}
+
+fn check(
+    root: &Path,
+    pinned: &str,
+    since: String,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<DataDigest, PinError> {
     let (digest, files) = digest_files(root, progress)?;
     if digest.digest == pinned {
         return Ok(digest);
@@ -100,8 +125,8 @@ pub fn verify(
     };
     Err(PinError::Moved {
         snapshot: root.display().to_string(),
-        pinned: pinned.to_string(),
         change,
+        since,
     })
 }
 

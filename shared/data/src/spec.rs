@@ -221,9 +221,9 @@ impl DataSpec {
         let snapshot = Snapshot::open(path, &types)?;
         let checked = match (&self.pinned, &self.recorded) {
             (Some(pinned), _) => Some(runfn_manifest::pin::verify(path, pinned, &|_| {})),
-            (None, Some((recorded, digest))) if same_path(Path::new(recorded), path) => Some(
-                runfn_manifest::pin::verify_recorded(path, digest, &|_| {}),
-            ),
+            (None, Some((recorded, digest))) if same_path(Path::new(recorded), path) => {
+                Some(runfn_manifest::pin::verify_recorded(path, digest, &|_| {}))
+            }
             _ => None,
         };
         if let Some(Err(err)) = checked {

@@ -72,7 +72,7 @@ fn stage(name: &str, args: &[&std::ffi::OsStr], stdin: String) -> Output {
     out
 }
 
-/// mf-hash (verifying the pinned digest), ds-validate, shardify, train, evaluate.
+/// mf-hash (verifying the pinned digest), ds-validate, leak-check, shardify, train, evaluate.
 fn chain(table: &Table, dir: &Path) -> Value {
     let snapshot = format!("testdata/real/{}/snapshot", table.name);
     let hashed = stage(
@@ -85,11 +85,13 @@ fn chain(table: &Table, dir: &Path) -> Value {
         String::new(),
     );
     let validated = stage("ds-validate", &[], hashed.stdout);
+    // The tables' twins are real, distinct rows: the manifests tolerate a few, with a reason.
+    let checked = stage("leak-check", &[], validated.stdout);
     let shards = dir.join("shards");
     let sharded = stage(
         "shardify",
         &["--out".as_ref(), shards.as_os_str()],
-        validated.stdout,
+        checked.stdout,
     );
     let trained = stage(
         "train",
@@ -131,6 +133,36 @@ fn learns_as_well_as_a_logistic_regression(table: &Table) {
     assert!(
         pinned.ends_with(&format!("@{}", digest.as_str().unwrap())),
         "the record's digest is of the snapshot the manifest pins: {pinned} vs {digest}"
+    );
+    let twins = record["leaks"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "exact_duplicates")
+        .unwrap()
+        .clone();
+    assert!(
+        twins["count"].as_u64().unwrap() > 0 && twins["passed"] == true,
+        "the tolerated twins are counted and let through: {twins}"
+    );
+    assert!(
+        twins["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{twins}"
+    );
+    // What the twins do to the result: the test split scored without its rows that have a
+    // training twin (the contamination effect). Real twins here are few and change little.
+    let contamination = &record["evaluate"]["contamination"];
+    let twin_rows = contamination["twin_rows"].as_u64().unwrap();
+    let delta = contamination["delta_auc"].as_f64().unwrap();
+    assert!(twin_rows > 0, "{contamination}");
+    assert!(
+        delta.abs() < 0.01,
+        "{}: twins moved AUC by {delta}",
+        table.name
+    );
+    eprintln!(
+        "{}: {twin_rows} test rows with a training twin; AUC without them {} (delta {delta:+.5})",
+        table.name, contamination["overall_without_twins"]["auc"]
     );
     let auc = record["evaluate"]["overall"]["auc"].as_f64().unwrap();
     let reference = logistic_auc(table, &dir.path().join("shards"));

@@ -394,9 +394,9 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
     assert!(env.contains("RUNFN_ALERT_EXIT=1\n"), "{env}");
     assert!(
         env.contains(
-            "RUNFN_ALERT_SUMMARY=runfn: churn run failed at stage validate (exit 1: a check failed)"
+            "RUNFN_ALERT_SUMMARY=runfn: churn run failed at stage validate (exit 1: a check failed): ds-validate: failed: "
         ),
-        "{env}"
+        "the summary says which check failed: {env}"
     );
     assert!(!dir.path().join("run/validate.json").exists());
     assert_eq!(
@@ -470,6 +470,10 @@ fn retrain_rotates_its_log_and_alerts_on_a_run_that_fails_early() {
     let env = std::fs::read_to_string(dir.path().join("alert.env")).unwrap();
     assert!(env.contains("RUNFN_ALERT_STAGE=manifest\n"), "{env}");
     assert!(env.contains("RUNFN_ALERT_EXIT=2\n"), "{env}");
+    assert!(
+        env.contains("(exit 2: bad usage or input): mf-hash: ") && env.contains("missing.yaml: "),
+        "the summary carries the tool's one-line message: {env}"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("alert.stdin")).unwrap(),
         "",

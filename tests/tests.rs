@@ -11,6 +11,7 @@ mod leak_check;
 mod mf_hash;
 mod noise_floor;
 mod pipeline;
+mod daily;
 mod real_data;
 mod register;
 mod retrain;

@@ -284,6 +284,20 @@ fn drift_checks(
             // A new snapshot's dates are later by design: range and drift would always fire.
             continue;
         }
+        let identifier = roles.identifiers.iter().any(|c| c == name);
+        if identifier && now.quantiles.is_some() {
+            // A numeric entity id is new by design too: new customers get higher ids.
+            checks.push(Check {
+                name: "numeric_drift",
+                column: Some(name.to_string()),
+                value: None,
+                threshold: None,
+                passed: true,
+                detail: Some("skipped: an identifier column".into()),
+                explained: None,
+            });
+            continue;
+        }
         if let (Some(q_then), Some(q_now), Some(min), Some(max)) = (
             &then.quantiles,
             &now.quantiles,
@@ -306,7 +320,6 @@ fn drift_checks(
             }
         }
         if let (Some(f_then), Some(f_now)) = (&then.frequencies, &now.frequencies) {
-            let identifier = roles.identifiers.iter().any(|c| c == name);
             let high_cardinality =
                 f_then.truncated() || now.distinct.estimate() > 0.5 * now.count.max(1) as f64;
             if identifier
@@ -788,6 +801,34 @@ mod tests {
             );
             assert!(comparison.checks.iter().all(|c| c.name != "new_categories"));
         }
+    }
+
+    #[test]
+    fn a_numeric_entity_id_skips_range_and_drift() {
+        // Day two's customers have higher ids than day one's: not drift.
+        let text = |offset: usize| {
+            let mut text = String::from("customer_id,x,y\n");
+            for i in 0..400 {
+                text.push_str(&format!("{},{},{}\n", i + offset, i % 7, i % 2));
+            }
+            text
+        };
+        let (before, after) = (
+            profile_of(&[("a.csv", &text(1))], Some("y")),
+            profile_of(&[("a.csv", &text(401))], Some("y")),
+        );
+        let id = Roles {
+            label: Some("y".into()),
+            identifiers: vec!["customer_id".into()],
+        };
+        let comparison = compare(Some(&before), &after, &Thresholds::default(), &id, &[]);
+        assert!(comparison.passed, "{:?}", failures(&comparison));
+        let skipped = find(&comparison, "numeric_drift", Some("customer_id"));
+        assert_eq!(skipped.detail.as_deref(), Some("skipped: an identifier column"));
+        assert!(find(&comparison, "numeric_drift", Some("x")).value.is_some());
+        // Not declared as the entity, the same ids are drift.
+        let undeclared = compare(Some(&before), &after, &Thresholds::default(), &roles(), &[]);
+        assert!(!undeclared.passed);
     }
 
     #[test]

@@ -68,7 +68,7 @@ bench:
 ## the run without writing its output, keeps its record as RUN_DIR/failed.json, and runs the alert
 ## command (RUNFN_ALERT_CMD, else the manifest's `alert:`; see scripts/alert.sh).
 run: build
-	@rm -f $(RUN_DIR)/failed.json $(RUN_DIR)/failed.stage
+	@rm -f $(RUN_DIR)/failed.json $(RUN_DIR)/failed.err $(RUN_DIR)/failed.stage
 	@$(MAKE) --no-print-directory -f $(ROOT)/Makefile stages || { code=$$?; \
 	  $(ROOT)/scripts/alert.sh '$(RUN_DIR)' '$(MANIFEST)' '$(MODEL)' '$(BIN)'; exit $$code; }
 	@echo "run: done; $(MODEL)@prod is version $$($(BIN)/register resolve $(MODEL)@prod | grep -o '"version":[0-9]*' | cut -d: -f2); records under $(RUN_DIR)/"
@@ -85,11 +85,12 @@ CANDIDATE := $(firstword $(SEEDS))
 say = @printf 'run: %s\n' $(1) >&2
 
 # A stage: its record becomes $@ only when the command passes. A failing command's record (kept
-# by exit 1, empty after exit 2) goes to failed.json and the stage's name and exit code to
-# failed.stage, for the alert; $@ is not written, and an older $@ is removed so no stale record
-# reads as today's.
-stage = { $(1); } > $@.new && mv -f $@.new $@ || { code=$$?; \
-  rm -f $@; mv -f $@.new $(RUN_DIR)/failed.json; \
+# by exit 1, empty after exit 2) goes to failed.json, its stderr to failed.err and the stage's
+# name and exit code to failed.stage, for the alert; $@ is not written, and an older $@ is removed
+# so no stale record reads as today's. stderr is passed on once the stage ends.
+stage = { $(1); } > $@.new 2> $@.err && { cat $@.err >&2; rm -f $@.err; mv -f $@.new $@; } || { \
+  code=$$?; cat $@.err >&2; rm -f $@; mv -f $@.new $(RUN_DIR)/failed.json; \
+  mv -f $@.err $(RUN_DIR)/failed.err; \
   printf '%s %s\n' $(basename $(notdir $@)) $$code > $(RUN_DIR)/failed.stage; exit $$code; }
 snapshot_of = $$($(BIN)/mf-hash '$(MANIFEST)' --print snapshot)
 
@@ -113,11 +114,12 @@ FORCE:
 identity = grep -o '"manifest_hash":"[0-9a-f]*"\|"data_digest":{[^}]*}' $(1)
 $(RUN_DIR)/manifest.json: $(DEMO_SNAPSHOT) $(BIN)/mf-hash FORCE
 	@mkdir -p $(@D)
-	@snapshot="$(snapshot_of)" && \
-	  $(BIN)/mf-hash '$(MANIFEST)' --data-digest "$$snapshot" -q > $@.next || { code=$$?; \
-	  if [ -f $@.next ]; then mv -f $@.next $(RUN_DIR)/failed.json; fi; \
-	  printf 'manifest %s\n' $$code > $(RUN_DIR)/failed.stage; \
+	@{ snapshot="$(snapshot_of)" && \
+	  $(BIN)/mf-hash '$(MANIFEST)' --data-digest "$$snapshot" -q; } > $@.next 2> $@.err || { \
+	  code=$$?; cat $@.err >&2; mv -f $@.next $(RUN_DIR)/failed.json; \
+	  mv -f $@.err $(RUN_DIR)/failed.err; printf 'manifest %s\n' $$code > $(RUN_DIR)/failed.stage; \
 	  exit $$code; }
+	@cat $@.err >&2; rm -f $@.err
 	@if [ -f $@ ] && [ "$$($(call identity,$@.next))" = "$$($(call identity,$@))" ]; then \
 	  rm $@.next; \
 	else \

@@ -3,7 +3,8 @@
 # `alert:`) through `sh -c`, with the failing stage's record on stdin (empty when the stage
 # failed on bad input, which writes no record) and in the environment:
 #
-#   RUNFN_ALERT_SUMMARY  one line: which model, which stage, which exit code and what it means
+#   RUNFN_ALERT_SUMMARY  one line: which model, which stage, which exit code and what it means,
+#                        the stage's last message on stderr (RUN_DIR/failed.err) when it left one
 #   RUNFN_ALERT_STAGE    the stage (manifest, validate, leaks, shards, train-seed7, gate, ...),
 #                        or `make` when the run failed before any stage did
 #   RUNFN_ALERT_EXIT     the stage's exit code (1 a check failed, 2 bad input, 3 preempted)
@@ -31,7 +32,12 @@ case $code in
   3) meaning="training was preempted" ;;
   *) meaning="an error" ;;
 esac
-summary="runfn: $model run failed at stage $stage (exit $code: $meaning); manifest $manifest"
+# The stage's last message on stderr says why (a bad input's one line, the last failed check).
+reason=""
+[[ -f $run_dir/failed.err ]] && reason=$(tail -n 1 "$run_dir/failed.err" | tr -d '\r')
+summary="runfn: $model run failed at stage $stage (exit $code: $meaning)"
+[[ -n $reason ]] && summary+=": $reason"
+summary+="; manifest $manifest"
 [[ -n $record ]] && summary+="; record $record"
 echo "alert: $summary" >&2
 if [[ -z $command ]]; then

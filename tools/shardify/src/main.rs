@@ -17,6 +17,12 @@ Examples:
   mf-hash manifest.yaml | shardify --out runs/churn/shards > runs/churn/shards.json
   shardify --in lake/churn --split 'train=hash(customer_id) < 0.8' --split 'test=hash(customer_id) >= 0.8' \\
            --seed 7 --out shards/ < /dev/null
+  shardify --in table.csv --split 'train=split == train' --split 'test=region in (north, \"south west\")' \\
+           --seed 7 --out shards/ < /dev/null
+
+Split rules: `col < 2026-08-01` (<=, >, >= too), a bare period of manifest.data.time (`2026-08`,
+`2026-07..2026-08`), `hash(col) < 0.8`, or a column's own values: `col == v`, `col != v`,
+`col in (a, b)` (strings bare or quoted, numbers, dates, true/false; a null matches none).
 
 Reads the snapshot (CSV with a header, JSON Lines or Parquet; a file or a folder of them) at --in,
 or at manifest.data.snapshot when that is a local path, assigns each row to a split of

@@ -162,14 +162,32 @@ fn make_digests_and_reads_the_snapshot_the_manifest_names_never_the_demo() {
         2_000
     );
 
-    // A manifest naming a snapshot that does not exist: the manifest stage fails naming it.
+    // A manifest naming a snapshot that does not exist: the manifest stage fails naming it, and
+    // the manifest's own alert command runs (no RUNFN_ALERT_CMD here).
     let missing = write_manifest(dir.path(), "missing.yaml", "./lake/nowhere@snapshot=1");
+    let alert = format!(
+        "alert: \"echo $RUNFN_ALERT_STAGE $RUNFN_ALERT_EXIT > {}/manifest-alert\"\n",
+        dir.path().display()
+    );
+    let text = std::fs::read_to_string(&missing).unwrap();
+    std::fs::write(&missing, format!("{alert}{text}")).unwrap();
+    let printed = tool("mf-hash")
+        .args([missing.as_os_str(), "--print".as_ref(), "alert".as_ref()])
+        .run();
+    assert_eq!(
+        printed.stdout,
+        alert["alert: \"".len()..alert.len() - 2].to_string() + "\n"
+    );
     let failed = make(
         dir.path(),
-        &["run/shards.json"],
+        &["run"],
         &[format!("MANIFEST={}", missing.display())],
     );
     assert_ne!(failed.code, 0);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("manifest-alert")).unwrap(),
+        "manifest 2\n"
+    );
     assert!(
         failed
             .stderr

@@ -384,6 +384,22 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
         std::fs::read_to_string(dir.path().join("run/profile.json")).unwrap(),
         "the registry gives back the profile it stored"
     );
+    tool("register")
+        .current_dir(dir.path())
+        .args(["profile", "churn@canary", "--registry", "registry"])
+        .run()
+        .assert_bad_input("register", "churn@canary: no such alias");
+    tool("ds-validate")
+        .current_dir(dir.path())
+        .args([
+            "--previous-model",
+            "churn@prod",
+            "--previous",
+            "run/profile.json",
+        ])
+        .stdin(std::fs::read_to_string(dir.path().join("run/manifest.json")).unwrap())
+        .run()
+        .assert_bad_input("ds-validate", "--previous");
 
     // The next day's snapshot drifted: validation against @prod fails, the alert gets the
     // record, and the registry is byte-identical.

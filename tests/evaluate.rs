@@ -389,6 +389,7 @@ fn contamination_scores_the_test_split_without_its_training_twins() {
         .stdin(trained.stdout)
         .run();
     assert_eq!(out.code, 0, "{}", out.stderr);
+    crate::schema::evaluate_matches_its_schema(&out.json());
     let evaluated = out.json()["evaluate"].clone();
     let contamination = &evaluated["contamination"];
 

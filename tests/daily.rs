@@ -186,10 +186,7 @@ fn four_days_of_retraining_on_a_real_table() {
             record["gate"]["passed"], overall["delta"]
         )
     };
-    eprintln!(
-        "day 1: first run, no drift check; {}; prod v1",
-        "gate: no baseline"
-    );
+    eprintln!("day 1: first run, no drift check; gate: no baseline; prod v1");
     eprintln!(
         "day 2: {}; {}; prod v2",
         drift(&day2_validate),

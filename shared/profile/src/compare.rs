@@ -824,8 +824,15 @@ mod tests {
         let comparison = compare(Some(&before), &after, &Thresholds::default(), &id, &[]);
         assert!(comparison.passed, "{:?}", failures(&comparison));
         let skipped = find(&comparison, "numeric_drift", Some("customer_id"));
-        assert_eq!(skipped.detail.as_deref(), Some("skipped: an identifier column"));
-        assert!(find(&comparison, "numeric_drift", Some("x")).value.is_some());
+        assert_eq!(
+            skipped.detail.as_deref(),
+            Some("skipped: an identifier column")
+        );
+        assert!(
+            find(&comparison, "numeric_drift", Some("x"))
+                .value
+                .is_some()
+        );
         // Not declared as the entity, the same ids are drift.
         let undeclared = compare(Some(&before), &after, &Thresholds::default(), &roles(), &[]);
         assert!(!undeclared.passed);

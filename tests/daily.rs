@@ -111,6 +111,7 @@ fn four_days_of_retraining_on_a_real_table() {
     );
     assert_eq!(day2_validate["passed"], true);
     let day2_gate = json(&d.join("run/gate.json"));
+    let day2_floor = json(&d.join("run/noise.json"))["noise_floor"]["floor"].clone();
     assert_eq!(day2_gate["gate"]["passed"], true, "{day2_gate}");
     assert_eq!(day2_gate["gate"]["no_baseline"], false);
     assert_eq!(gate_check(&day2_gate, "same_test_rows")["passed"], true);
@@ -188,7 +189,7 @@ fn four_days_of_retraining_on_a_real_table() {
     };
     eprintln!("day 1: first run, no drift check; gate: no baseline; prod v1");
     eprintln!(
-        "day 2: {}; {}; prod v2",
+        "day 2: {}; {}, seeds' noise floor {day2_floor}; prod v2",
         drift(&day2_validate),
         gate(&day2_gate)
     );

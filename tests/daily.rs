@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::retrain::{alert_script, files, json, make};
-use crate::util::{Output, testdata, tool};
+use crate::util::{Output, failed_checks, testdata, tool};
 
 /// Writes `header` and `rows` as a day's snapshot, `transform` applied to each row.
 fn snapshot(
@@ -131,12 +131,7 @@ fn four_days_of_retraining_on_a_real_table() {
     assert_ne!(third.code, 0, "day 3 must fail: {}", third.stderr);
     let alerted: Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("alert.stdin")).unwrap()).unwrap();
-    let drifted: Vec<&Value> = alerted["validate"]["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["passed"] == false)
-        .collect();
+    let drifted = failed_checks(&alerted["validate"]);
     assert!(
         !drifted.is_empty() && drifted.iter().all(|c| c["column"] == "monthly_charges"),
         "only the unit change drifts: {drifted:?}"

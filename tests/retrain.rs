@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{Output, demo_snapshot, testdata, tool};
+use crate::util::{Output, demo_snapshot, failed_checks, testdata, tool};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -411,12 +411,7 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
             .unwrap();
     assert_eq!(stdin["validate"]["passed"], false);
     assert_eq!(stdin["validate"]["previous_model"]["version"], 1);
-    let failed: Vec<&Value> = stdin["validate"]["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["passed"] == false)
-        .collect();
+    let failed = failed_checks(&stdin["validate"]);
     assert!(
         failed
             .iter()

@@ -21,22 +21,27 @@ pub fn fixture() -> &'static Fixture {
     FIXTURE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
         let snapshot = demo_snapshot(&dir.join("snapshot"), 12_000, &[]);
-        let manifest = tool("mf-hash")
-            .args(["testdata/train/manifest.yaml", "-q"])
-            .run();
-        assert_eq!(manifest.code, 0, "{}", manifest.stderr);
-        let shards = tool("shardify")
-            .args(["--in".as_ref(), snapshot.as_os_str()])
-            .args(["--out".as_ref(), dir.join("shards").as_os_str()])
-            .args(["--shard-rows", "2500", "-q"])
-            .stdin(manifest.stdout)
-            .run();
-        assert_eq!(shards.code, 0, "{}", shards.stderr);
-        Fixture {
-            dir,
-            record: shards.stdout,
-        }
+        let record = shards_record(
+            "testdata/train/manifest.yaml",
+            &snapshot,
+            &dir.join("shards"),
+        );
+        Fixture { dir, record }
     })
+}
+
+/// The record of `manifest` after shardify wrote `snapshot` to `out` in 2,500-row shards.
+pub fn shards_record(manifest: &str, snapshot: &Path, out: &Path) -> String {
+    let manifest = tool("mf-hash").args([manifest, "-q"]).run();
+    assert_eq!(manifest.code, 0, "{}", manifest.stderr);
+    let shards = tool("shardify")
+        .args(["--in".as_ref(), snapshot.as_os_str()])
+        .args(["--out".as_ref(), out.as_os_str()])
+        .args(["--shard-rows", "2500", "-q"])
+        .stdin(manifest.stdout)
+        .run();
+    assert_eq!(shards.code, 0, "{}", shards.stderr);
+    shards.stdout
 }
 
 /// One libtorch thread: tests run several trainings at once, and libgomp's spinning worker
@@ -603,21 +608,15 @@ fn trapped() -> &'static Trapped {
         let dir = tempfile::tempdir().unwrap().keep();
         let flags = ["--seed", "7", "--trap-missing-new-accounts", "3000"];
         let snapshot = demo_snapshot(&dir.join("snapshot"), 12_000, &flags);
-        let manifest = tool("mf-hash")
-            .args(["testdata/gate/missing-new-accounts.yaml", "-q"])
-            .run();
-        assert_eq!(manifest.code, 0, "{}", manifest.stderr);
-        let shards = tool("shardify")
-            .args(["--in".as_ref(), snapshot.as_os_str()])
-            .args(["--out".as_ref(), dir.join("shards").as_os_str()])
-            .args(["--shard-rows", "2500", "-q"])
-            .stdin(manifest.stdout)
-            .run();
-        assert_eq!(shards.code, 0, "{}", shards.stderr);
-        let mut without: Value = serde_json::from_str(&shards.stdout).unwrap();
+        let record = shards_record(
+            "testdata/gate/missing-new-accounts.yaml",
+            &snapshot,
+            &dir.join("shards"),
+        );
+        let mut without: Value = serde_json::from_str(&record).unwrap();
         without["manifest"]["config"]["missing_indicators"] = false.into();
         Trapped {
-            record: shards.stdout,
+            record,
             record_without: without.to_string(),
         }
     })

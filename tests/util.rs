@@ -297,6 +297,14 @@ pub fn demo_record() -> String {
     out.stdout
 }
 
+/// The checks of a `leaks` or `validate` section that failed.
+pub fn failed_checks(section: &Value) -> Vec<&Value> {
+    section["checks"]
+        .as_array()
+        .map(|c| c.iter().filter(|c| c["passed"] == false).collect())
+        .unwrap_or_default()
+}
+
 /// The named check of a `leaks` or `validate` section.
 pub fn named_check<'a>(section: &'a Value, name: &str) -> &'a Value {
     section["checks"]

@@ -436,6 +436,7 @@ fn documented_nested() -> Vec<(&'static str, BTreeSet<&'static str>)> {
         ("leaks.checks", struct_fields::<LeakCheck>()),
         ("shards.splits", struct_fields::<ShardSplit>()),
         ("evaluate.overall", struct_fields::<EvalMetrics>()),
+        ("train.alerts", struct_fields::<TrainAlert>()),
     ]
 }
 
@@ -689,6 +690,17 @@ struct Train {
     val: Option<EvalMetrics>,
     shards_index_blake3: String,
     distributed: Option<TrainDistributed>,
+    alerts: Vec<TrainAlert>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainAlert {
+    kind: String,
+    step: u64,
+    value: f64,
+    threshold: f64,
+    message: String,
 }
 
 #[derive(Deserialize)]

@@ -97,9 +97,11 @@ fn learns_and_reruns_bit_identically() {
         section["weights_blake3"]
     );
     let metrics = std::fs::read_to_string(section["metrics"].as_str().unwrap()).unwrap();
+    // Alert lines depend on the machine's load (a throughput drop); the step lines do not.
     let lines: Vec<Value> = metrics
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l.get("alert").is_none())
         .collect();
     assert_eq!(lines.len(), 24, "one line every log_every = 25 steps");
     for key in [
@@ -260,11 +262,9 @@ fn a_run_killed_at_random_steps_resumes_to_the_same_weights() {
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     let steps: Vec<u64> = metrics
         .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["step"]
-                .as_u64()
-                .unwrap()
-        })
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l.get("alert").is_none())
+        .map(|l| l["step"].as_u64().unwrap())
         .collect();
     let expected: Vec<u64> = (1..=100).map(|i| i * 25).collect();
     assert_eq!(

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::alerts::AlertConfig;
 use crate::schedule::Schedule;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,6 +35,8 @@ pub struct TrainConfig {
     /// A missing-indicator input for each numeric feature with nulls in train; off only to
     /// show what mean-filling alone hides.
     pub missing_indicators: bool,
+    /// Limits of the live alerts, which warn and never stop the run.
+    pub alerts: AlertConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,7 +68,111 @@ const KEYS: &[&str] = &[
     "features",
     "stall_timeout_s",
     "missing_indicators",
+    "alerts",
 ];
+
+const ALERT_KEYS: &[&str] = &[
+    "throughput_fraction",
+    "min_window_s",
+    "warmup_windows",
+    "loss_spike_sigmas",
+    "loss_window",
+    "checkpoint_age_s",
+    "data_wait_fraction",
+];
+
+/// `Err` with the known keys and the close one, when `key` is not among `known`.
+fn check_key(prefix: &str, key: &str, known: &[&str]) -> Result<(), String> {
+    if known.contains(&key) {
+        return Ok(());
+    }
+    let close = known
+        .iter()
+        .filter(|k| strsim::jaro_winkler(k, key) > 0.85)
+        .max_by(|a, b| strsim::jaro_winkler(a, key).total_cmp(&strsim::jaro_winkler(b, key)));
+    let hint = close
+        .map(|k| format!(" (did you mean `{k}`?)"))
+        .unwrap_or_default();
+    Err(format!(
+        "{prefix}.{key}: unknown setting{hint}; known: {}",
+        known.join(", ")
+    ))
+}
+
+/// `manifest.config.alerts`: each limit a number, or null to turn that alert off
+/// (`checkpoint_age_s` null: twice `ckpt_interval.interval_s` when the record has it, else off).
+fn alert_config(value: Option<&Value>) -> Result<AlertConfig, String> {
+    let prefix = "manifest.config.alerts";
+    let defaults = AlertConfig::default();
+    let map = match value {
+        None | Some(Value::Null) => return Ok(defaults),
+        Some(Value::Object(map)) => map,
+        Some(v) => return Err(format!("{prefix}: must be an object, found {v}")),
+    };
+    for key in map.keys() {
+        check_key(prefix, key, ALERT_KEYS)?;
+    }
+    let limit =
+        |key: &str, default: Option<f64>, ok: fn(f64) -> bool, rule: &str| match map.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if x.is_finite() && ok(x) => Ok(Some(x)),
+                _ => Err(format!(
+                    "{prefix}.{key}: must be a number {rule} or null (off), found {v}"
+                )),
+            },
+        };
+    let count = |key: &str, default: u64, min: u64| match map.get(key) {
+        None => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(x) if x >= min => Ok(x),
+            _ => Err(format!(
+                "{prefix}.{key}: must be an integer >= {min}, found {v}"
+            )),
+        },
+    };
+    let fraction = |x: f64| x > 0.0 && x < 1.0;
+    Ok(AlertConfig {
+        throughput_fraction: limit(
+            "throughput_fraction",
+            defaults.throughput_fraction,
+            fraction,
+            "in (0, 1)",
+        )?,
+        min_window_s: match map.get("min_window_s") {
+            None => defaults.min_window_s,
+            Some(v) => match v.as_f64() {
+                Some(x) if x.is_finite() && x >= 0.0 => x,
+                _ => {
+                    return Err(format!(
+                        "{prefix}.min_window_s: must be a number >= 0, found {v}"
+                    ));
+                }
+            },
+        },
+        warmup_windows: count("warmup_windows", defaults.warmup_windows, 0)?,
+        loss_spike_sigmas: limit(
+            "loss_spike_sigmas",
+            defaults.loss_spike_sigmas,
+            |x| x > 0.0,
+            "> 0",
+        )?,
+        loss_window: count("loss_window", defaults.loss_window, 2)?,
+        checkpoint_age_s: limit(
+            "checkpoint_age_s",
+            defaults.checkpoint_age_s,
+            |x| x > 0.0,
+            "> 0",
+        )?,
+        data_wait_fraction: limit(
+            "data_wait_fraction",
+            defaults.data_wait_fraction,
+            fraction,
+            "in (0, 1)",
+        )?,
+    })
+}
 
 impl TrainConfig {
     /// Reads `manifest.config` (absent: all defaults). Errors name the field.
@@ -77,21 +184,7 @@ impl TrainConfig {
             Some(_) => return Err("manifest.config: must be an object".into()),
         };
         for key in map.keys() {
-            if !KEYS.contains(&key.as_str()) {
-                let close = KEYS
-                    .iter()
-                    .filter(|k| strsim::jaro_winkler(k, key) > 0.85)
-                    .max_by(|a, b| {
-                        strsim::jaro_winkler(a, key).total_cmp(&strsim::jaro_winkler(b, key))
-                    });
-                let hint = close
-                    .map(|k| format!(" (did you mean `{k}`?)"))
-                    .unwrap_or_default();
-                return Err(format!(
-                    "manifest.config.{key}: unknown setting{hint}; known: {}",
-                    KEYS.join(", ")
-                ));
-            }
+            check_key("manifest.config", key, KEYS)?;
         }
         let field = |key: &str| format!("manifest.config.{key}");
         if let Some(model) = map.get("model")
@@ -175,6 +268,7 @@ impl TrainConfig {
             features,
             stall_timeout_s: float("stall_timeout_s", 600.0, |x| x > 0.0, "> 0")?,
             missing_indicators: boolean("missing_indicators", true)?,
+            alerts: alert_config(map.get("alerts"))?,
         };
         Ok(config)
     }
@@ -207,6 +301,23 @@ mod tests {
         assert!(TrainConfig::from_json(None).unwrap().missing_indicators);
         let c = TrainConfig::from_json(Some(&json!({"missing_indicators": false}))).unwrap();
         assert!(!c.missing_indicators);
+        assert_eq!(c.alerts, AlertConfig::default());
+        let c = TrainConfig::from_json(Some(&json!({"alerts": {
+            "throughput_fraction": null, "loss_spike_sigmas": 6, "loss_window": 20,
+            "checkpoint_age_s": 30, "data_wait_fraction": 0.8, "warmup_windows": 0}})))
+        .unwrap();
+        assert_eq!(
+            c.alerts,
+            AlertConfig {
+                throughput_fraction: None,
+                min_window_s: 1.0,
+                warmup_windows: 0,
+                loss_spike_sigmas: Some(6.0),
+                loss_window: 20,
+                checkpoint_age_s: Some(30.0),
+                data_wait_fraction: Some(0.8),
+            }
+        );
     }
 
     #[test]
@@ -228,6 +339,29 @@ mod tests {
         assert_eq!(
             err,
             "manifest.config.missing_indicators: must be true or false, found \"no\""
+        );
+        let err =
+            TrainConfig::from_json(Some(&json!({"alerts": {"loss_spike_sigma": 3}}))).unwrap_err();
+        assert!(
+            err.starts_with("manifest.config.alerts.loss_spike_sigma: unknown setting")
+                && err.contains("did you mean `loss_spike_sigmas`"),
+            "{err}"
+        );
+        let err = TrainConfig::from_json(Some(&json!({"alerts": {"throughput_fraction": 1.5}})))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "manifest.config.alerts.throughput_fraction: must be a number in (0, 1) or null (off), found 1.5"
+        );
+        let err = TrainConfig::from_json(Some(&json!({"alerts": {"loss_window": 1}}))).unwrap_err();
+        assert!(
+            err.starts_with("manifest.config.alerts.loss_window"),
+            "{err}"
+        );
+        let err = TrainConfig::from_json(Some(&json!({"alerts": [1]}))).unwrap_err();
+        assert!(
+            err.starts_with("manifest.config.alerts: must be an object"),
+            "{err}"
         );
         let err = TrainConfig::from_json(Some(&json!({"model": "gbdt"}))).unwrap_err();
         assert_eq!(err, "manifest.config.model: only \"mlp\" is supported");

@@ -4,6 +4,7 @@
 //! evaluation apply exactly the same preprocessing, model and random streams.
 
 pub mod adamw;
+pub mod alerts;
 pub mod checkpoint;
 pub mod config;
 pub mod data_parallel;

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::adamw::AdamW;
+use crate::alerts::{Alert, Detector, Notifier};
 use crate::checkpoint::{self, CheckpointState, OptimizerState, RankState, RngState, TensorsRef};
 use crate::config::TrainConfig;
 use crate::data_parallel::{self, GradientSync, Start};
@@ -93,6 +94,8 @@ pub struct TrainReport {
     /// The data-parallel job, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distributed: Option<DistributedReport>,
+    /// The live alerts this run raised (a resumed run lists its own; metrics.jsonl has all).
+    pub alerts: Vec<Alert>,
 }
 
 /// The record's `train.distributed`.
@@ -114,6 +117,11 @@ pub struct DistributedReport {
 pub trait Reporter {
     fn info(&self, message: String);
     fn warn(&self, message: String);
+    /// A live alert: `train: alert: ...`, silenced by `-q` like every human message (the
+    /// metrics line, the record and the alert command still carry it).
+    fn alert(&self, message: String) {
+        self.info(format!("alert: {message}"));
+    }
 }
 
 fn split_shards(job: &TrainJob, split: &str) -> Option<ShardSet> {
@@ -340,23 +348,40 @@ fn train_job(
     let mut last_val = None;
     let mut failure = None;
     let mut stopped_by = None;
-    let hang_at = test_hang_step();
+    let hooks = TestHooks::from_env();
+    let mut detector = root.then(|| {
+        let age = config
+            .alerts
+            .checkpoint_age_s
+            .or(job.ckpt_every_s.map(|s| 2.0 * s));
+        Detector::new(config.alerts.clone(), age)
+    });
+    let mut notifier = Notifier::from_env();
+    let mut alerts = Vec::new();
 
     while step < config.max_steps {
         if let Some(reason) = watchdog.poll() {
             failure = Some(reason);
             break;
         }
-        if hang_at == Some(step) {
+        if hooks.hang_at == Some(step) {
             hang_forever();
         }
         let t_wait = Instant::now();
+        if let Some((from, delay)) = hooks.slow_input
+            && step >= from
+        {
+            std::thread::sleep(delay);
+        }
         let batch = loader.next_batch()?;
         let waited = t_wait.elapsed();
         let t_compute = Instant::now();
         let numeric = to_device(&batch.numeric, job.device);
         let categorical = to_device(&batch.categorical, job.device);
-        let labels = to_device(&batch.labels, job.device);
+        let mut labels = to_device(&batch.labels, job.device);
+        if hooks.flip_labels_at == Some(step + 1) {
+            labels = labels.ones_like() - &labels;
+        }
         let masks: Vec<Tensor> = batch
             .dropout
             .iter()
@@ -435,8 +460,14 @@ fn train_job(
         last_loss = Some(loss_value);
 
         let mut line = None;
+        let mut closed_window = None;
         if step % config.log_every == 0 || step == config.max_steps {
             line = Some(window.line(step, epoch, lr, grad_norm));
+            closed_window = Some((
+                window.samples,
+                (window.wait + window.compute).as_secs_f64(),
+                window.wait.as_secs_f64(),
+            ));
             window = Window::default();
         }
         if root
@@ -515,13 +546,36 @@ fn train_job(
                     checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
                 ckpt_times.push(seconds);
                 last_ckpt = Instant::now();
+                if let Some(d) = detector.as_mut() {
+                    d.checkpointed();
+                }
                 line.get_or_insert_with(|| json!({"step": step}))["ckpt_s"] = json!(seconds);
             }
         }
-        if let (Some(line), Some(file)) = (line, metrics_file.as_mut()) {
-            writeln!(file, "{line}")
-                .and_then(|_| file.flush())
+        let mut raised = Vec::new();
+        if let Some(d) = detector.as_mut() {
+            raised = d.step(step, loss_value, last_ckpt.elapsed().as_secs_f64());
+            if let Some((samples, seconds, wait_s)) = closed_window {
+                raised.extend(d.window(step, samples, seconds, wait_s));
+            }
+        }
+        if let Some(file) = metrics_file.as_mut() {
+            let lines = line
+                .into_iter()
+                .chain(raised.iter().map(|a| json!({"step": step, "alert": a})));
+            for line in lines {
+                writeln!(file, "{line}").with_context(|| metrics_path.display().to_string())?;
+            }
+            file.flush()
                 .with_context(|| metrics_path.display().to_string())?;
+        }
+        for alert in raised {
+            reporter.alert(alert.message.clone());
+            notifier.notify(
+                &alert,
+                &format!("train {}: {}", job.out.display(), alert.message),
+            );
+            alerts.push(alert);
         }
         if let Some(signal) = stop {
             stopped_by = Some(format!(
@@ -537,6 +591,10 @@ fn train_job(
     watchdog.finish();
     drop(watchdog);
     drop(loader);
+    // A short alert command finishes before the record goes out; a slow one runs on alone.
+    for failure in notifier.finish(Duration::from_secs(5)) {
+        reporter.warn(failure);
+    }
 
     let loop_s = loop_start.elapsed().as_secs_f64();
     let steps_this_run = step - start_step;
@@ -591,6 +649,7 @@ fn train_job(
                 cpus: job.pinned_cpus.clone(),
             }
         }),
+        alerts,
     };
     // Rank 0 writes the model; the others only trained.
     if !report.passed || !root {
@@ -613,12 +672,32 @@ fn train_job(
     Ok(report)
 }
 
-/// The step at which the loop stops making progress for good, for the tests of the stall
-/// watchdog (`RUNFN_TEST_HANG_AT_STEP`); unset in real runs.
-fn test_hang_step() -> Option<u64> {
-    std::env::var("RUNFN_TEST_HANG_AT_STEP")
-        .ok()
-        .and_then(|v| v.parse().ok())
+/// Faults for the tests, from environment variables that real runs leave unset.
+#[derive(Default)]
+struct TestHooks {
+    /// `RUNFN_TEST_HANG_AT_STEP=N`: the loop stops making progress for good at step N (the
+    /// stall watchdog's tests).
+    hang_at: Option<u64>,
+    /// `RUNFN_TEST_SLOW_INPUT_MS_FROM_STEP=STEP:MS`: from step STEP on, every batch arrives MS
+    /// milliseconds late, as from a throttled input (the throughput and input-bound alerts).
+    slow_input: Option<(u64, Duration)>,
+    /// `RUNFN_TEST_LOSS_SPIKE_AT_STEP=N`: step N trains on its batch's labels flipped (the
+    /// loss-spike alert).
+    flip_labels_at: Option<u64>,
+}
+
+impl TestHooks {
+    fn from_env() -> TestHooks {
+        let var = |name: &str| std::env::var(name).ok();
+        TestHooks {
+            hang_at: var("RUNFN_TEST_HANG_AT_STEP").and_then(|v| v.parse().ok()),
+            slow_input: var("RUNFN_TEST_SLOW_INPUT_MS_FROM_STEP").and_then(|v| {
+                let (step, ms) = v.split_once(':')?;
+                Some((step.parse().ok()?, Duration::from_millis(ms.parse().ok()?)))
+            }),
+            flip_labels_at: var("RUNFN_TEST_LOSS_SPIKE_AT_STEP").and_then(|v| v.parse().ok()),
+        }
+    }
 }
 
 /// A loop stuck for good, as in a read or a collective that never returns.

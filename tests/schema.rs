@@ -224,6 +224,47 @@ struct Timing {
     wall_s: f64,
     cpu_s: f64,
     max_rss_bytes: u64,
+    environment: Environment,
+    cost: Option<Cost>,
+    seed: Option<u64>,
+    #[serde(rename = "for")]
+    role: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Environment {
+    cpu_model: String,
+    cores_online: u64,
+    cores_available: u64,
+    memory_bytes: u64,
+    kernel: String,
+    os: String,
+    version: String,
+    cores_used: Option<u64>,
+    pinned_cpus: Option<Vec<u64>>,
+    threads: Option<u64>,
+    libtorch: Option<String>,
+    device: Option<String>,
+    gpus: Option<u64>,
+    gpu: Option<Gpu>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Gpu {
+    name: String,
+    memory_bytes: u64,
+    peak_memory_used_bytes: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cost {
+    cpu: f64,
+    gpu: f64,
+    total: f64,
+    currency: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -436,6 +477,9 @@ fn documented_nested() -> Vec<(&'static str, BTreeSet<&'static str>)> {
         ("leaks.checks", struct_fields::<LeakCheck>()),
         ("shards.splits", struct_fields::<ShardSplit>()),
         ("evaluate.overall", struct_fields::<EvalMetrics>()),
+        ("timings.environment", struct_fields::<Environment>()),
+        ("timings.environment.gpu", struct_fields::<Gpu>()),
+        ("timings.cost", struct_fields::<Cost>()),
         ("train.alerts", struct_fields::<TrainAlert>()),
     ]
 }

@@ -18,5 +18,6 @@ mod register;
 mod retrain;
 mod schema;
 mod shardify;
+mod timings;
 mod train;
 mod util;

@@ -63,8 +63,19 @@ impl Tool {
 
     /// Appends this tool's `timings` entry, writes the record to stdout and returns `exit`.
     /// A reader that stops reading (a closed pipe) is not an error.
-    pub fn finish(&self, mut record: Record, exit: Exit) -> anyhow::Result<Exit> {
-        record.push_timing(self.stopwatch.entry(self.name))?;
+    pub fn finish(&self, record: Record, exit: Exit) -> anyhow::Result<Exit> {
+        self.finish_with(record, exit, serde_json::Map::new())
+    }
+
+    /// `finish`, with `environment` added to the entry's environment (what only this tool knows:
+    /// train's threads, libtorch and device).
+    pub fn finish_with(
+        &self,
+        mut record: Record,
+        exit: Exit,
+        environment: serde_json::Map<String, serde_json::Value>,
+    ) -> anyhow::Result<Exit> {
+        record.push_timing(self.stopwatch.entry_with(self.name, environment))?;
         let stdout = std::io::stdout();
         match record.write_to(&mut stdout.lock(), self.common.pretty) {
             Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {

@@ -7,6 +7,7 @@
 pub mod atomic;
 pub mod canonical;
 pub mod cli;
+pub mod environment;
 pub mod error;
 pub mod exit;
 pub mod leftovers;

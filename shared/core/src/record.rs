@@ -163,8 +163,22 @@ impl Record {
         }
     }
 
-    /// Appends an entry to the `timings` array, creating it when absent.
-    pub fn push_timing(&mut self, entry: Value) -> Result<(), InputError> {
+    /// Appends an entry to the `timings` array, creating it when absent, with its `cost` when
+    /// the manifest sets `cost`.
+    pub fn push_timing(&mut self, mut entry: Value) -> Result<(), InputError> {
+        let rates = match crate::timings::Rates::parse(self.get_path("manifest.cost")) {
+            Ok(rates) => rates,
+            // A record that already failed a check (mf-hash's lint names a bad cost) still
+            // goes out with its reasons; the bad rate only stops a record that looks sound.
+            Err(_) if self.refuse_failed_checks("").is_err() => None,
+            Err(err) => return Err(err),
+        };
+        if let Some(rates) = rates
+            && let Value::Object(fields) = &mut entry
+        {
+            let cost = rates.cost_of(&Value::Object(fields.clone()));
+            fields.insert("cost".into(), cost);
+        }
         match self
             .fields
             .entry("timings")

@@ -113,6 +113,136 @@ fn loaded_libtorch_dir() -> Option<String> {
     Some(dir.to_string_lossy().into_owned())
 }
 
+/// The version of the libtorch this process loaded: the `build-version` file of its install
+/// (`<install>/lib/libtorch_cpu.so` beside `<install>/build-version`, in both the libtorch zip
+/// and the Python wheel). tch exposes no version call.
+pub fn libtorch_version() -> Option<String> {
+    let dir = loaded_libtorch_dir()?;
+    let install = std::path::Path::new(&dir).parent()?;
+    let text = std::fs::read_to_string(install.join("build-version")).ok()?;
+    Some(text.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// A CUDA device's name and memory, and the most of its memory seen in use while training.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GpuUse {
+    pub name: String,
+    pub memory_bytes: u64,
+    /// Device memory in use (by every process on the device: the CUDA runtime reports no
+    /// per-process figure), sampled every 50 ms. libtorch's caching allocator keeps what it
+    /// reserved, so this is close to the run's own peak on a device it has to itself.
+    pub peak_memory_used_bytes: u64,
+}
+
+/// Samples a CUDA device's memory in use on a thread of its own until `finish`. Uses the CUDA
+/// runtime that `libtorch_cuda.so` brought into the process, through `dlsym`, so the binary
+/// needs no CUDA library to build or to run on CPU.
+#[derive(Debug)]
+pub struct GpuMonitor {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<Option<GpuUse>>,
+}
+
+type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> libc::c_int;
+type SetDevice = unsafe extern "C" fn(libc::c_int) -> libc::c_int;
+type GetDeviceProperties = unsafe extern "C" fn(*mut u8, libc::c_int) -> libc::c_int;
+
+struct CudaRuntime {
+    mem_get_info: MemGetInfo,
+    set_device: SetDevice,
+    get_properties: Option<GetDeviceProperties>,
+}
+
+impl CudaRuntime {
+    fn find() -> Option<CudaRuntime> {
+        let symbol = |name: &std::ffi::CStr| {
+            // SAFETY: dlsym over the global scope with a NUL-terminated name.
+            let ptr = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            (!ptr.is_null()).then_some(ptr)
+        };
+        let mem_get_info = symbol(c"cudaMemGetInfo")?;
+        let set_device = symbol(c"cudaSetDevice")?;
+        // CUDA 12 renamed the call; the struct's first field is the name in every version.
+        let get_properties =
+            symbol(c"cudaGetDeviceProperties_v2").or_else(|| symbol(c"cudaGetDeviceProperties"));
+        // SAFETY: the CUDA runtime's documented C signatures.
+        unsafe {
+            Some(CudaRuntime {
+                mem_get_info: std::mem::transmute::<*mut libc::c_void, MemGetInfo>(mem_get_info),
+                set_device: std::mem::transmute::<*mut libc::c_void, SetDevice>(set_device),
+                get_properties: get_properties
+                    .map(|p| std::mem::transmute::<*mut libc::c_void, GetDeviceProperties>(p)),
+            })
+        }
+    }
+
+    /// (free, total) bytes.
+    fn memory(&self) -> Option<(u64, u64)> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: cudaMemGetInfo writes two size_t values.
+        let status = unsafe { (self.mem_get_info)(&mut free, &mut total) };
+        (status == 0).then_some((free as u64, total as u64))
+    }
+
+    fn name(&self, device: usize) -> String {
+        let Some(get_properties) = self.get_properties else {
+            return String::new();
+        };
+        // cudaDeviceProp is about 1 KB and grows between versions; 8 KB leaves room.
+        let mut props = vec![0u8; 8192];
+        // SAFETY: the buffer is larger than any cudaDeviceProp; the name is its first 256 bytes.
+        let status = unsafe { get_properties(props.as_mut_ptr(), device as libc::c_int) };
+        if status != 0 {
+            return String::new();
+        }
+        let name = &props[..256];
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        String::from_utf8_lossy(&name[..end]).into_owned()
+    }
+}
+
+impl GpuMonitor {
+    /// Starts sampling `choice` when it is a CUDA device; `None` on CPU or without the runtime.
+    pub fn start(choice: DeviceChoice) -> Option<GpuMonitor> {
+        let DeviceChoice::Cuda(device) = choice else {
+            return None;
+        };
+        let runtime = CudaRuntime::find()?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let sampler = std::thread::spawn(move || {
+            // SAFETY: selects the device for this thread; libtorch already made its context.
+            if unsafe { (runtime.set_device)(device as libc::c_int) } != 0 {
+                return None;
+            }
+            let name = runtime.name(device);
+            let (mut peak, mut total) = (0, 0);
+            loop {
+                if let Some((free, all)) = runtime.memory() {
+                    total = all;
+                    peak = peak.max(all.saturating_sub(free));
+                }
+                if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Some(GpuUse {
+                name,
+                memory_bytes: total,
+                peak_memory_used_bytes: peak,
+            })
+        });
+        Some(GpuMonitor { stop, sampler })
+    }
+
+    /// Stops sampling (after one last sample) and returns what was seen.
+    pub fn finish(self) -> Option<GpuUse> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().ok().flatten()
+    }
+}
+
 fn dl_error() -> String {
     // SAFETY: dlerror returns a thread-local C string or null.
     unsafe {
@@ -128,6 +258,22 @@ fn dl_error() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_loaded_libtorch_version() {
+        // Nothing from tch ran yet in this test, so load libtorch the way any tensor does.
+        let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+        let version = libtorch_version().expect("a build-version beside the loaded libtorch");
+        assert!(
+            version.split('.').count() >= 2 && version.starts_with(|c: char| c.is_ascii_digit()),
+            "{version}"
+        );
+    }
+
+    #[test]
+    fn no_gpu_monitor_on_cpu() {
+        assert!(GpuMonitor::start(DeviceChoice::Cpu).is_none());
+    }
 
     #[test]
     fn parses_devices() {

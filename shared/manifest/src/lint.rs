@@ -20,7 +20,11 @@ pub const TOP_LEVEL_FIELDS: &[&str] = &[
     "leak_check",
     "leaks",
     "alert",
+    "cost",
 ];
+
+/// The fields of `cost`: the price of an hour of one core and of one GPU.
+const COST_FIELDS: &[&str] = &["core_hour", "gpu_hour", "currency"];
 
 /// Seeds are hashed as JSON numbers, which are exact only up to 2^53.
 const MAX_SEED: u64 = 1 << 53;
@@ -59,6 +63,7 @@ pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
         problems.add("config", "must be a mapping of settings");
     }
     lint_eval(manifest.get("eval"), &mut problems);
+    lint_cost(manifest.get("cost"), &mut problems);
     if let Err(e) = crate::leaks::parse_leaks(manifest.get("leaks")) {
         problems.add(e.field.trim_start_matches("manifest."), e.message);
     }
@@ -253,6 +258,32 @@ fn lint_seed(value: Option<&Value>, problems: &mut Problems) {
     }
 }
 
+/// A misspelt rate would price every stage at zero, so unknown keys are problems too.
+fn lint_cost(value: Option<&Value>, problems: &mut Problems) {
+    let Some(value) = value else { return };
+    let Some(cost) = problems.object("cost", Some(value)) else {
+        return;
+    };
+    for key in cost.keys() {
+        if !COST_FIELDS.contains(&key.as_str()) {
+            problems.add(
+                format!("cost.{key}"),
+                format!("unknown field{}", suggest::hint(key, COST_FIELDS)),
+            );
+        }
+    }
+    let known: Map<String, Value> = cost
+        .iter()
+        .filter(|(key, _)| COST_FIELDS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if let Err(runfn_core::InputError::Field { field, message }) =
+        runfn_core::timings::Rates::parse(Some(&Value::Object(known)))
+    {
+        problems.add(field.trim_start_matches("manifest."), message);
+    }
+}
+
 fn lint_eval(value: Option<&Value>, problems: &mut Problems) {
     let Some(value) = value else { return };
     let Some(eval) = problems.object("eval", Some(value)) else {
@@ -339,6 +370,14 @@ mod tests {
     }
 
     #[test]
+    fn a_cost_with_rates_and_currency_is_clean() {
+        let problems = problems_after(|m| {
+            m["cost"] = json!({"core_hour": 0.04, "gpu_hour": 2.5, "currency": "USD"});
+        });
+        assert_eq!(problems, Vec::<String>::new());
+    }
+
+    #[test]
     fn each_rule_names_its_field() {
         type Edit = Box<dyn FnOnce(&mut Value)>;
         let cases: Vec<(Edit, &str)> = vec![
@@ -397,6 +436,22 @@ mod tests {
             (
                 Box::new(|m| m["confg"] = json!({})),
                 "confg: unknown field (did you mean `config`?)",
+            ),
+            (
+                Box::new(|m| m["cost"] = json!({"core_hour": -0.04})),
+                "cost.core_hour: must be a number >= 0, found -0.04",
+            ),
+            (
+                Box::new(|m| m["cost"] = json!({"gpu_hour": "2.5"})),
+                "cost.gpu_hour: must be a number >= 0",
+            ),
+            (
+                Box::new(|m| m["cost"] = json!({"core_hours": 0.04})),
+                "cost.core_hours: unknown field (did you mean `core_hour`?)",
+            ),
+            (
+                Box::new(|m| m["cost"] = json!(3)),
+                "cost: must be a mapping",
             ),
         ];
         for (edit, expected) in cases {

@@ -30,6 +30,8 @@ Output: the input record plus
            \"checks\": [{\"name\", \"metric\", \"slice\", \"baseline\", \"candidate\", \"delta\", \"limit\",
                        \"comparison\", \"passed\", \"note\"?}],
            \"reasons\": [\"slice tenure_bucket=<30d: auc went from 0.7900 to 0.7700 ...\"]}
+  and, from a --baseline or --candidate file, its evaluate timings entries with \"for\": \"baseline\"
+  or \"candidate\" (scoring it was this comparison's work; the rest of that run is not).
 
 Exit: 0 passed, 1 blocked (record with reasons still on stdout), 2 bad usage or input.";
 
@@ -77,7 +79,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let policy = policy(&record, &args)?;
 
     let candidate = match &args.candidate {
-        Some(path) => evaluation_file(path)?,
+        Some(path) => {
+            let (candidate, timings) = evaluation_file(path)?;
+            carry_timings(&mut record, &timings, "candidate");
+            candidate
+        }
         None => match record.get("evaluate") {
             Some(value) => Evaluation::from_json(value, "evaluate")?,
             None => return Err(InputError::field(
@@ -88,7 +94,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         },
     };
     let baseline = match (&args.baseline, record.get("baseline")) {
-        (Some(path), _) => Some(evaluation_file(path)?),
+        (Some(path), _) => {
+            let (baseline, timings) = evaluation_file(path)?;
+            carry_timings(&mut record, &timings, "baseline");
+            Some(baseline)
+        }
         (None, Some(value)) => Some(Evaluation::from_json(evaluation_in(value), "baseline")?),
         (None, None) => None,
     };
@@ -181,11 +191,38 @@ fn evaluation_in(value: &Value) -> &Value {
     }
 }
 
-fn evaluation_file(path: &Path) -> Result<Evaluation, InputError> {
+/// The evaluation in a file and its record's `evaluate` timings entries.
+fn evaluation_file(path: &Path) -> Result<(Evaluation, Vec<Value>), InputError> {
     let record = Record::read(Some(path), RecordInput::Required)?;
     record.refuse_failed_checks("gate")?;
     let value = record.into_value();
-    Evaluation::from_json(evaluation_in(&value), &path.display().to_string())
+    let timings = value["timings"]
+        .as_array()
+        .map(|entries| {
+            entries
+                .iter()
+                .filter(|entry| entry["tool"] == "evaluate")
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let evaluation = Evaluation::from_json(evaluation_in(&value), &path.display().to_string())?;
+    Ok((evaluation, timings))
+}
+
+/// Scoring an evaluation read from a file (`role`: baseline or candidate) is part of this
+/// comparison's work, so its time (and cost) joins the record's, tagged `"for": role`; the
+/// rest of that file's run is another run's.
+fn carry_timings(record: &mut Record, evaluations: &[Value], role: &str) {
+    let own: Vec<Value> = record
+        .get("timings")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut tag = serde_json::Map::new();
+    tag.insert("for".into(), Value::from(role));
+    let merged = runfn_core::timings::merge(&[(&own, serde_json::Map::new()), (evaluations, tag)]);
+    record.set_section("timings", Value::Array(merged));
 }
 
 #[cfg(test)]

@@ -38,7 +38,10 @@ Output (one JSON object on stdout):
                \"problems\": [{\"field\": \"code.image\", \"message\": \"...\"}],
                \"check\": {\"expected\": \"<hex>\", \"matched\": bool},          with --check
                \"data_digest\": {\"path\", \"digest\": \"blake3:<hex>\", \"files\", \"bytes\"}},  with --data-digest
-   \"timings\": [{\"tool\": \"mf-hash\", \"started_at\", \"wall_s\", \"cpu_s\", \"max_rss_bytes\"}]}
+   \"timings\": [{\"tool\": \"mf-hash\", \"started_at\", \"wall_s\", \"cpu_s\", \"max_rss_bytes\",
+                \"environment\": {\"cpu_model\", \"cores_online\", \"cores_available\", \"memory_bytes\",
+                                \"kernel\", \"os\", \"version\"},
+                \"cost\": {\"cpu\", \"gpu\", \"total\", \"currency\"}}]}     with manifest.cost
 
 Exit: 0 clean, 1 lint problem or --check mismatch (record still on stdout), 2 bad usage or input.";
 

@@ -19,7 +19,8 @@ Examples:
 
 Input: run records of reruns of one manifest (JSON Lines or concatenated objects, from the files
 or stdin); all must share one manifest_hash. The output is the first record (or, with --values,
-the record on stdin) plus the section below. When the metric path has the form
+the record on stdin) plus the section below, with the timings of every record: the entries the
+reruns share once, each rerun's own tagged with its \"seed\" (train.seed). When the metric path has the form
 <section>.overall.<metric>, the same spread is computed per slice from <section>.slices.
 
 Output section:
@@ -89,7 +90,9 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             check_reruns(&records)?;
             let values = metric_values(&records, &metric)?;
             let slices = slice_spreads(tool, &records, &metric, method)?;
-            let first = records.into_iter().next().unwrap_or_default();
+            let timings = every_timing(&records);
+            let mut first = records.into_iter().next().unwrap_or_default();
+            first.set_section("timings", Value::Array(timings));
             (first, metric, values, slices)
         }
     };
@@ -111,6 +114,26 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     }
     record.set_section("noise_floor", Value::Object(section));
     tool.finish(record, Exit::Passed)
+}
+
+/// Every rerun's `timings`, so the record accounts for all the seeds' work: the stages they
+/// share once, each seed's own entries tagged with its `train.seed`.
+fn every_timing(records: &[Record]) -> Vec<Value> {
+    let lists: Vec<(&[Value], Map<String, Value>)> = records
+        .iter()
+        .map(|record| {
+            let entries = record
+                .get("timings")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
+            let mut tag = Map::new();
+            if let Some(seed) = record.get_path("train.seed") {
+                tag.insert("seed".into(), seed.clone());
+            }
+            (entries, tag)
+        })
+        .collect();
+    runfn_core::timings::merge(&lists)
 }
 
 /// Reruns must each have passed their checks and come from one manifest.

@@ -16,11 +16,11 @@ use runfn_data::spec::parse_size;
 use runfn_dist::group::GroupOptions;
 use runfn_dist::{Backend, Launch, ProcessGroup, affinity};
 use runfn_learn::config::TrainConfig;
-use runfn_learn::device::DeviceChoice;
+use runfn_learn::device::{self, DeviceChoice, GpuMonitor};
 use runfn_learn::inputs;
 use runfn_learn::tch;
 use runfn_learn::trainer::{self, Reporter, TrainJob};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -334,8 +334,25 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         )),
         out.display()
     ));
-    let on_stall = stall_handler(&record, args.common.pretty, rank);
-    let report = trainer::train(&job, &reporter, on_stall)?;
+    let mut environment = Map::new();
+    environment.insert("cores_used".into(), json!(job.cores));
+    environment.insert("pinned_cpus".into(), json!(job.pinned_cpus));
+    environment.insert("libtorch".into(), json!(device::libtorch_version()));
+    environment.insert("device".into(), json!(device_choice.to_string()));
+    // Every rank holds one GPU for the whole job, and rank 0's record is the job's.
+    let gpus = match device_choice {
+        DeviceChoice::Cpu => 0,
+        DeviceChoice::Cuda(_) => job.group.as_ref().map_or(1, |g| g.world),
+    };
+    environment.insert("gpus".into(), json!(gpus));
+    let on_stall = stall_handler(&record, args.common.pretty, rank, environment.clone());
+    let gpu_monitor = GpuMonitor::start(device_choice);
+    let report = trainer::train(&job, &reporter, on_stall);
+    if let Some(gpu) = gpu_monitor.and_then(GpuMonitor::finish) {
+        environment.insert("gpu".into(), serde_json::to_value(gpu)?);
+    }
+    let report = report?;
+    environment.insert("threads".into(), json!(report.threads));
     let exit = if report.preempted {
         Exit::Preempted
     } else {
@@ -360,13 +377,18 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     }
     let mut record = record;
     record.set_section("train", serde_json::to_value(&report)?);
-    tool.finish(record, exit)
+    tool.finish_with(record, exit, environment)
 }
 
 /// A loop stuck for good (it did not stop by itself when the stall was flagged) cannot return,
 /// so the watchdog finishes the process: the record with the failed `train` section on stdout,
 /// the reason on stderr, exit 1, through `_exit` (see `exit_from_thread`).
-fn stall_handler(record: &Record, pretty: bool, rank: usize) -> trainer::StallHandler {
+fn stall_handler(
+    record: &Record,
+    pretty: bool,
+    rank: usize,
+    environment: Map<String, Value>,
+) -> trainer::StallHandler {
     let mut record = record.clone();
     let stopwatch = Stopwatch::start();
     Box::new(move |reason: String| {
@@ -379,7 +401,7 @@ fn stall_handler(record: &Record, pretty: bool, rank: usize) -> trainer::StallHa
             "train",
             json!({"passed": false, "preempted": false, "reason": reason}),
         );
-        let _ = record.push_timing(stopwatch.entry("train"));
+        let _ = record.push_timing(stopwatch.entry_with("train", environment.clone()));
         let _ = record.write_to(&mut std::io::stdout().lock(), pretty);
         exit_from_thread(Exit::CheckFailed);
     })

@@ -139,7 +139,7 @@ fn a_normal_run_raises_none_and_a_throttled_input_raises_a_drop_and_input_bound_
         &[],
         &[
             ("RUNFN_TEST_SLOW_INPUT_MS_FROM_STEP", "500:20"),
-            ("RUNFN_ALERT_CMD", &command),
+            ("RUNFN_LIVE_ALERT_CMD", &command),
         ],
     );
     assert_eq!(slow.code, 0, "{}", slow.stderr);
@@ -196,7 +196,7 @@ fn a_loss_spike_is_an_alert_at_its_step_and_the_run_goes_on() {
         &[],
         &[
             ("RUNFN_TEST_LOSS_SPIKE_AT_STEP", "450"),
-            ("RUNFN_ALERT_CMD", &command),
+            ("RUNFN_LIVE_ALERT_CMD", &command),
         ],
     );
     assert_eq!(spiked.code, 0, "{}", spiked.stderr);
@@ -229,7 +229,7 @@ fn an_old_checkpoint_alerts_once_and_a_failing_command_or_quiet_changes_nothing(
     let dir = tempfile::tempdir().unwrap();
     let record = rarely_checkpointed();
     let out = dir.path().join("loud");
-    let loud = run(&record, &out, &[], &[("RUNFN_ALERT_CMD", "exit 7")]);
+    let loud = run(&record, &out, &[], &[("RUNFN_LIVE_ALERT_CMD", "exit 7")]);
     assert_eq!(
         loud.code, 0,
         "a failing alert command fails nothing: {}",
@@ -243,7 +243,7 @@ fn an_old_checkpoint_alerts_once_and_a_failing_command_or_quiet_changes_nothing(
     assert_reported_everywhere(&loud, &out);
     assert!(
         loud.stderr
-            .contains("RUNFN_ALERT_CMD: `exit 7` ended with exit status: 7"),
+            .contains("RUNFN_LIVE_ALERT_CMD: `exit 7` ended with exit status: 7"),
         "{}",
         loud.stderr
     );

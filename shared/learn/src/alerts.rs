@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 /// The environment variable naming a command (run through `sh -c`) to call on every alert.
-pub const COMMAND_ENV: &str = "RUNFN_ALERT_CMD";
+pub const COMMAND_ENV: &str = "RUNFN_LIVE_ALERT_CMD";
 /// How long an alert command may run before it is killed: a hung pager must not pile up.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -254,7 +254,7 @@ fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// Runs the alert command (`RUNFN_ALERT_CMD`) for each alert, in the background: the loop only
+/// Runs the alert command (`RUNFN_LIVE_ALERT_CMD`) for each alert, in the background: the loop only
 /// pays for the spawn. A command that fails, hangs (killed after 30 s) or cannot start never
 /// fails the run; its failures are collected for one warning each.
 #[derive(Debug)]

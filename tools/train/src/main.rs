@@ -38,7 +38,13 @@ val split every eval_every steps, and checkpoints every ckpt_every steps and, wh
 `ckpt_interval` section, every ckpt_interval.interval_s seconds. Settings come from
 manifest.config: hidden, dropout, lr, weight_decay, global_batch, max_steps, warmup_steps,
 min_lr_ratio, grad_clip, eval_every, ckpt_every, keep_checkpoints, log_every, embedding_dim,
-max_vocab, features {numeric, categorical}, stall_timeout_s, missing_indicators.
+max_vocab, features {numeric, categorical}, stall_timeout_s, missing_indicators, alerts
+{throughput_fraction, min_window_s, warmup_windows, loss_spike_sigmas, loss_window,
+checkpoint_age_s, data_wait_fraction}.
+
+Live alerts (throughput_drop, loss_spike, checkpoint_age, input_bound) never stop the run: each
+is a metrics.jsonl line, a `train: alert:` line on stderr (not with -q), an entry in train.alerts
+and, with RUNFN_LIVE_ALERT_CMD set, a background `sh -c` of it with the alert's JSON on stdin.
 
 Killed at any point, `train` run again with the same record resumes from the newest valid
 checkpoint in OUT/checkpoints and ends with the same weights, bit for bit, on the same machine.
@@ -63,7 +69,8 @@ Output: the input record plus
             \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"checkpoints_written\",
             \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
             \"shards_index_blake3\", \"distributed\" (with ranks: {world_size, backend, buckets,
-            bucket_bytes, allreduce_s_per_step, allreduce_fraction, cpus})}
+            bucket_bytes, allreduce_s_per_step, allreduce_fraction, cpus}),
+            \"alerts\" ([{kind, step, value, threshold, message}])}
 
 Exit: 0 trained, 1 the loss or gradient became non-finite, the run stalled or a peer rank was
 lost (no weights written),

@@ -84,7 +84,7 @@ impl Default for AlertConfig {
             throughput_fraction: Some(0.5),
             min_window_s: 1.0,
             warmup_windows: 3,
-            loss_spike_sigmas: Some(4.0),
+            loss_spike_sigmas: Some(6.0),
             loss_window: 50,
             checkpoint_age_s: None,
             data_wait_fraction: Some(0.5),

@@ -101,6 +101,43 @@ fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
+/// How long a registration waits for another one's write lock before it gives up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Opens the index, switched to WAL and with its schema. Concurrent registrations queue on the
+/// write lock (the busy timeout). SQLite does not call the busy handler everywhere: while the
+/// first process creates the file and switches it to WAL, another one's `journal_mode` pragma or
+/// first transaction can fail at once with "database is locked" (seen with eight registrations
+/// into a new registry on a loaded machine), so the whole set-up is retried until the same limit.
+fn connect(db_path: &Path) -> rusqlite::Result<Connection> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match try_connect(db_path) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn try_connect(db_path: &Path) -> rusqlite::Result<Connection> {
+    let mut conn = Connection::open(db_path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(SCHEMA)?;
+    tx.commit()?;
+    Ok(conn)
+}
+
 impl Registry {
     /// Opens (creating when absent) the registry in `dir`.
     pub fn open(dir: &Path) -> Result<Registry> {
@@ -113,20 +150,7 @@ impl Registry {
             path: db_path.clone(),
             source,
         };
-        let mut conn = Connection::open(&db_path).map_err(sql)?;
-        // Concurrent registrations queue on the write lock instead of failing.
-        conn.busy_timeout(Duration::from_secs(60)).map_err(sql)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(sql)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(sql)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(sql)?;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        tx.execute_batch(SCHEMA).map_err(sql)?;
-        tx.commit().map_err(sql)?;
+        let conn = connect(&db_path).map_err(sql)?;
         Ok(Registry {
             dir: dir.to_path_buf(),
             blobs: BlobStore::new(dir.join("blobs")),

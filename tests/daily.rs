@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::retrain::{alert_script, files, json, make};
-use crate::util::{Output, failed_checks, testdata, tool};
+use crate::retrain::{alert_script, json, make};
+use crate::util::{Output, failed_checks, file_hashes, testdata, tool};
 
 /// Writes `header` and `rows` as a day's snapshot, `transform` applied to each row.
 fn snapshot(
@@ -126,7 +126,7 @@ fn four_days_of_retraining_on_a_real_table() {
         fields.join(",")
     };
     snapshot(d, "day3", lines[0], day2_rows, in_cents);
-    let registry = files(&d.join("registry"));
+    let registry = file_hashes(&d.join("registry"));
     let third = day(d, &pin(d, "day3"), &alert, &[]);
     assert_ne!(third.code, 0, "day 3 must fail: {}", third.stderr);
     let alerted: Value =
@@ -138,7 +138,11 @@ fn four_days_of_retraining_on_a_real_table() {
     );
     let env = std::fs::read_to_string(d.join("alert.env")).unwrap();
     assert!(env.contains("RUNFN_ALERT_STAGE=validate\n"), "{env}");
-    assert_eq!(files(&d.join("registry")), registry, "registry untouched");
+    assert_eq!(
+        file_hashes(&d.join("registry")),
+        registry,
+        "registry untouched"
+    );
     assert_eq!(prod_version(d), 2);
 
     // Day 4: a person explains the drift (the new unit); the same snapshot goes through.

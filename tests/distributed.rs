@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::train::{edited, random_in, train, wait_for_step, weights_hash};
+use crate::train::{edited, random_in, start, train, wait_for_step, weights_hash};
 use crate::util::{Output, bin, tool, wait_within};
 
 /// The fixture's record trained for `steps` steps, checkpointing every 50.
@@ -184,6 +184,9 @@ fn ranks_started_by_an_outside_launcher_write_one_record() {
     assert_eq!(weights_hash(&rank0), weights_hash(&launched));
 }
 
+/// `train --nproc-per-node 2` whose ranks give up on a lost peer after 30 s.
+const LAUNCHER_30S: [&str; 4] = ["--nproc-per-node", "2", "--dist-timeout", "30"];
+
 /// Waits until `path` exists.
 fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -276,29 +279,7 @@ fn the_launcher_stops_every_rank_when_one_fails() {
     let record = record(5000);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("launcher");
-    let launcher = Command::new(bin("train"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["--out".as_ref(), out.as_os_str()])
-        .args([
-            "-q",
-            "--threads",
-            "1",
-            "--nproc-per-node",
-            "2",
-            "--dist-timeout",
-            "30",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut launcher = launcher;
-    {
-        use std::io::Write;
-        let mut stdin = launcher.stdin.take().unwrap();
-        stdin.write_all(record.as_bytes()).unwrap();
-    }
+    let launcher = start(&record, &out, &LAUNCHER_30S, &[]);
     wait_for(&out.join("checkpoints/step-0000000050.json"));
     let children =
         std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", launcher.id())).unwrap();
@@ -361,32 +342,12 @@ fn sigterm_to_the_launcher_stops_every_rank_at_one_step_and_a_rerun_ends_the_sam
     let dir = tempfile::tempdir().unwrap();
     let straight = train_ranks(&record, &dir.path().join("straight"), 2, &[]);
     let out = dir.path().join("sigterm");
-    let mut launcher = Command::new(bin("train"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["--out".as_ref(), out.as_os_str()])
-        .args([
-            "-q",
-            "--threads",
-            "1",
-            "--nproc-per-node",
-            "2",
-            "--dist-timeout",
-            "20",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        launcher
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(record.as_bytes())
-            .unwrap();
-    }
+    let mut launcher = start(
+        &record,
+        &out,
+        &["--nproc-per-node", "2", "--dist-timeout", "20"],
+        &[],
+    );
     let target = random_in(30, 1400);
     wait_for_step(&out, target, &mut launcher);
     let pids =

@@ -3,13 +3,12 @@
 //! what serves (MODEL@prod), a failed run alerts and leaves the registry as it was, and the log
 //! is rotated by size.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{Output, demo_snapshot, failed_checks, testdata, tool};
+use crate::util::{Output, demo_snapshot, failed_checks, file_hashes, testdata, tool};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -48,24 +47,6 @@ pub fn make(dir: &Path, targets: &[&str], vars: &[String]) -> Output {
 
 pub fn json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// Every file under `dir` with the blake3 of its bytes.
-pub fn files(dir: &Path) -> BTreeMap<PathBuf, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(folder) = stack.pop() {
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let hash = blake3::hash(&std::fs::read(&path).unwrap());
-                out.insert(path, hash.to_hex().to_string());
-            }
-        }
-    }
-    out
 }
 
 /// An alert command that writes its stdin and the alert's environment to files in `dir`.
@@ -403,7 +384,7 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
 
     // The next day's snapshot drifted: validation against @prod fails, the alert gets the
     // record, and the registry is byte-identical.
-    let registry = files(&dir.path().join("registry"));
+    let registry = file_hashes(&dir.path().join("registry"));
     let second = make(dir.path(), &["run"], &vars(&day2));
     assert_ne!(second.code, 0, "{}", second.stderr);
     let stdin: Value =
@@ -429,7 +410,7 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
     );
     assert!(!dir.path().join("run/validate.json").exists());
     assert_eq!(
-        files(&dir.path().join("registry")),
+        file_hashes(&dir.path().join("registry")),
         registry,
         "registry untouched"
     );

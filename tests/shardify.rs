@@ -3,7 +3,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{demo_record, demo_snapshot, tool};
+use crate::util::{demo_record, demo_snapshot, file_hashes, tool};
 
 fn shardify(snapshot: &Path, out: &Path, extra: &[&str]) -> crate::util::Output {
     tool("shardify")
@@ -16,25 +16,6 @@ fn shardify(snapshot: &Path, out: &Path, extra: &[&str]) -> crate::util::Output 
         .args(extra)
         .stdin(demo_record())
         .run()
-}
-
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(folder) = stack.pop() {
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.insert(
-                    path.strip_prefix(dir).unwrap().display().to_string(),
-                    std::fs::read(&path).unwrap(),
-                );
-            }
-        }
-    }
-    out
 }
 
 #[test]
@@ -105,11 +86,11 @@ fn same_input_and_seed_give_byte_identical_shards() {
         .code,
         0
     );
-    let a = files(&dir.path().join("a"));
-    assert_eq!(a, files(&dir.path().join("b")));
+    let a = file_hashes(&dir.path().join("a"));
+    assert_eq!(a, file_hashes(&dir.path().join("b")));
     assert_eq!(
         a,
-        files(&dir.path().join("small-memory")),
+        file_hashes(&dir.path().join("small-memory")),
         "spilling to disk changes nothing"
     );
     assert_eq!(
@@ -123,7 +104,7 @@ fn same_input_and_seed_give_byte_identical_shards() {
     );
     assert_ne!(
         a.get("train/part-00000.parquet"),
-        files(&dir.path().join("c")).get("train/part-00000.parquet")
+        file_hashes(&dir.path().join("c")).get("train/part-00000.parquet")
     );
 }
 
@@ -157,7 +138,7 @@ fn a_killed_run_leaves_no_index_and_a_rerun_completes() {
     let snapshot = demo_snapshot(&dir.path().join("snapshot"), 60_000, &[]);
     let out = dir.path().join("shards");
     assert_eq!(shardify(&snapshot, &out, &["--shard-rows", "5000"]).code, 0);
-    let complete = files(&out);
+    let complete = file_hashes(&out);
     let mut child = std::process::Command::new(crate::util::bin("shardify"))
         .args([
             "--in".as_ref(),
@@ -192,7 +173,7 @@ fn a_killed_run_leaves_no_index_and_a_rerun_completes() {
         .run()
         .assert_bad_input("leak-check", "shardify did not complete");
     assert_eq!(shardify(&snapshot, &out, &["--shard-rows", "5000"]).code, 0);
-    let rerun: BTreeMap<_, _> = files(&out)
+    let rerun: BTreeMap<_, _> = file_hashes(&out)
         .into_iter()
         .filter(|(name, _)| !name.contains(".tmp") && !name.contains("spill"))
         .collect();

@@ -182,13 +182,14 @@ pub fn wait_for_step(out: &Path, step: u64, child: &mut std::process::Child) {
     }
 }
 
-/// Starts train on `record` writing to `out`, stdout piped.
-fn start(record: &str, out: &Path, env: &[(&str, &str)]) -> std::process::Child {
+/// Starts train (`-q`, one thread, then `args`) on `record` writing to `out`, stdout piped.
+pub fn start(record: &str, out: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
     let mut command = std::process::Command::new(crate::util::bin("train"));
     command
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["--out".as_ref(), out.as_os_str()])
         .args(["-q", "--threads", "1"])
+        .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -226,7 +227,7 @@ fn a_run_killed_at_random_steps_resumes_to_the_same_weights() {
     targets.sort_unstable();
     let mut last_checkpoint = 0;
     for &target in &targets {
-        let mut child = start(&record, &out, &[]);
+        let mut child = start(&record, &out, &[], &[]);
         wait_for_step(&out, target, &mut child);
         signal(&child, "-KILL");
         let status = crate::util::wait_within(child, Duration::from_secs(30));
@@ -281,7 +282,7 @@ fn sigterm_at_a_random_step_checkpoints_that_step_and_a_rerun_ends_the_same() {
     let straight = weights_hash(&train(&record, &dir.path().join("straight"), &[]));
     let out = dir.path().join("preempted");
     let target = random_in(30, 1400);
-    let mut child = start(&record, &out, &[]);
+    let mut child = start(&record, &out, &[], &[]);
     wait_for_step(&out, target, &mut child);
     signal(&child, "-TERM");
     let stopped = crate::util::wait_within(child, Duration::from_secs(30));
@@ -563,7 +564,7 @@ fn a_loop_stuck_for_good_is_ended_by_the_watchdog_with_its_record() {
     let dir = tempfile::tempdir().unwrap();
     for attempt in 0..3 {
         let out = dir.path().join(format!("run{attempt}"));
-        let child = start(&record, &out, &[("RUNFN_TEST_HANG_AT_STEP", "5")]);
+        let child = start(&record, &out, &[], &[("RUNFN_TEST_HANG_AT_STEP", "5")]);
         let ended = crate::util::wait_within(child, Duration::from_secs(30));
         assert_eq!(ended.code, 1, "{}", ended.stderr);
         let section = &ended.json()["train"];

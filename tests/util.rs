@@ -314,6 +314,27 @@ pub fn demo_record() -> String {
     out.stdout
 }
 
+/// Every file under `dir`, by its path relative to `dir`, with the blake3 of its bytes.
+pub fn file_hashes(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).expect("a readable folder") {
+            let path = entry.expect("a folder entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).expect("a readable file");
+                out.insert(
+                    path.strip_prefix(dir).unwrap().display().to_string(),
+                    blake3::hash(&bytes).to_hex().to_string(),
+                );
+            }
+        }
+    }
+    out
+}
+
 /// The checks of a `leaks` or `validate` section that failed.
 pub fn failed_checks(section: &Value) -> Vec<&Value> {
     section["checks"]

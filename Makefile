@@ -71,7 +71,7 @@ run: build
 	@rm -f $(RUN_DIR)/failed.json $(RUN_DIR)/failed.err $(RUN_DIR)/failed.stage
 	@$(MAKE) --no-print-directory -f $(ROOT)/Makefile stages || { code=$$?; \
 	  $(ROOT)/scripts/alert.sh '$(RUN_DIR)' '$(MANIFEST)' '$(MODEL)' '$(BIN)'; exit $$code; }
-	@echo "run: done; $(MODEL)@prod is version $$($(BIN)/register resolve $(MODEL)@prod | grep -o '"version":[0-9]*' | cut -d: -f2); records under $(RUN_DIR)/"
+	@echo "run: done; $(MODEL)@prod is version $$($(BIN)/register resolve $(MODEL)@prod | grep -o '"version":[0-9]*' | cut -d: -f2); records under $(RUN_DIR)/, the page: $(RUN_DIR)/report.html"
 
 ## Retraining from cron: one run at a time (a lock), appended to runs/retrain.log (rotated by
 ## size), non-zero when a stage fails.
@@ -79,7 +79,7 @@ retrain:
 	@$(ROOT)/scripts/retrain.sh $(RETRAIN_ARGS)
 
 .PHONY: stages
-stages: $(RUN_DIR)/register.json
+stages: $(RUN_DIR)/report.json
 
 CANDIDATE := $(firstword $(SEEDS))
 say = @printf 'run: %s\n' $(1) >&2
@@ -177,6 +177,12 @@ $(RUN_DIR)/gate.json: $(RUN_DIR)/baseline.json $(BIN)/gate
 $(RUN_DIR)/register.json: $(RUN_DIR)/gate.json $(BIN)/register
 	$(call say,"register and promote to $(MODEL)@prod")
 	@$(call stage,$(BIN)/register --name $(MODEL) --promote prod < $<)
+
+# The run read back: the workflow map, predicted vs measured, and the page to look at
+# (report.html, self-contained) with TensorBoard event files beside it.
+$(RUN_DIR)/report.json: $(RUN_DIR)/register.json $(BIN)/report
+	$(call say,"report: $(RUN_DIR)/report.html")
+	@$(call stage,$(BIN)/report $(RUN_DIR) --html $(RUN_DIR)/report.html --tensorboard $(RUN_DIR)/tensorboard -q)
 
 ## Rewrite the golden files under testdata/ from the current tools; review the diff.
 golden:

@@ -72,8 +72,9 @@ fn stage(name: &str, args: &[&std::ffi::OsStr], stdin: String) -> Output {
     out
 }
 
-/// mf-hash (verifying the pinned digest), ds-validate, leak-check, shardify, train, evaluate.
-fn chain(table: &Table, dir: &Path) -> Value {
+/// mf-hash (verifying the pinned digest), ds-validate, leak-check, shardify, ckpt-interval,
+/// train, evaluate: the pipeline's stages, as a user chains them.
+pub fn chain(table: &Table, dir: &Path) -> Value {
     let snapshot = format!("testdata/real/{}/snapshot", table.name);
     let hashed = stage(
         "mf-hash",
@@ -93,6 +94,13 @@ fn chain(table: &Table, dir: &Path) -> Value {
         &["--out".as_ref(), shards.as_os_str()],
         checked.stdout,
     );
+    // A plan with guessed figures, as a user writes it before the first run: report compares
+    // them with what train measured.
+    let planned = stage(
+        "ckpt-interval",
+        &["--cost", "0.01", "--mtbf", "3600", "--step-time", "0.002"].map(std::ffi::OsStr::new),
+        sharded.stdout,
+    );
     let trained = stage(
         "train",
         &[
@@ -101,7 +109,7 @@ fn chain(table: &Table, dir: &Path) -> Value {
             "--threads".as_ref(),
             "1".as_ref(),
         ],
-        sharded.stdout,
+        planned.stdout,
     );
     stage("evaluate", &[], trained.stdout).json()
 }

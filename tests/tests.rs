@@ -15,6 +15,7 @@ mod noise_floor;
 mod pipeline;
 mod real_data;
 mod register;
+mod report;
 mod retrain;
 mod schema;
 mod shardify;

@@ -1,17 +1,45 @@
 #!/usr/bin/env bash
 # Creates (once) the Python virtualenv the tests use as an independent reference: pyarrow reads
-# the shards back, scikit-learn recomputes evaluate's metrics. It lives in the cache folder
-# outside the clone; prints its python path.
+# the shards back, scikit-learn recomputes evaluate's metrics, tensorboard reads report's event
+# files (its EventAccumulator needs no TensorFlow). It lives in the cache folder outside the
+# clone; prints its python path.
 set -euo pipefail
 CACHE="${RUNFN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runfn}"
 VENV="$CACHE/test-venv"
-PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1)
-if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c 'import pyarrow, sklearn' 2>/dev/null; then
-  printf '%s\n' "$VENV/bin/python"
-  exit 0
+PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0)
+
+# Prints the pins the venv lacks (absent, another version, or not importable), one a line.
+missing() {
+  "$VENV/bin/python" - "${PACKAGES[@]}" <<'PY'
+import importlib, importlib.metadata, sys
+modules = {"scikit-learn": "sklearn"}
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        ok = importlib.metadata.version(name) == version
+        importlib.import_module(modules.get(name, name))
+    except Exception:
+        ok = False
+    if not ok:
+        print(pin)
+PY
+}
+
+if [[ -x "$VENV/bin/python" ]] && lacking="$(missing 2>/dev/null)"; then
+  if [[ -n "$lacking" ]]; then
+    # A venv from before a pin was added or changed: add what it lacks rather than rebuild it.
+    mapfile -t lacking_pins <<<"$lacking"
+    echo "python-env: installing ${lacking_pins[*]} into $VENV" >&2
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${lacking_pins[@]}" >&2
+  fi
+  if [[ -z "$(missing)" ]]; then
+    printf '%s\n' "$VENV/bin/python"
+    exit 0
+  fi
+  echo "python-env: $VENV still lacks $(missing | tr '\n' ' ')after pip install; recreating it" >&2
 fi
 if ! command -v python3 >/dev/null 2>&1; then
-  echo "python-env: python3 is needed for the reference tests (pyarrow, scikit-learn); install Python 3" >&2
+  echo "python-env: python3 is needed for the reference tests (pyarrow, scikit-learn, tensorboard); install Python 3" >&2
   exit 2
 fi
 mkdir -p "$CACHE"

@@ -440,6 +440,62 @@ struct Register {
     ungated_reason: Option<String>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Quartiles {
+    p25: f64,
+    median: f64,
+    p75: f64,
+    total: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportStage {
+    stage: String,
+    runs: u64,
+    wall_s: Quartiles,
+    cpu_s: Quartiles,
+    max_rss_bytes: u64,
+    share: f64,
+    cost: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportPair {
+    name: String,
+    kind: String,
+    of: String,
+    predicted: f64,
+    measured: f64,
+    unit: String,
+    gap: Option<f64>,
+    flagged: bool,
+    source: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Report {
+    records: u64,
+    runs: u64,
+    stages: Vec<ReportStage>,
+    bottleneck: Option<Value>,
+    total_wall_s: f64,
+    cost: Option<Value>,
+    predictions: Vec<ReportPair>,
+    flagged: Vec<String>,
+    curves: Vec<Value>,
+    html: Option<String>,
+    plots: Vec<String>,
+    tensorboard: Option<Vec<String>>,
+}
+
+pub fn report_matches_its_schema(record: &Value) {
+    let _: Report = section(record, "report");
+}
+
 /// Each key of the README's run-record table: who writes it, and the struct whose fields its
 /// field list must name (`None`: the README lists no fields for it).
 fn documented_keys() -> Vec<(&'static str, &'static str, Option<BTreeSet<&'static str>>)> {
@@ -465,6 +521,7 @@ fn documented_keys() -> Vec<(&'static str, &'static str, Option<BTreeSet<&'stati
         ("baseline", "(the baseline's evaluation)", None),
         ("gate", "gate", Some(struct_fields::<Gate>())),
         ("register", "register", Some(struct_fields::<Register>())),
+        ("report", "report", Some(struct_fields::<Report>())),
         ("timings", "every tool", Some(struct_fields::<Timing>())),
     ]
 }
@@ -481,6 +538,8 @@ fn documented_nested() -> Vec<(&'static str, BTreeSet<&'static str>)> {
         ("timings.environment.gpu", struct_fields::<Gpu>()),
         ("timings.cost", struct_fields::<Cost>()),
         ("train.alerts", struct_fields::<TrainAlert>()),
+        ("report.stages", struct_fields::<ReportStage>()),
+        ("report.predictions", struct_fields::<ReportPair>()),
     ]
 }
 

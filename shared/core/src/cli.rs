@@ -71,11 +71,32 @@ impl Tool {
     /// train's threads, libtorch and device).
     pub fn finish_with(
         &self,
-        mut record: Record,
+        record: Record,
         exit: Exit,
         environment: serde_json::Map<String, serde_json::Value>,
     ) -> anyhow::Result<Exit> {
-        record.push_timing(self.stopwatch.entry_with(self.name, environment))?;
+        self.finish_entry(
+            record,
+            exit,
+            self.stopwatch.entry_with(self.name, environment),
+        )
+    }
+
+    /// `finish`, with the entry marked `"for": role`: work done for a comparison rather than
+    /// for the run itself (evaluate scoring the baseline), which report maps as its own stage.
+    pub fn finish_for(&self, record: Record, exit: Exit, role: &str) -> anyhow::Result<Exit> {
+        let mut entry = self.stopwatch.entry(self.name);
+        entry["for"] = serde_json::Value::from(role);
+        self.finish_entry(record, exit, entry)
+    }
+
+    fn finish_entry(
+        &self,
+        mut record: Record,
+        exit: Exit,
+        entry: serde_json::Value,
+    ) -> anyhow::Result<Exit> {
+        record.push_timing(entry)?;
         let stdout = std::io::stdout();
         match record.write_to(&mut stdout.lock(), self.common.pretty) {
             Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {

@@ -175,7 +175,7 @@ pub fn page(report: &Report) -> (String, Vec<String>) {
     alerts_table(&mut html, report);
     gate_table(&mut html, latest);
     environment_table(&mut html, report);
-    let _ = write!(html, "</main><script>{PAGE_CHECK}</script></body></html>\n");
+    let _ = writeln!(html, "</main><script>{PAGE_CHECK}</script></body></html>");
     (html, names)
 }
 

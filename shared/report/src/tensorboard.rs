@@ -345,7 +345,7 @@ mod tests {
         let curves = [
             curve("seed 7"),
             curve("seed 7"),
-            curve("/tmp/x y/metrics.jsonl"),
+            curve("/runs/x y/metrics.jsonl"),
         ];
         let paths = write(dir.path(), &curves, 1_700_000_000.9).unwrap();
         let name = "events.out.tfevents.1700000000.runfn";
@@ -354,7 +354,7 @@ mod tests {
             [
                 dir.path().join("seed-7").join(name),
                 dir.path().join("seed-7-2").join(name),
-                dir.path().join("tmp-x-y-metrics.jsonl").join(name),
+                dir.path().join("runs-x-y-metrics.jsonl").join(name),
             ]
         );
         let first = std::fs::read(&paths[0]).unwrap();

@@ -295,7 +295,10 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         result["contamination"] = contamination;
     }
     record.set_section(section, result);
-    tool.finish(record, Exit::Passed)
+    match args.role {
+        Role::Candidate => tool.finish(record, Exit::Passed),
+        Role::Baseline => tool.finish_for(record, Exit::Passed, "baseline"),
+    }
 }
 
 /// Whether leak-check found exact or near twins across splits (tolerated, or its check off).

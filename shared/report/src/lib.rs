@@ -69,7 +69,7 @@ impl Report {
             }
         }
         let mut curves = Vec::new();
-        let mut predictions = Vec::new();
+        let mut sources: Vec<&Value> = Vec::new();
         for ((seed, metrics), record) in &trained {
             let seed = (*seed != u64::MAX).then_some(*seed);
             let curve = Curve::read(std::path::Path::new(metrics), seed).map_err(|err| {
@@ -78,8 +78,25 @@ impl Report {
                     format!("{metrics}: cannot be read back ({err})"),
                 )
             })?;
-            predictions.extend(predictions::of_training(record, &curve.label, limits));
+            sources.push(*record);
             curves.push(curve);
+        }
+        // Reruns train the same seeds: `seed 7 (run 2)` tells their curves apart in the legends.
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for curve in &curves {
+            *seen.entry(curve.label.clone()).or_default() += 1;
+        }
+        let mut nth: BTreeMap<String, usize> = BTreeMap::new();
+        for curve in &mut curves {
+            if seen[&curve.label] > 1 {
+                let n = nth.entry(curve.label.clone()).or_default();
+                *n += 1;
+                curve.label = format!("{} (run {n})", curve.label);
+            }
+        }
+        let mut predictions = Vec::new();
+        for (record, curve) in sources.iter().zip(&curves) {
+            predictions.extend(predictions::of_training(record, &curve.label, limits));
         }
         let mut walls: Vec<(String, Vec<f64>)> = Vec::new();
         for entry in &entries {

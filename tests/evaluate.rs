@@ -441,3 +441,75 @@ fn contamination_scores_the_test_split_without_its_training_twins() {
     let delta = evaluated["overall"]["auc"].as_f64().unwrap() - without["auc"].as_f64().unwrap();
     assert!((contamination["delta_auc"].as_f64().unwrap() - delta).abs() < 1e-15);
 }
+
+#[test]
+fn checkpoint_best_scores_the_kept_best_weights_and_needs_keep_best() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(
+        &crate::train::keep_best_record(),
+        &dir.path().join("run"),
+        &[],
+    );
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let best = trained.json()["train"]["best"].clone();
+    let checkpoint = best["checkpoint"].as_str().unwrap().to_string();
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&checkpoint).unwrap()).unwrap();
+    let scored = tool("evaluate")
+        .args(["--checkpoint", "best", "--split", "val", "-q"])
+        .stdin(trained.stdout.clone())
+        .run();
+    assert_eq!(scored.code, 0, "{}", scored.stderr);
+    let record = scored.json();
+    crate::schema::evaluate_matches_its_schema(&record);
+    let section = &record["evaluate"];
+    assert_eq!(section["model"], checkpoint.as_str(), "says what it scored");
+    assert_eq!(section["weights_blake3"], state["tensors"]["blake3"]);
+    let auc = section["overall"]["auc"].as_f64().unwrap();
+    let val_auc = best["val_auc"].as_f64().unwrap();
+    assert!(
+        (auc - val_auc).abs() < 1e-9,
+        "the best checkpoint's weights score val as train did: {auc} vs {val_auc}"
+    );
+    let last = tool("evaluate")
+        .args(["--split", "val", "-q"])
+        .stdin(trained.stdout.clone())
+        .run();
+    assert_eq!(last.code, 0, "{}", last.stderr);
+    let last = last.json();
+    assert_eq!(last["evaluate"]["model"], last["train"]["weights"]);
+    assert_ne!(
+        last["evaluate"]["overall"]["auc"],
+        section["overall"]["auc"]
+    );
+
+    let conflicting = tool("evaluate")
+        .args(["--checkpoint", "best", "--model", "x.safetensors", "-q"])
+        .stdin(trained.stdout.clone())
+        .run();
+    assert_eq!(conflicting.code, 2, "{}", conflicting.stderr);
+    assert!(
+        conflicting.stderr.contains("--model"),
+        "{}",
+        conflicting.stderr
+    );
+
+    let tensors = std::path::Path::new(&checkpoint).with_extension("safetensors");
+    let mut bytes = std::fs::read(&tensors).unwrap();
+    let last_byte = bytes.len() - 1;
+    bytes[last_byte] ^= 1;
+    std::fs::write(&tensors, bytes).unwrap();
+    tool("evaluate")
+        .args(["--checkpoint", "best", "-q"])
+        .stdin(trained.stdout)
+        .run()
+        .assert_bad_input("evaluate", "checksum mismatch");
+
+    let plain = train(&fixture().record, &dir.path().join("plain"), &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    tool("evaluate")
+        .args(["--checkpoint", "best", "-q"])
+        .stdin(plain.stdout)
+        .run()
+        .assert_bad_input("evaluate", "--checkpoint: best needs train.best");
+}

@@ -791,9 +791,18 @@ struct Train {
     features: TrainFeatures,
     final_loss: Option<f64>,
     val: Option<EvalMetrics>,
+    best: Option<TrainBest>,
     shards_index_blake3: String,
     distributed: Option<TrainDistributed>,
     alerts: Vec<TrainAlert>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainBest {
+    step: u64,
+    val_auc: f64,
+    checkpoint: String,
 }
 
 #[derive(Deserialize)]

@@ -724,3 +724,137 @@ fn a_resumed_run_keeps_the_missing_indicators_of_its_checkpoint() {
     assert_eq!(resumed.json()["train"]["resumed_from"]["step"], 300);
     assert_eq!(weights_hash(&resumed), straight);
 }
+
+/// The val AUC lines of a run's metrics.jsonl as (step, auc).
+fn val_aucs(out: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(out.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter_map(|l| Some((l["step"].as_u64()?, l["val"]["auc"].as_f64()?)))
+        .collect()
+}
+
+/// A run that scores val every 25 steps with a learning rate high enough to overfit, so the
+/// best val AUC comes before the end.
+pub fn keep_best_record() -> String {
+    edited(|r| {
+        let config = &mut r["manifest"]["config"];
+        config["keep_best"] = true.into();
+        config["eval_every"] = 25.into();
+        config["max_steps"] = 400.into();
+        config["lr"] = 0.05.into();
+        config["hidden"] = serde_json::json!([64, 32]);
+        config["dropout"] = 0.into();
+    })
+}
+
+#[test]
+fn keep_best_keeps_the_checkpoint_of_the_best_val_auc_through_pruning_and_a_kill() {
+    let record = keep_best_record();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("straight");
+    let straight = train(&record, &out, &[]);
+    assert_eq!(straight.code, 0, "{}", straight.stderr);
+    let best = straight.json()["train"]["best"].clone();
+    let aucs = val_aucs(&out);
+    assert_eq!(aucs.len(), 16, "val every 25 steps: {aucs:?}");
+    let (argmax, max) = aucs
+        .iter()
+        .fold((0, f64::MIN), |b, &(s, a)| if a > b.1 { (s, a) } else { b });
+    assert_eq!(best["step"], argmax, "{aucs:?}");
+    assert_eq!(best["val_auc"], max);
+    assert!(
+        argmax < 350,
+        "the best is not one of the newest two: {aucs:?}"
+    );
+    let checkpoint = PathBuf::from(best["checkpoint"].as_str().unwrap());
+    assert_eq!(
+        checkpoint,
+        out.join(format!("checkpoints/step-{argmax:010}.json"))
+    );
+    let mut kept: Vec<String> = std::fs::read_dir(out.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    let expected: Vec<String> = [argmax, 350, 400]
+        .iter()
+        .flat_map(|s| {
+            [
+                format!("step-{s:010}.json"),
+                format!("step-{s:010}.safetensors"),
+            ]
+        })
+        .collect();
+    assert_eq!(kept, expected, "the newest two and the best");
+    let tensors_blake3 = |out: &Path| {
+        let state: Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join(format!("checkpoints/step-{argmax:010}.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(state["best"]["step"], argmax);
+        state["tensors"]["blake3"].as_str().unwrap().to_string()
+    };
+
+    // Killed after the best step and resumed: the same best, with the same weights.
+    let killed = dir.path().join("killed");
+    let mut child = start(&record, &killed, &[], &[]);
+    wait_for_step(&killed, argmax + 60, &mut child);
+    signal(&child, "-KILL");
+    crate::util::wait_within(child, Duration::from_secs(30));
+    let resumed = train(&record, &killed, &[]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let section = &resumed.json()["train"];
+    assert!(section["resumed_from"]["step"].as_u64().unwrap() > argmax);
+    assert_eq!(section["best"]["step"], best["step"]);
+    assert_eq!(section["best"]["val_auc"], best["val_auc"]);
+    assert_eq!(tensors_blake3(&killed), tensors_blake3(&out));
+    assert_eq!(weights_hash(&resumed), weights_hash(&straight));
+}
+
+#[test]
+fn without_keep_best_the_record_has_no_best_and_no_extra_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = edited(|r| {
+        r["manifest"]["config"]["max_steps"] = 200.into();
+        r["manifest"]["config"]["eval_every"] = 25.into();
+    });
+    let out = train(&record, &dir.path().join("run"), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let section = &out.json()["train"];
+    assert_eq!(section["best"], Value::Null);
+    assert_eq!(
+        section["checkpoints_written"], 4,
+        "every ckpt_every = 50 steps only"
+    );
+}
+
+#[test]
+fn keep_best_with_two_ranks_checkpoints_a_new_best_with_both_ranks_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ranks");
+    let trained = train(&keep_best_record(), &out, &["--nproc-per-node", "2"]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let best = &trained.json()["train"]["best"];
+    let aucs = val_aucs(&out);
+    let max = aucs.iter().map(|a| a.1).fold(f64::MIN, f64::max);
+    assert_eq!(best["val_auc"], max, "{aucs:?}");
+    assert!(
+        !best["step"].as_u64().unwrap().is_multiple_of(50),
+        "the best falls between the scheduled checkpoints (ckpt_every 50), so rank 0 wrote it \
+         alone: {aucs:?}"
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(best["checkpoint"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        state["ranks"],
+        serde_json::json!([
+            {"rank": 0, "epoch": state["epoch"], "position": state["position"], "rows": [0, 64]},
+            {"rank": 1, "epoch": state["epoch"], "position": state["position"], "rows": [64, 128]},
+        ])
+    );
+}

@@ -2,7 +2,8 @@
 //! moments) written first, then `step-NNNNNNNNNN.json` (every counter and the tensors' blake3),
 //! each atomically. The JSON is the commit mark: a tensors file without one is an interrupted
 //! save and is removed; a JSON whose tensors do not match its checksum is skipped with a warning
-//! and the previous checkpoint is used.
+//! and the previous checkpoint is used. With `keep_best` the checkpoint of the best val AUC is
+//! kept beside the newest ones, and every later checkpoint names it.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -12,6 +13,7 @@ use runfn_core::atomic::write_bytes_atomic;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
+use crate::model::Architecture;
 use crate::schedule::Schedule;
 use crate::tensor_file;
 
@@ -42,6 +44,21 @@ pub struct CheckpointState {
     /// Every rank's place in the data, gathered from the ranks when the checkpoint was taken.
     #[serde(default)]
     pub ranks: Vec<RankState>,
+    /// The model's shape, so that one checkpoint can be scored on its own.
+    #[serde(default)]
+    pub architecture: Option<Architecture>,
+    /// With `keep_best`: the best checkpoint so far, carried so a resumed run knows what to beat
+    /// and pruning knows what to keep.
+    #[serde(default)]
+    pub best: Option<Best>,
+}
+
+/// The checkpoint with the highest val AUC so far.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Best {
+    pub step: u64,
+    pub val_auc: f64,
 }
 
 /// One rank's place in the data at a checkpoint: the epoch and batch position it resumes at
@@ -98,6 +115,11 @@ fn stem(step: u64) -> String {
     format!("step-{step:010}")
 }
 
+/// The JSON (commit mark) of the checkpoint of `step` in `dir`.
+pub fn json_path(dir: &Path, step: u64) -> PathBuf {
+    dir.join(format!("{}.json", stem(step)))
+}
+
 /// Fails early, with the folder named, when checkpoints cannot be written there.
 pub fn ensure_writable(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)
@@ -107,7 +129,7 @@ pub fn ensure_writable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes a checkpoint and keeps the newest `keep`. Returns its JSON path and the seconds the
+/// Writes a checkpoint and keeps the newest `keep` and the best ones they name. Returns its JSON path and the seconds the
 /// save took.
 pub fn save(
     dir: &Path,
@@ -156,10 +178,18 @@ fn committed_steps(dir: &Path) -> Result<Vec<u64>> {
     Ok(steps)
 }
 
-/// Removes all but the newest `keep` checkpoints, and tensors files with no JSON.
+/// Removes all but the newest `keep` checkpoints and the best checkpoints they name (each
+/// kept one's, so a fallback past a corrupt newest still finds its best), and tensors files
+/// with no JSON.
 fn prune(dir: &Path, keep: usize) -> Result<()> {
     let steps = committed_steps(dir)?;
-    for &step in steps.iter().skip(keep) {
+    let kept = &steps[..keep.min(steps.len())];
+    let best: Vec<u64> = kept
+        .iter()
+        .filter_map(|&step| read_state(&json_path(dir, step)).ok()?.best)
+        .map(|b| b.step)
+        .collect();
+    for &step in steps.iter().skip(keep).filter(|s| !best.contains(s)) {
         let name = stem(step);
         remove_if_present(&dir.join(format!("{name}.json")))?;
         remove_if_present(&dir.join(format!("{name}.safetensors")))?;
@@ -217,12 +247,8 @@ pub fn load_latest(
     warnings: &mut Vec<String>,
 ) -> Result<Option<Loaded>> {
     for step in committed_steps(dir)? {
-        let name = stem(step);
-        let json_path = dir.join(format!("{name}.json"));
-        let state: CheckpointState = match std::fs::read_to_string(&json_path)
-            .map_err(anyhow::Error::from)
-            .and_then(|text| Ok(serde_json::from_str(&text)?))
-        {
+        let json_path = json_path(dir, step);
+        let state = match read_state(&json_path) {
             Ok(state) => state,
             Err(e) => {
                 warnings.push(format!(
@@ -249,27 +275,13 @@ pub fn load_latest(
             );
         }
         let tensor_path = dir.join(&state.tensors.file);
-        let bytes = match std::fs::read(&tensor_path) {
+        let bytes = match verified_bytes(&tensor_path, &state.tensors) {
             Ok(bytes) => bytes,
             Err(e) => {
-                warnings.push(format!(
-                    "checkpoint {}: {e}; trying the previous one",
-                    tensor_path.display()
-                ));
+                warnings.push(format!("{e}; trying the previous one"));
                 continue;
             }
         };
-        if bytes.len() as u64 != state.tensors.bytes
-            || blake3::hash(&bytes).to_hex().as_str() != state.tensors.blake3
-        {
-            warnings.push(format!(
-                "checkpoint {} is truncated or corrupt ({} bytes, expected {}; checksum mismatch); trying the previous one",
-                tensor_path.display(),
-                bytes.len(),
-                state.tensors.bytes
-            ));
-            continue;
-        }
         let origin = tensor_path.display().to_string();
         let (tensors, _) = tensor_file::decode(&bytes, &origin)?;
         return Ok(Some(Loaded {
@@ -279,6 +291,50 @@ pub fn load_latest(
         }));
     }
     Ok(None)
+}
+
+/// One checkpoint by the path of its JSON, its tensors checked against the blake3 it names.
+pub fn load_file(json_path: &Path) -> Result<Loaded> {
+    let state = read_state(json_path)?;
+    if state.format != FORMAT {
+        bail!(
+            "{}: format `{}`, expected `{FORMAT}`",
+            json_path.display(),
+            state.format
+        );
+    }
+    let dir = json_path.parent().unwrap_or(Path::new("."));
+    let tensor_path = dir.join(&state.tensors.file);
+    let bytes = verified_bytes(&tensor_path, &state.tensors).map_err(anyhow::Error::msg)?;
+    let (tensors, _) = tensor_file::decode(&bytes, &tensor_path.display().to_string())?;
+    Ok(Loaded {
+        path: json_path.to_path_buf(),
+        state,
+        tensors,
+    })
+}
+
+fn read_state(json_path: &Path) -> Result<CheckpointState> {
+    let text = std::fs::read_to_string(json_path)
+        .with_context(|| format!("checkpoint {}", json_path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("checkpoint {}: not a runfn checkpoint", json_path.display()))
+}
+
+/// The bytes of a tensors file, or why they are not the ones `expected` names.
+fn verified_bytes(path: &Path, expected: &TensorsRef) -> std::result::Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("checkpoint {}: {e}", path.display()))?;
+    if bytes.len() as u64 != expected.bytes
+        || blake3::hash(&bytes).to_hex().as_str() != expected.blake3
+    {
+        return Err(format!(
+            "checkpoint {} is truncated or corrupt ({} bytes, expected {}; checksum mismatch)",
+            path.display(),
+            bytes.len(),
+            expected.bytes
+        ));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -327,6 +383,8 @@ mod tests {
                 blake3: String::new(),
             },
             ranks: vec![],
+            architecture: None,
+            best: None,
         }
     }
 
@@ -369,6 +427,41 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn the_best_checkpoint_outlives_pruning_until_a_better_one_comes() {
+        let dir = tempfile::tempdir().unwrap();
+        let best = |step, val_auc| Some(Best { step, val_auc });
+        let bests = [
+            None,
+            best(2, 0.7),
+            best(2, 0.7),
+            best(2, 0.7),
+            best(5, 0.8),
+            best(5, 0.8),
+        ];
+        for (step, best) in (1..).zip(bests) {
+            let t = Tensor::from_slice(&[step as f32; 4]);
+            let mut s = state(step);
+            s.best = best;
+            save(dir.path(), s, &[("w".into(), &t)], 2).unwrap();
+            if step == 4 {
+                assert_eq!(committed_steps(dir.path()).unwrap(), vec![4, 3, 2]);
+            }
+        }
+        assert_eq!(committed_steps(dir.path()).unwrap(), vec![6, 5]);
+        let loaded = load_file(&json_path(dir.path(), 5)).unwrap();
+        assert_eq!(loaded.state.best, best(5, 0.8));
+        assert_eq!(
+            Vec::<f32>::try_from(&loaded.tensors[0].1).unwrap(),
+            vec![5.0; 4]
+        );
+        std::fs::write(dir.path().join("step-0000000005.safetensors"), b"x").unwrap();
+        let err = load_file(&json_path(dir.path(), 5))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("checksum mismatch"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct TrainConfig {
     pub eval_every: u64,
     pub ckpt_every: u64,
     pub keep_checkpoints: usize,
+    /// Also keep the checkpoint with the highest val AUC, checkpointing every step whose val
+    /// AUC beats the best so far.
+    pub keep_best: bool,
     pub log_every: u64,
     pub embedding_dim: i64,
     /// Categories kept per column (most frequent in train); the rest share the unknown bucket.
@@ -62,6 +65,7 @@ const KEYS: &[&str] = &[
     "eval_every",
     "ckpt_every",
     "keep_checkpoints",
+    "keep_best",
     "log_every",
     "embedding_dim",
     "max_vocab",
@@ -262,6 +266,7 @@ impl TrainConfig {
             eval_every: int("eval_every", 500, 1)?,
             ckpt_every: int("ckpt_every", 500, 1)?,
             keep_checkpoints: int("keep_checkpoints", 2, 1)? as usize,
+            keep_best: boolean("keep_best", false)?,
             log_every: int("log_every", 10, 1)?,
             embedding_dim: int("embedding_dim", 8, 1)? as i64,
             max_vocab: int("max_vocab", 1000, 1)? as usize,
@@ -301,6 +306,12 @@ mod tests {
         assert!(TrainConfig::from_json(None).unwrap().missing_indicators);
         let c = TrainConfig::from_json(Some(&json!({"missing_indicators": false}))).unwrap();
         assert!(!c.missing_indicators);
+        assert!(!c.keep_best);
+        assert!(
+            TrainConfig::from_json(Some(&json!({"keep_best": true})))
+                .unwrap()
+                .keep_best
+        );
         assert_eq!(c.alerts, AlertConfig::default());
         let c = TrainConfig::from_json(Some(&json!({"alerts": {
             "throughput_fraction": null, "loss_spike_sigmas": 6, "loss_window": 20,
@@ -362,6 +373,11 @@ mod tests {
         assert!(
             err.starts_with("manifest.config.alerts: must be an object"),
             "{err}"
+        );
+        let err = TrainConfig::from_json(Some(&json!({"keep_best": 1}))).unwrap_err();
+        assert_eq!(
+            err,
+            "manifest.config.keep_best: must be true or false, found 1"
         );
         let err = TrainConfig::from_json(Some(&json!({"model": "gbdt"}))).unwrap_err();
         assert_eq!(err, "manifest.config.model: only \"mlp\" is supported");

@@ -19,7 +19,9 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::adamw::AdamW;
 use crate::alerts::{Alert, Detector, Notifier};
-use crate::checkpoint::{self, CheckpointState, OptimizerState, RankState, RngState, TensorsRef};
+use crate::checkpoint::{
+    self, Best, CheckpointState, OptimizerState, RankState, RngState, TensorsRef,
+};
 use crate::config::TrainConfig;
 use crate::data_parallel::{self, GradientSync, Start};
 use crate::features::{self, Preprocess, Reserved};
@@ -90,12 +92,24 @@ pub struct TrainReport {
     pub features: Value,
     pub final_loss: Option<f64>,
     pub val: Option<Metrics>,
+    /// With `keep_best`: the kept checkpoint of the highest val AUC (null: keep_best off, or no
+    /// val AUC yet).
+    pub best: Option<BestReport>,
     pub shards_index_blake3: String,
     /// The data-parallel job, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distributed: Option<DistributedReport>,
     /// The live alerts this run raised (a resumed run lists its own; metrics.jsonl has all).
     pub alerts: Vec<Alert>,
+}
+
+/// The record's `train.best`.
+#[derive(Debug, Clone, Serialize)]
+pub struct BestReport {
+    pub step: u64,
+    pub val_auc: f64,
+    /// The checkpoint's JSON, which `evaluate --checkpoint best` scores.
+    pub checkpoint: String,
 }
 
 /// The record's `train.distributed`.
@@ -288,6 +302,10 @@ fn train_job(
         (start.step, start.epoch, start.position, start.samples);
     optimizer.step = start.optimizer_step;
     let mut resumed_from = None;
+    let mut best = loaded
+        .as_ref()
+        .and_then(|l| l.state.best)
+        .filter(|_| config.keep_best);
     if let Some(l) = &loaded {
         let origin = l.path.display().to_string();
         model.load(&l.tensors, "model.", &origin)?;
@@ -461,6 +479,8 @@ fn train_job(
 
         let mut line = None;
         let mut closed_window = None;
+        // Only rank 0 scores val, so only it checkpoints a new best between scheduled steps.
+        let mut improved = false;
         if step % config.log_every == 0 || step == config.max_steps {
             line = Some(window.line(step, epoch, lr, grad_norm));
             closed_window = Some((
@@ -484,9 +504,18 @@ fn train_job(
                 m.auc.map_or("null".into(), |a| format!("{a:.4}")),
                 m.logloss
             ));
+            if config.keep_best
+                && let Some(auc) = m.auc
+                && best.is_none_or(|b| auc > b.val_auc)
+            {
+                best = Some(Best { step, val_auc: auc });
+                improved = true;
+            }
             last_val = Some(m);
         }
-        if step % config.ckpt_every == 0 || by_time || stop.is_some() || step == config.max_steps {
+        let scheduled =
+            step % config.ckpt_every == 0 || by_time || stop.is_some() || step == config.max_steps;
+        if scheduled || improved {
             let mine = RankState {
                 rank,
                 epoch,
@@ -494,6 +523,16 @@ fn train_job(
                 rows,
             };
             let ranks = match group {
+                // The other ranks are not in this checkpoint's round, but their places follow
+                // from the step: the same epoch and position, their slice of the batch.
+                Some(_) if !scheduled => (0..world as u64)
+                    .map(|r| RankState {
+                        rank: r as usize,
+                        epoch,
+                        position,
+                        rows: [r * local_batch, (r + 1) * local_batch],
+                    })
+                    .collect(),
                 Some(g) => match data_parallel::gather_ranks(g, &mine) {
                     Ok(ranks) => ranks,
                     Err(e) => {
@@ -534,6 +573,8 @@ fn train_job(
                         blake3: String::new(),
                     },
                     ranks,
+                    architecture: Some(model.arch.clone()),
+                    best,
                 };
                 let moments = optimizer.named(&model);
                 let mut named: Vec<(String, &Tensor)> = model
@@ -636,6 +677,13 @@ fn train_job(
         }),
         final_loss: last_loss,
         val: last_val,
+        best: best.map(|b| BestReport {
+            step: b.step,
+            val_auc: b.val_auc,
+            checkpoint: checkpoint::json_path(&ckpt_dir, b.step)
+                .display()
+                .to_string(),
+        }),
         shards_index_blake3: job.index_blake3.clone(),
         distributed: group.zip(sync.as_ref()).map(|(g, sync)| {
             let reduce_s = sync.time.as_secs_f64();

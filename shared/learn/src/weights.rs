@@ -99,6 +99,35 @@ pub fn load(path: &Path, device: Device) -> Result<LoadedModel> {
     })
 }
 
+/// The model of one checkpoint (its JSON's path), as if it were a model file: the tensors are
+/// checked against the blake3 the JSON names, which becomes `blake3`.
+pub fn load_checkpoint(json_path: &Path, device: Device) -> Result<LoadedModel> {
+    let loaded = crate::checkpoint::load_file(json_path)?;
+    let origin = json_path.display().to_string();
+    let state = loaded.state;
+    let Some(architecture) = state.architecture else {
+        bail!(
+            "{origin}: names no architecture (written before checkpoints carried one), so it cannot be scored alone"
+        );
+    };
+    let mut model = Mlp::zeroed(architecture.clone(), device);
+    model.load(&loaded.tensors, "model.", &origin)?;
+    Ok(LoadedModel {
+        model,
+        meta: ModelMeta {
+            format: FORMAT.into(),
+            architecture,
+            preprocess: state.preprocess,
+            manifest_hash: state.manifest_hash,
+            run_id: None,
+            seed: state.seed,
+            steps: state.step,
+            shards_index_blake3: None,
+        },
+        blake3: state.tensors.blake3,
+    })
+}
+
 /// [`load`], then the file's blake3 must be `expected` (what the record or the registry says
 /// the model is).
 pub fn load_expecting(path: &Path, expected: &str, device: Device) -> Result<LoadedModel> {

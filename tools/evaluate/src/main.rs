@@ -21,6 +21,7 @@ Examples:
   train < shards.json | evaluate > evaluated.json
   evaluate --model churn@prod --as baseline < evaluated.json > compared.json
   evaluate --split val --bootstrap 1000 --predictions preds.csv < trained.json
+  evaluate --checkpoint best < trained.json      # the weights of train.best (keep_best)
 
 Loads the model file in this process (the weights carry their own preprocessing) and scores
 every row of the split, in shard-index order. Metrics: auc (exact rank statistic, ties count
@@ -28,6 +29,9 @@ half; null with auc_note when the rows hold one class), logloss (probabilities c
 [1e-15, 1-1e-15]), brier, ece (10 equal-width bins), accuracy and positive_rate (score >= 0.5),
 label_rate, mean_score, rows. The same per value of each column in manifest.eval.slices (or
 --slice). --bootstrap N adds 95% percentile intervals (`ci95`) to the overall metrics.
+--checkpoint best scores the checkpoint of the best val AUC that train kept with
+manifest.config.keep_best (train.best.checkpoint): `model` is then that checkpoint's JSON and
+`weights_blake3` the blake3 of its tensors file, checked before scoring.
 
 Output: the input record plus, under `evaluate` (or `baseline` with --as baseline),
   {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\", \"model_manifest_hash\", \"split\",
@@ -41,6 +45,14 @@ the scored rows with a twin in train found again on the shards, so each is known
 
 Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
 preprocessing, NaN features or labels, an empty split).";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Checkpoint {
+    /// The model file train wrote at the end (train.weights).
+    Final,
+    /// The kept checkpoint of the best val AUC (train.best.checkpoint).
+    Best,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Role {
@@ -59,6 +71,9 @@ struct Args {
     /// The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry).
     #[arg(long, value_name = "DIR")]
     registry: Option<PathBuf>,
+    /// Which of the record's weights to score: the final model or the best checkpoint.
+    #[arg(long, value_enum, default_value_t = Checkpoint::Final, conflicts_with = "model")]
+    checkpoint: Checkpoint,
     /// The split to score.
     #[arg(long, default_value = "test")]
     split: String,
@@ -106,6 +121,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         .or_else(|| std::env::var_os("RUNFN_REGISTRY").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("registry"));
     // The model file, how it was named, and the blake3 the record or the registry says it has.
+    let from_checkpoint = args.checkpoint == Checkpoint::Best;
     let (model_path, model_ref, expected) = match args.model {
         // A registered model: NAME@ALIAS or NAME@VERSION, resolved in the registry.
         Some(path) if !path.exists() && ModelRef::looks_like(&path.to_string_lossy()) => {
@@ -120,6 +136,17 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             )
         }
         Some(path) => (path, None, None),
+        None if from_checkpoint => match record.get_path("train.best.checkpoint") {
+            Some(Value::String(path)) => (PathBuf::from(path), None, None),
+            _ => {
+                return Err(InputError::field(
+                    "--checkpoint",
+                    "best needs train.best, which this record does not have: train with \
+                     manifest.config.keep_best: true",
+                )
+                .into());
+            }
+        },
         None => match record.get_path("train.weights") {
             Some(Value::String(path)) => (
                 PathBuf::from(path),
@@ -176,6 +203,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     }
     let device = args.device.open().map_err(anyhow::Error::msg)?;
     let loaded = match &expected {
+        _ if from_checkpoint => weights::load_checkpoint(&model_path, device)?,
         Some(blake3) => weights::load_expecting(&model_path, blake3, device)?,
         None => weights::load(&model_path, device)?,
     };

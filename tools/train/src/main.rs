@@ -37,7 +37,7 @@ bucket), trains an MLP with AdamW (warmup then cosine decay, gradient clipping),
 val split every eval_every steps, and checkpoints every ckpt_every steps and, when the record has a
 `ckpt_interval` section, every ckpt_interval.interval_s seconds. Settings come from
 manifest.config: hidden, dropout, lr, weight_decay, global_batch, max_steps, warmup_steps,
-min_lr_ratio, grad_clip, eval_every, ckpt_every, keep_checkpoints, log_every, embedding_dim,
+min_lr_ratio, grad_clip, eval_every, ckpt_every, keep_checkpoints, keep_best, log_every, embedding_dim,
 max_vocab, features {numeric, categorical}, stall_timeout_s, missing_indicators, alerts
 {throughput_fraction, min_window_s, warmup_windows, loss_spike_sigmas, loss_window,
 checkpoint_age_s, data_wait_fraction}.
@@ -48,7 +48,9 @@ and, with RUNFN_LIVE_ALERT_CMD set, a background `sh -c` of it with the alert's 
 
 Killed at any point, `train` run again with the same record resumes from the newest valid
 checkpoint in OUT/checkpoints and ends with the same weights, bit for bit, on the same machine.
-A checkpoint of another manifest or seed is refused (exit 2) unless --fresh.
+A checkpoint of another manifest or seed is refused (exit 2) unless --fresh. With
+keep_best: true, a step whose val AUC beats the best so far is checkpointed too, and that
+checkpoint is kept beside the newest keep_checkpoints (train.best; `evaluate --checkpoint best`).
 
 Data-parallel: a rank reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT (set by torchrun, Slurm wrappers, Kubernetes operators or --nproc-per-node) and joins
@@ -68,6 +70,7 @@ Output: the input record plus
             \"steps_this_run\", \"seed\", \"device\", \"threads\", \"wall_s\", \"samples_per_s\",
             \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"checkpoints_written\",
             \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
+            \"best\" ({step, val_auc, checkpoint} with keep_best, else null),
             \"shards_index_blake3\", \"distributed\" (with ranks: {world_size, backend, buckets,
             bucket_bytes, allreduce_s_per_step, allreduce_fraction, cpus}),
             \"alerts\" ([{kind, step, value, threshold, message}])}

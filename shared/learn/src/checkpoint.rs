@@ -15,7 +15,7 @@ use tch::Tensor;
 
 use crate::model::Architecture;
 use crate::schedule::Schedule;
-use crate::tensor_file;
+use crate::tensor_file::{self, Buffer};
 
 pub const FORMAT: &str = "runfn-checkpoint-v1";
 
@@ -275,15 +275,14 @@ pub fn load_latest(
             );
         }
         let tensor_path = dir.join(&state.tensors.file);
-        let bytes = match verified_bytes(&tensor_path, &state.tensors) {
-            Ok(bytes) => bytes,
+        let buffer = match verified(&tensor_path, &state.tensors) {
+            Ok(buffer) => buffer,
             Err(e) => {
                 warnings.push(format!("{e}; trying the previous one"));
                 continue;
             }
         };
-        let origin = tensor_path.display().to_string();
-        let (tensors, _) = tensor_file::decode(&bytes, &origin)?;
+        let (tensors, _) = buffer.decode(&tensor_path.display().to_string())?;
         return Ok(Some(Loaded {
             path: json_path,
             state,
@@ -305,8 +304,8 @@ pub fn load_file(json_path: &Path) -> Result<Loaded> {
     }
     let dir = json_path.parent().unwrap_or(Path::new("."));
     let tensor_path = dir.join(&state.tensors.file);
-    let bytes = verified_bytes(&tensor_path, &state.tensors).map_err(anyhow::Error::msg)?;
-    let (tensors, _) = tensor_file::decode(&bytes, &tensor_path.display().to_string())?;
+    let buffer = verified(&tensor_path, &state.tensors).map_err(anyhow::Error::msg)?;
+    let (tensors, _) = buffer.decode(&tensor_path.display().to_string())?;
     Ok(Loaded {
         path: json_path.to_path_buf(),
         state,
@@ -321,20 +320,19 @@ fn read_state(json_path: &Path) -> Result<CheckpointState> {
         .with_context(|| format!("checkpoint {}: not a runfn checkpoint", json_path.display()))
 }
 
-/// The bytes of a tensors file, or why they are not the ones `expected` names.
-fn verified_bytes(path: &Path, expected: &TensorsRef) -> std::result::Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("checkpoint {}: {e}", path.display()))?;
-    if bytes.len() as u64 != expected.bytes
-        || blake3::hash(&bytes).to_hex().as_str() != expected.blake3
-    {
+/// A tensors file read once, or why its bytes are not the ones `expected` names.
+fn verified(path: &Path, expected: &TensorsRef) -> std::result::Result<Buffer, String> {
+    let (buffer, blake3) =
+        Buffer::read(path).map_err(|e| format!("checkpoint {}: {e}", path.display()))?;
+    if buffer.len() as u64 != expected.bytes || blake3.to_hex().as_str() != expected.blake3 {
         return Err(format!(
             "checkpoint {} is truncated or corrupt ({} bytes, expected {}; checksum mismatch)",
             path.display(),
-            bytes.len(),
+            buffer.len(),
             expected.bytes
         ));
     }
-    Ok(bytes)
+    Ok(buffer)
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
 
 use anyhow::{Result, anyhow, bail};
 use safetensors::tensor::{Dtype, SafeTensors, View};
@@ -87,7 +89,104 @@ pub fn content_blake3(
 
 /// Tensors (sorted by name) and the metadata of a file's bytes; `origin` names it in errors.
 pub fn decode(bytes: &[u8], origin: &str) -> Result<(Vec<(String, Tensor)>, serde_json::Value)> {
-    let (_, header) = SafeTensors::read_metadata(bytes)
+    let (entries, meta) = parse(bytes, origin)?;
+    let tensors = entries
+        .into_iter()
+        .map(|e| {
+            let data = &bytes[e.start..e.end];
+            let t = Tensor::f_from_data_size(data, &e.shape, e.kind)
+                .map_err(|err| anyhow!("{origin}: tensor `{}`: {err}", e.name))?;
+            Ok((e.name, t))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((tensors, meta))
+}
+
+/// A file read into one libtorch byte buffer. The tensors decoded from it are views of that
+/// buffer, so loading copies the bytes once, from the page cache, and never again.
+#[derive(Debug)]
+pub struct Buffer {
+    bytes: Tensor,
+    len: usize,
+}
+
+/// Bytes read and hashed at a time: the hash reads each piece while it is still in cache.
+const PIECE: usize = 1 << 20;
+
+impl Buffer {
+    /// Reads the file at `path` and its blake3 in one pass.
+    pub fn read(path: &Path) -> std::io::Result<(Buffer, blake3::Hash)> {
+        let mut file = std::fs::File::open(path)?;
+        let len = usize::try_from(file.metadata()?.len()).map_err(std::io::Error::other)?;
+        let bytes = Tensor::empty([len as i64], (Kind::Uint8, tch::Device::Cpu));
+        let mut hasher = blake3::Hasher::new();
+        if len > 0 {
+            // SAFETY: a new contiguous CPU tensor of `len` bytes, owned here and not yet shared.
+            let slice =
+                unsafe { std::slice::from_raw_parts_mut(bytes.data_ptr().cast::<u8>(), len) };
+            for piece in slice.chunks_mut(PIECE) {
+                file.read_exact(piece)?;
+                hasher.update_rayon(piece);
+            }
+        }
+        Ok((Buffer { bytes, len }, hasher.finalize()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the buffer is alive as long as `self`; nothing writes to it after `read`
+        // (the views `decode` hands out are read by their callers, never written).
+        unsafe { std::slice::from_raw_parts(self.bytes.data_ptr().cast::<u8>(), self.len) }
+    }
+
+    /// [`decode`], each tensor a view of the buffer rather than a copy (a copy only where a
+    /// foreign file's data is not aligned for its dtype).
+    pub fn decode(&self, origin: &str) -> Result<(Vec<(String, Tensor)>, serde_json::Value)> {
+        let bytes = self.as_slice();
+        let (entries, meta) = parse(bytes, origin)?;
+        let tensors = entries
+            .into_iter()
+            .map(|e| {
+                let view = self
+                    .bytes
+                    .narrow(0, e.start as i64, (e.end - e.start) as i64)
+                    .f_view_dtype(e.kind)
+                    .and_then(|t| t.f_reshape(&e.shape));
+                let t = match view {
+                    Ok(t) => t,
+                    Err(_) => Tensor::f_from_data_size(&bytes[e.start..e.end], &e.shape, e.kind)
+                        .map_err(|err| anyhow!("{origin}: tensor `{}`: {err}", e.name))?,
+                };
+                Ok((e.name, t))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((tensors, meta))
+    }
+}
+
+/// One tensor of a file: where its data lies in the file's bytes.
+struct Entry {
+    name: String,
+    kind: Kind,
+    shape: Vec<i64>,
+    start: usize,
+    end: usize,
+}
+
+/// The tensors (sorted by name) and the runfn metadata of a file's header, checked by
+/// safetensors against the length of `bytes`.
+fn parse(bytes: &[u8], origin: &str) -> Result<(Vec<Entry>, serde_json::Value)> {
+    let (header_len, header) = SafeTensors::read_metadata(bytes)
         .map_err(|e| anyhow!("{origin}: not a safetensors file: {e:?}"))?;
     let meta = header
         .metadata()
@@ -96,17 +195,82 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<(Vec<(String, Tensor)>, serd
         .ok_or_else(|| anyhow!("{origin}: has no runfn metadata (not written by runfn)"))?;
     let meta: serde_json::Value = serde_json::from_str(meta)
         .map_err(|e| anyhow!("{origin}: runfn metadata is not JSON: {e}"))?;
-    let file = SafeTensors::deserialize(bytes)
-        .map_err(|e| anyhow!("{origin}: not a safetensors file: {e:?}"))?;
-    let mut tensors = file
+    let data_start = 8 + header_len;
+    let mut entries = header
         .tensors()
         .into_iter()
-        .map(|(name, view)| {
-            let t =
-                Tensor::try_from(view).map_err(|e| anyhow!("{origin}: tensor `{name}`: {e}"))?;
-            Ok((name, t))
+        .map(|(name, info)| {
+            let kind = match info.dtype {
+                Dtype::F32 => Kind::Float,
+                Dtype::F64 => Kind::Double,
+                Dtype::I64 => Kind::Int64,
+                other => bail!("{origin}: tensor `{name}`: unsupported dtype {other:?}"),
+            };
+            let (start, end) = info.data_offsets;
+            Ok(Entry {
+                shape: info.shape.iter().map(|&d| d as i64).collect(),
+                name,
+                kind,
+                start: data_start + start,
+                end: data_start + end,
+            })
         })
         .collect::<Result<Vec<_>>>()?;
-    tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok((tensors, meta))
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((entries, meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_decodes_to_views_with_the_values_a_copy_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.safetensors");
+        let a = Tensor::from_slice(&[1.5f32, -2.0, 3.25, 4.0, 5.0, 6.0]).view([2, 3]);
+        let b = Tensor::from_slice(&[7i64, 8, 9]);
+        let c = Tensor::from_slice(&[0.1f64]);
+        let meta = serde_json::json!({"k": 1});
+        let bytes = encode(
+            &[("a".into(), &a), ("b".into(), &b), ("c".into(), &c)],
+            &meta,
+        )
+        .unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        let (buffer, hash) = Buffer::read(&path).unwrap();
+        assert_eq!(buffer.len(), bytes.len());
+        assert_eq!(hash, blake3::hash(&bytes));
+        let (views, back) = buffer.decode("t").unwrap();
+        let (copies, _) = decode(&bytes, "t").unwrap();
+        assert_eq!(back, meta);
+        for ((vn, v), (cn, c)) in views.iter().zip(&copies) {
+            assert_eq!(vn, cn);
+            assert_eq!((v.kind(), v.size()), (c.kind(), c.size()));
+            assert!(v.equal(c), "{vn}");
+        }
+        assert_eq!(
+            views[0].1.data_ptr() as usize,
+            buffer.bytes.data_ptr() as usize + views_offset(&bytes, "a"),
+            "a view of the buffer, not a copy"
+        );
+        drop(buffer);
+        assert!(
+            views[1].1.equal(&b),
+            "a view outlives the buffer it was cut from"
+        );
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        let err = Buffer::read(&path)
+            .unwrap()
+            .0
+            .decode("t")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a safetensors file"), "{err}");
+    }
+
+    fn views_offset(bytes: &[u8], name: &str) -> usize {
+        let (entries, _) = parse(bytes, "t").unwrap();
+        entries.iter().find(|e| e.name == name).unwrap().start
+    }
 }

@@ -139,13 +139,16 @@ pub fn save(
 ) -> Result<(PathBuf, f64)> {
     let start = Instant::now();
     let name = stem(state.step);
-    let bytes = tensor_file::encode(tensors, &serde_json::json!({"format": FORMAT}))?;
     let tensor_path = dir.join(format!("{name}.safetensors"));
-    write_bytes_atomic(&tensor_path, &bytes)?;
+    let (bytes, blake3) = tensor_file::write(
+        &tensor_path,
+        tensors,
+        &serde_json::json!({"format": FORMAT}),
+    )?;
     state.tensors = TensorsRef {
         file: format!("{name}.safetensors"),
-        bytes: bytes.len() as u64,
-        blake3: blake3::hash(&bytes).to_hex().to_string(),
+        bytes,
+        blake3: blake3.to_hex().to_string(),
     };
     let json_path = dir.join(format!("{name}.json"));
     let mut text = serde_json::to_string_pretty(&state)?;

@@ -13,13 +13,26 @@ use tch::{Kind, Tensor};
 
 const META_KEY: &str = "runfn";
 
-struct OwnedView {
+/// A tensor's bytes where they lie: a contiguous CPU tensor (the tensor itself when it is one).
+struct TensorBytes {
+    tensor: Tensor,
     dtype: Dtype,
     shape: Vec<usize>,
-    data: Vec<u8>,
+    len: usize,
 }
 
-impl View for &OwnedView {
+impl TensorBytes {
+    fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: a contiguous CPU tensor of `len` bytes, alive as long as `self`. Files are
+        // written between training steps, so nothing writes to it while the slice is read.
+        unsafe { std::slice::from_raw_parts(self.tensor.data_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+impl View for &TensorBytes {
     fn dtype(&self) -> Dtype {
         self.dtype
     }
@@ -27,14 +40,32 @@ impl View for &OwnedView {
         &self.shape
     }
     fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.data)
+        Cow::Borrowed(self.as_slice())
     }
     fn data_len(&self) -> usize {
-        self.data.len()
+        self.len
     }
 }
 
-fn view_of(tensor: &Tensor) -> Result<OwnedView> {
+/// A tensor's dtype and shape with no data: safetensors then serializes the header alone.
+struct HeaderOnly<'a>(&'a TensorBytes);
+
+impl View for HeaderOnly<'_> {
+    fn dtype(&self) -> Dtype {
+        self.0.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&[])
+    }
+    fn data_len(&self) -> usize {
+        self.0.len
+    }
+}
+
+fn view_of(tensor: &Tensor) -> Result<TensorBytes> {
     let tensor = tensor.detach().to_device(tch::Device::Cpu).contiguous();
     let (dtype, width) = match tensor.kind() {
         Kind::Float => (Dtype::F32, 4),
@@ -42,25 +73,69 @@ fn view_of(tensor: &Tensor) -> Result<OwnedView> {
         Kind::Int64 => (Dtype::I64, 8),
         other => bail!("cannot store a {other:?} tensor"),
     };
-    let numel = tensor.numel();
-    let mut data = vec![0u8; numel * width];
-    tensor.copy_data_u8(&mut data, numel);
-    Ok(OwnedView {
+    Ok(TensorBytes {
         dtype,
         shape: tensor.size().iter().map(|&d| d as usize).collect(),
-        data,
+        len: tensor.numel() * width,
+        tensor,
     })
+}
+
+fn views_of(tensors: &[(String, &Tensor)]) -> Result<Vec<(String, TensorBytes)>> {
+    tensors
+        .iter()
+        .map(|(name, t)| Ok((name.clone(), view_of(t)?)))
+        .collect()
+}
+
+fn meta_map(metadata: &serde_json::Value) -> Option<HashMap<String, String>> {
+    Some(HashMap::from([(
+        META_KEY.to_string(),
+        metadata.to_string(),
+    )]))
 }
 
 /// The file's bytes for `tensors` and `metadata`.
 pub fn encode(tensors: &[(String, &Tensor)], metadata: &serde_json::Value) -> Result<Vec<u8>> {
-    let views: Vec<(String, OwnedView)> = tensors
-        .iter()
-        .map(|(name, t)| Ok((name.clone(), view_of(t)?)))
-        .collect::<Result<_>>()?;
-    let meta = HashMap::from([(META_KEY.to_string(), metadata.to_string())]);
-    safetensors::tensor::serialize(views.iter().map(|(n, v)| (n.as_str(), v)), &Some(meta))
-        .map_err(|e| anyhow!("encoding safetensors: {e:?}"))
+    let views = views_of(tensors)?;
+    safetensors::tensor::serialize(
+        views.iter().map(|(n, v)| (n.as_str(), v)),
+        &meta_map(metadata),
+    )
+    .map_err(|e| anyhow!("encoding safetensors: {e:?}"))
+}
+
+/// Writes the bytes [`encode`] would give to `path` atomically, in one pass from the tensors'
+/// own memory (no copy of the file in memory), hashing them on the way. Returns the file's
+/// length and blake3.
+pub fn write(
+    path: &Path,
+    tensors: &[(String, &Tensor)],
+    metadata: &serde_json::Value,
+) -> Result<(u64, blake3::Hash)> {
+    let views = views_of(tensors)?;
+    let header = safetensors::tensor::serialize(
+        views.iter().map(|(n, v)| (n.as_str(), HeaderOnly(v))),
+        &meta_map(metadata),
+    )
+    .map_err(|e| anyhow!("encoding safetensors: {e:?}"))?;
+    // The order safetensors lays the data out in: by dtype, widest first, then by name.
+    let mut order: Vec<&(String, TensorBytes)> = views.iter().collect();
+    order.sort_by(|(a, x), (b, y)| y.dtype.cmp(&x.dtype).then(a.cmp(b)));
+    let mut hasher = blake3::Hasher::new();
+    let mut len = header.len() as u64;
+    runfn_core::atomic::write_atomic(path, |out| {
+        hasher.update(&header);
+        out.write_all(&header)?;
+        for (_, view) in order {
+            let bytes = view.as_slice();
+            hasher.update_rayon(bytes);
+            out.write_all(bytes)?;
+            len += bytes.len() as u64;
+        }
+        Ok(())
+    })?;
+    Ok((len, hasher.finalize()))
 }
 
 /// A digest of what a file means rather than of its bytes: the canonical JSON of `metadata`, then
@@ -81,8 +156,8 @@ pub fn content_blake3(
         hasher.update(&(name.len() as u64).to_le_bytes());
         hasher.update(name.as_bytes());
         hasher.update(format!("{:?}{:?}", view.dtype, view.shape).as_bytes());
-        hasher.update(&(view.data.len() as u64).to_le_bytes());
-        hasher.update(&view.data);
+        hasher.update(&(view.len as u64).to_le_bytes());
+        hasher.update(view.as_slice());
     }
     Ok(hasher.finalize().to_hex().to_string())
 }
@@ -267,6 +342,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a safetensors file"), "{err}");
+    }
+
+    #[test]
+    fn write_streams_the_bytes_encode_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.safetensors");
+        let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).view([2, 2]);
+        let steps = Tensor::from_slice(&[3i64, 1]);
+        let strided = w.transpose(0, 1);
+        let meta = serde_json::json!({"format": "x"});
+        let tensors = [
+            ("w".to_string(), &w),
+            ("b.steps".to_string(), &steps),
+            ("a.t".to_string(), &strided),
+            ("z".to_string(), &Tensor::from_slice(&[0.5f64])),
+        ];
+        let (len, hash) = write(&path, &tensors, &meta).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes, encode(&tensors, &meta).unwrap());
+        assert_eq!((len, hash), (bytes.len() as u64, blake3::hash(&bytes)));
+        let (back, _) = decode(&bytes, "t").unwrap();
+        assert!(
+            back[0].1.equal(&strided.contiguous()),
+            "a strided tensor is stored in order"
+        );
     }
 
     fn views_offset(bytes: &[u8], name: &str) -> usize {

@@ -155,6 +155,14 @@ fn an_ungated_or_failed_gate_record_is_refused_unless_allowed_with_a_reason() {
         .stdin(ungated.to_string())
         .run();
     assert_eq!(no_reason.code, 2, "--allow-ungated needs --reason");
+
+    // A record whose evaluation scored other weights than train's (a best checkpoint) gated
+    // those, not the model register would store.
+    let mut other: Value = serde_json::from_str(&record).unwrap();
+    other["evaluate"]["weights_blake3"] = Value::from("0".repeat(64));
+    register(&registry, &["--name", "churn"], &other.to_string())
+        .assert_bad_input("register", "evaluate.weights_blake3");
+    assert_eq!(versions(&registry), [1], "nothing registered");
 }
 
 #[test]

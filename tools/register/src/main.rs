@@ -303,6 +303,19 @@ fn register(tool: &Tool, args: Args, dir: PathBuf) -> anyhow::Result<Exit> {
     })?;
     let weights_blake3 = string_at(&record, "train.weights_blake3")
         .ok_or_else(|| InputError::field("train.weights_blake3", "is missing"))?;
+    // The gate judged the model evaluate scored; registering another one (the final weights of a
+    // run scored with `evaluate --checkpoint best`) would put an ungated model behind the alias.
+    if let Some(scored) = string_at(&record, "evaluate.weights_blake3")
+        && scored != weights_blake3
+    {
+        return Err(InputError::field(
+            "evaluate.weights_blake3",
+            format!(
+                "is {scored}, but train.weights_blake3 is {weights_blake3}: the model evaluated and gated is not the model register would store (evaluate --checkpoint best scores a checkpoint; register the final model scored as such)"
+            ),
+        )
+        .into());
+    }
     let manifest_hash = string_at(&record, "manifest_hash")
         .ok_or_else(|| InputError::field("manifest_hash", "is missing (run mf-hash first)"))?;
     let manifest = record

@@ -1,6 +1,7 @@
 //! One column's profile: mergeable accumulators, and the summary people read.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use arrow::array::{Array, ArrayRef};
 use runfn_data::ColumnType;
@@ -140,30 +141,40 @@ impl ColumnProfile {
         }
         if self.quantiles.is_none() || self.frequencies.is_some() {
             let text = text_array(array);
-            // Counted per batch first: one sketch update per distinct value, not per row. Once
-            // the sketch is over its cap (ids, free text), a batch holds mostly new values and
-            // counting them twice would only cost time.
-            let pre_count = self.frequencies.as_ref().is_some_and(|f| !f.truncated());
-            let mut batch_counts: HashMap<&str, u64> = HashMap::new();
+            // Counted per batch first: one sketch update per distinct value, not per row. A
+            // sketch that gave up (ids, free text) is past reading values at all, and a batch
+            // with more distinct values than the cap gives up at once instead of filling a map
+            // of 64k new values only to drop it.
+            let cap = self.frequencies.as_ref().map_or(0, Frequencies::cap);
+            let mut counting = self.frequencies.as_ref().is_some_and(|f| !f.truncated());
+            let mut over_cap = false;
+            let mut batch_counts: HashMap<Hashed, u64, BuildHashed> = HashMap::default();
             for row in 0..text.len() {
                 if text.is_valid(row) {
                     let value = text.value(row);
+                    let hash = hash_bytes(value.as_bytes());
                     if self.quantiles.is_none() {
-                        self.distinct.insert(hash_bytes(value.as_bytes()));
+                        self.distinct.insert(hash);
                     }
-                    if pre_count {
-                        *batch_counts.entry(value).or_insert(0) += 1;
-                    } else if let Some(frequencies) = self.frequencies.as_mut() {
-                        frequencies.add(value);
+                    if counting {
+                        *batch_counts.entry(Hashed { hash, value }).or_insert(0) += 1;
+                        if batch_counts.len() > cap {
+                            (counting, over_cap) = (false, true);
+                        }
                     }
                 }
             }
             if let Some(frequencies) = self.frequencies.as_mut() {
-                let mut counts: Vec<(&str, u64)> = batch_counts.into_iter().collect();
-                // In key order, so a capped sketch keeps the same keys on every run.
-                counts.sort_unstable();
-                for (value, count) in counts {
-                    frequencies.add_n(value, count);
+                if over_cap {
+                    frequencies.give_up();
+                }
+                if counting {
+                    // In hash order: exact counts or none do not depend on the order.
+                    for (key, count) in batch_counts {
+                        frequencies.add_n(key.value, count);
+                    }
+                } else {
+                    frequencies.add_uncounted((text.len() - text.null_count()) as u64);
                 }
             }
         }
@@ -266,7 +277,12 @@ impl ColumnProfile {
             }
             summary["quantiles"] = Value::Object(q);
         }
-        if let Some(frequencies) = &self.frequencies {
+        if let Some(frequencies) = self.frequencies.as_ref().filter(|f| f.truncated()) {
+            summary["top_skipped"] = json!(format!(
+                "over {} distinct values: categories not counted",
+                frequencies.cap()
+            ));
+        } else if let Some(frequencies) = &self.frequencies {
             let total = frequencies.total().max(1) as f64;
             summary["top"] = frequencies.top(TOP_CATEGORIES).into_iter().map(|(value, count)| json!({"value": value, "count": count, "share": count as f64 / total})).collect();
         }
@@ -277,6 +293,51 @@ impl ColumnProfile {
         summary
     }
 }
+
+/// A value with its XXH3 hash, computed once for HyperLogLog and reused by the batch's count
+/// map (SipHash over long free text was a tenth of a profile's time). Equality still compares
+/// the text, so counts stay exact whatever the hashes.
+struct Hashed<'a> {
+    hash: u64,
+    value: &'a str,
+}
+
+impl PartialEq for Hashed<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl Eq for Hashed<'_> {}
+
+impl Hash for Hashed<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// Passes a `Hashed` key's hash through unchanged.
+#[derive(Default)]
+struct PassHash(u64);
+
+impl Hasher for PassHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `Hashed` keys use this hasher, and they write one u64.
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+type BuildHashed = BuildHasherDefault<PassHash>;
 
 fn date_text(value: f64, column_type: ColumnType) -> String {
     let days = (value / MICROS_PER_DAY).floor() as i64;
@@ -386,6 +447,56 @@ mod tests {
             "identifiers get no category counts"
         );
         assert_eq!(id.distinct.estimate().round(), 2.0);
+    }
+
+    /// An undeclared id stops paying for category counts once it is clearly high-cardinality;
+    /// a category beside it keeps exact counts.
+    #[test]
+    fn a_high_cardinality_column_gives_up_its_counts_and_a_category_keeps_them() {
+        use runfn_stats::sketch::frequencies::DEFAULT_CAP;
+        let rows = DEFAULT_CAP + 500;
+        let ids: Vec<String> = (0..rows).map(|i| format!("C{i:07}")).collect();
+        let kinds: Vec<&str> = (0..rows).map(|i| ["a", "b", "c"][i % 3]).collect();
+        let (mut id, mut kind) = (
+            ColumnProfile::new("id", ColumnType::String, false, false),
+            ColumnProfile::new("kind", ColumnType::String, false, false),
+        );
+        for start in (0..rows).step_by(4096) {
+            let end = (start + 4096).min(rows);
+            let batch: Vec<Option<&str>> =
+                ids[start..end].iter().map(|s| Some(s.as_str())).collect();
+            id.add(&strings(&batch));
+            let batch: Vec<Option<&str>> = kinds[start..end].iter().map(|s| Some(*s)).collect();
+            kind.add(&strings(&batch));
+        }
+        // One batch over the cap gives up at once, to the same sketch.
+        let mut one_batch = ColumnProfile::new("id", ColumnType::String, false, false);
+        let all: Vec<Option<&str>> = ids.iter().map(|s| Some(s.as_str())).collect();
+        one_batch.add(&strings(&all));
+        assert_eq!(one_batch, id);
+        let id_counts = id.frequencies.as_ref().unwrap();
+        assert!(id_counts.truncated() && id_counts.counts().is_empty());
+        assert_eq!(id_counts.total(), rows as u64, "values are still counted");
+        let distinct = id.distinct.estimate();
+        assert!(
+            (distinct - rows as f64).abs() < rows as f64 * 0.05,
+            "{distinct}"
+        );
+        let summary = id.summary();
+        assert!(summary.get("top").is_none(), "{summary}");
+        assert_eq!(
+            summary["top_skipped"],
+            "over 10000 distinct values: categories not counted"
+        );
+
+        let kind_counts = kind.frequencies.as_ref().unwrap();
+        assert!(!kind_counts.truncated());
+        let exact: Vec<u64> = kind_counts.counts().values().copied().collect();
+        let expected: Vec<u64> = (0..3)
+            .map(|k| (0..rows).filter(|i| i % 3 == k).count() as u64)
+            .collect();
+        assert_eq!(exact, expected);
+        assert!(kind.summary().get("top_skipped").is_none());
     }
 
     #[test]

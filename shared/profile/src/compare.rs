@@ -320,8 +320,11 @@ fn drift_checks(
             }
         }
         if let (Some(f_then), Some(f_now)) = (&then.frequencies, &now.frequencies) {
-            let high_cardinality =
-                f_then.truncated() || now.distinct.estimate() > 0.5 * now.count.max(1) as f64;
+            // A side whose counts gave up has none to compare: checking against an empty map
+            // would call every category new.
+            let high_cardinality = f_then.truncated()
+                || f_now.truncated()
+                || now.distinct.estimate() > 0.5 * now.count.max(1) as f64;
             if identifier
                 || high_cardinality
                 || now.column_type == ColumnType::Bool && f_then.counts().is_empty()
@@ -801,6 +804,53 @@ mod tests {
             );
             assert!(comparison.checks.iter().all(|c| c.name != "new_categories"));
         }
+    }
+
+    /// With nothing declared, an id whose counts gave up and a code column that crossed the cap
+    /// are skipped, not failed, while a drifted category beside them still fails.
+    #[test]
+    fn a_drifted_category_fails_beside_columns_whose_counts_gave_up() {
+        let rows = 24_000;
+        let text = |codes: usize, plan: fn(usize) -> &'static str| {
+            let mut text = String::from("id,code,plan,y\n");
+            for i in 0..rows {
+                text.push_str(&format!("c{i},k{},{},{}\n", i % codes, plan(i), i % 2));
+            }
+            text
+        };
+        let even = |i: usize| ["basic", "pro", "team"][i % 3];
+        let before = profile_of(&[("a.csv", &text(9_000, even))], Some("y"));
+        let same = profile_of(&[("a.csv", &text(11_000, even))], Some("y"));
+        let code = same.column("code").unwrap();
+        assert!(code.frequencies.as_ref().unwrap().truncated());
+        assert!(
+            code.distinct.estimate() < 0.5 * rows as f64,
+            "not caught by distinct"
+        );
+
+        let comparison = compare(Some(&before), &same, &Thresholds::default(), &roles(), &[]);
+        assert!(comparison.passed, "{:?}", failures(&comparison));
+        for column in ["id", "code"] {
+            let skipped = find(&comparison, "categorical_drift", Some(column));
+            assert_eq!(skipped.detail.as_deref(), Some("skipped: high cardinality"));
+        }
+
+        let mostly_basic = |i: usize| {
+            if i % 10 < 6 {
+                "basic"
+            } else {
+                ["pro", "team"][i % 2]
+            }
+        };
+        let drifted = profile_of(&[("a.csv", &text(11_000, mostly_basic))], Some("y"));
+        let comparison = compare(
+            Some(&before),
+            &drifted,
+            &Thresholds::default(),
+            &roles(),
+            &[],
+        );
+        assert_eq!(failures(&comparison), [("categorical_drift", Some("plan"))]);
     }
 
     #[test]

@@ -228,6 +228,54 @@ pub(crate) mod tests {
         assert_eq!(parts.summary()["label_rate"], whole.summary()["label_rate"]);
     }
 
+    /// Category counts that gave up and ones that did not merge to the same sketches however
+    /// the rows are cut into files, so a profile does not depend on the chunking.
+    #[test]
+    fn category_sketches_do_not_depend_on_the_chunking() {
+        let rows = runfn_stats::sketch::frequencies::DEFAULT_CAP + 2000;
+        let csv = |range: std::ops::Range<usize>, header: bool| {
+            let mut text = String::from(if header { "id,kind\n" } else { "" });
+            for i in range {
+                text.push_str(&format!(
+                    "u{},{}\n",
+                    i * 7 % rows,
+                    ["x", "y", "z", "w"][i % 4]
+                ));
+            }
+            text
+        };
+        let whole = profile_of(&[("all.csv", &csv(0..rows, true))], None);
+        let cuts = [0, 3, 5000, 5001, 11_000, rows];
+        let files: Vec<(String, String)> = cuts
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| (format!("p{i}.csv"), csv(w[0]..w[1], true)))
+            .collect();
+        let named: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        let parts = profile_of(&named, None);
+        for name in ["id", "kind"] {
+            let (p, w) = (parts.column(name).unwrap(), whole.column(name).unwrap());
+            assert_eq!(p.frequencies, w.frequencies, "{name}");
+            assert_eq!(p.distinct, w.distinct, "{name}");
+            assert_eq!(p.summary(), w.summary(), "{name}");
+        }
+        assert!(
+            whole
+                .column("id")
+                .unwrap()
+                .frequencies
+                .as_ref()
+                .unwrap()
+                .truncated()
+        );
+        let kind = whole.column("kind").unwrap().frequencies.clone().unwrap();
+        assert_eq!(kind.counts()["x"], (rows / 4) as u64);
+        assert!(!kind.truncated());
+    }
+
     #[test]
     fn profiles_merge_only_with_the_same_format_and_label() {
         let a = profile_of(&[("a.csv", "x,y\n1,0\n2,1\n")], Some("y"));

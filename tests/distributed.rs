@@ -12,7 +12,7 @@ use crate::train::{edited, random_in, start, train, wait_for_step, weights_hash}
 use crate::util::{Output, bin, tool, wait_within};
 
 /// The fixture's record trained for `steps` steps, checkpointing every 50.
-fn record(steps: u64) -> String {
+pub fn record(steps: u64) -> String {
     edited(|r| {
         r["manifest"]["config"]["max_steps"] = steps.into();
         r["manifest"]["config"]["ckpt_every"] = 50.into();
@@ -98,7 +98,7 @@ fn tensors(path: &Path) -> Vec<(String, Vec<f32>)> {
 }
 
 /// The largest relative difference ‖a − b‖ / ‖a‖ over the tensors of two model files.
-fn max_relative_difference(a: &Path, b: &Path) -> f64 {
+pub fn max_relative_difference(a: &Path, b: &Path) -> f64 {
     let (a, b) = (tensors(a), tensors(b));
     assert_eq!(
         a.iter().map(|t| &t.0).collect::<Vec<_>>(),

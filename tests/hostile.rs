@@ -601,7 +601,7 @@ fn a_negative_seed_is_called_negative_not_missing() {
     );
 }
 
-const TOOLS: [&str; 11] = [
+const TOOLS: [&str; 12] = [
     "ckpt-interval",
     "demo-data",
     "ds-validate",
@@ -611,6 +611,7 @@ const TOOLS: [&str; 11] = [
     "mf-hash",
     "noise-floor",
     "register",
+    "report",
     "shardify",
     "train",
 ];

@@ -9,6 +9,7 @@ mod ds_validate;
 mod evaluate;
 mod gate;
 mod hostile;
+mod hosts;
 mod leak_check;
 mod mf_hash;
 mod noise_floor;

@@ -91,6 +91,32 @@ fn cost_and_step_time_come_from_the_record() {
 }
 
 #[test]
+fn blocking_comes_from_the_record_when_train_wrote_in_the_background() {
+    let blocking = |train: serde_json::Value, args: &[&str]| {
+        let out = tool("ckpt-interval")
+            .args(["--mtbf", "43200"])
+            .args(args)
+            .stdin(json!({ "train": train }).to_string())
+            .run();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.json()["ckpt_interval"]["inputs"]["blocking_s"].clone()
+    };
+    let background = json!({"ckpt_mean_s": 90.0, "ckpt_async": true, "ckpt_blocking_s": 2.5});
+    assert_eq!(blocking(background.clone(), &[]), json!(2.5));
+    assert_eq!(
+        blocking(background, &["--blocking", "4"]),
+        json!(4.0),
+        "the flag wins"
+    );
+    // A blocking save's figure is its whole cost: nothing to take from it.
+    let blocking_save = json!({"ckpt_mean_s": 90.0, "ckpt_async": false, "ckpt_blocking_s": 90.1});
+    assert_eq!(blocking(blocking_save, &[]), json!(null));
+    // Back to back checkpoints can wait longer than one write; no more than the cost is charged.
+    let back_to_back = json!({"ckpt_mean_s": 9.0, "ckpt_async": true, "ckpt_blocking_s": 9.5});
+    assert_eq!(blocking(back_to_back, &[]), json!(9.0));
+}
+
+#[test]
 fn mtbf_from_failures_and_from_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let failures = dir.path().join("failures.txt");

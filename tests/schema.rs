@@ -784,6 +784,8 @@ struct Train {
     data_wait_fraction: f64,
     step_time_s: f64,
     ckpt_mean_s: Option<f64>,
+    ckpt_async: bool,
+    ckpt_blocking_s: Option<f64>,
     checkpoints_written: u64,
     resumed_from: Option<Value>,
     metrics: String,

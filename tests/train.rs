@@ -122,7 +122,11 @@ fn learns_and_reruns_bit_identically() {
         lines[11]["val"]["auc"].is_number(),
         "val metrics at step 300"
     );
-    assert!(lines[1]["ckpt_s"].is_number(), "checkpoint time at step 50");
+    assert!(
+        lines[1]["ckpt_blocking_s"].is_number(),
+        "the loop's checkpoint time at step 50"
+    );
+    assert_eq!(section["ckpt_async"], true, "background writes by default");
 
     let second = train(&fixture().record, &dir.path().join("b"), &[]);
     assert_eq!(
@@ -242,7 +246,9 @@ fn a_run_killed_at_random_steps_resumes_to_the_same_weights() {
         );
         last_checkpoint = target - target % 50;
     }
-    let resumed = train(&record, &out, &[]);
+    // The kills hit background writes; the run they left is finished with blocking saves, as
+    // the files and the state are the same either way.
+    let resumed = train(&record, &out, &["--sync-checkpoints"]);
     assert_eq!(
         weights_hash(&resumed),
         straight,
@@ -306,9 +312,21 @@ fn sigterm_at_a_random_step_checkpoints_that_step_and_a_rerun_ends_the_same() {
             .starts_with("stopped by SIGTERM after step"),
         "{section}"
     );
-    assert!(
-        out.join(format!("checkpoints/step-{step:010}.json"))
-            .exists()
+    // The background write of the stopped step finished before exit 3: committed and whole.
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join(format!("checkpoints/step-{step:010}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(section["ckpt_async"], true);
+    let tensors = std::fs::read(
+        out.join("checkpoints")
+            .join(json["tensors"]["file"].as_str().unwrap()),
+    )
+    .unwrap();
+    assert_eq!(
+        blake3::hash(&tensors).to_hex().as_str(),
+        json["tensors"]["blake3"],
+        "the checkpoint of step {step} is complete"
     );
     assert!(!out.join("model.safetensors").exists());
     // The record of a preempted run is refused downstream like any failed stage.
@@ -326,6 +344,68 @@ fn sigterm_at_a_random_step_checkpoints_that_step_and_a_rerun_ends_the_same() {
         "resumes at the exact step"
     );
     assert_eq!(section["steps_this_run"], max_steps - step);
+}
+
+/// Every file in `dir`, by name, with its bytes.
+fn files_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn background_and_blocking_checkpoints_write_the_same_files_and_weights() {
+    let record = edited(|r| {
+        let config = &mut r["manifest"]["config"];
+        config["max_steps"] = 300.into();
+        config["keep_checkpoints"] = 100.into();
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let background = train(&record, &dir.path().join("async"), &[]);
+    let blocking = train(&record, &dir.path().join("sync"), &["--sync-checkpoints"]);
+    assert_eq!(weights_hash(&background), weights_hash(&blocking));
+    let (a, b) = (background.json(), blocking.json());
+    assert_eq!(a["train"]["ckpt_async"], true);
+    assert_eq!(b["train"]["ckpt_async"], false);
+    assert_eq!(a["train"]["checkpoints_written"], 6);
+    assert_eq!(b["train"]["checkpoints_written"], 6);
+    let files = files_in(&dir.path().join("async/checkpoints"));
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), 12, "{names:?}");
+    assert!(
+        files == files_in(&dir.path().join("sync/checkpoints")),
+        "the checkpoints of every step are byte-identical: {names:?}"
+    );
+}
+
+#[test]
+fn a_background_checkpoint_holds_the_loop_up_less_than_the_write_takes() {
+    // [512, 512] with both AdamW moments: about 3 MB a checkpoint, so the write dominates.
+    let record = edited(|r| {
+        let config = &mut r["manifest"]["config"];
+        config["hidden"] = serde_json::json!([512, 512]);
+        config["max_steps"] = 60.into();
+        config["ckpt_every"] = 10.into();
+        config["eval_every"] = 1000.into();
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = train(&record, &dir.path().join("run"), &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let section = &out.json()["train"];
+    assert_eq!(section["checkpoints_written"], 6);
+    let blocking = section["ckpt_blocking_s"].as_f64().unwrap();
+    let write = section["ckpt_mean_s"].as_f64().unwrap();
+    assert!(
+        blocking < write,
+        "the loop waited {blocking} s per checkpoint, the write took {write} s"
+    );
 }
 
 #[test]
@@ -593,6 +673,13 @@ fn ckpt_interval_reads_the_measured_cost_and_step_time() {
     let inputs = &out.json()["ckpt_interval"]["inputs"];
     assert_eq!(inputs["cost_s"], section["ckpt_mean_s"]);
     assert_eq!(inputs["step_time_s"], section["step_time_s"]);
+    // Background writes: only the part that held the loop up is charged per checkpoint.
+    let blocking = inputs["blocking_s"].as_f64().unwrap();
+    assert!(
+        blocking <= inputs["cost_s"].as_f64().unwrap()
+            && blocking == section["ckpt_blocking_s"].as_f64().unwrap().min(blocking),
+        "{inputs}"
+    );
 }
 
 /// Shards of demo data with `--trap-missing-new-accounts` (logins_30d null for new accounts that

@@ -339,11 +339,11 @@ fn verified(path: &Path, expected: &TensorsRef) -> std::result::Result<Buffer, S
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::features::Preprocess;
 
-    fn state(step: u64) -> CheckpointState {
+    pub(crate) fn state(step: u64) -> CheckpointState {
         CheckpointState {
             format: FORMAT.into(),
             manifest_hash: "blake3:m".into(),

@@ -5,6 +5,7 @@
 
 pub mod adamw;
 pub mod alerts;
+pub mod async_checkpoint;
 pub mod checkpoint;
 pub mod config;
 pub mod data_parallel;

@@ -27,7 +27,8 @@ impl TensorBytes {
             return &[];
         }
         // SAFETY: a contiguous CPU tensor of `len` bytes, alive as long as `self`. Files are
-        // written between training steps, so nothing writes to it while the slice is read.
+        // written between training steps or from a snapshot only the writer thread holds, so
+        // nothing writes to it while the slice is read.
         unsafe { std::slice::from_raw_parts(self.tensor.data_ptr().cast::<u8>(), self.len) }
     }
 }

@@ -19,6 +19,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::adamw::AdamW;
 use crate::alerts::{Alert, Detector, Notifier};
+use crate::async_checkpoint::{self, Snapshot};
 use crate::checkpoint::{
     self, Best, CheckpointState, OptimizerState, RankState, RngState, TensorsRef,
 };
@@ -50,6 +51,9 @@ pub struct TrainJob {
     pub fresh: bool,
     /// Also checkpoint when this many seconds passed since the last one (from `ckpt_interval`).
     pub ckpt_every_s: Option<f64>,
+    /// Write checkpoints in the background from a copy in host memory (see
+    /// [`crate::async_checkpoint`]); off, the loop waits for each whole save.
+    pub ckpt_async: bool,
     pub loader_prefetch: usize,
     pub loader_lookahead: usize,
     pub loader_cache_bytes: usize,
@@ -84,7 +88,13 @@ pub struct TrainReport {
     pub samples_per_s: f64,
     pub data_wait_fraction: f64,
     pub step_time_s: f64,
+    /// Mean seconds a checkpoint's save took, start to commit (in the background when async).
     pub ckpt_mean_s: Option<f64>,
+    /// Whether checkpoints were written in the background.
+    pub ckpt_async: bool,
+    /// Mean seconds the loop was held up per checkpoint: the copy to host memory plus any wait
+    /// for the previous write when async, the whole save when not.
+    pub ckpt_blocking_s: Option<f64>,
     pub checkpoints_written: u64,
     pub resumed_from: Option<Value>,
     pub metrics: String,
@@ -361,6 +371,8 @@ fn train_job(
     let (mut wait_total, mut compute_total) = (Duration::ZERO, Duration::ZERO);
     let mut window = Window::default();
     let mut ckpt_times = Vec::new();
+    let mut ckpt_blocked = Vec::new();
+    let mut writer = async_checkpoint::Writer::new(&ckpt_dir, config.keep_checkpoints);
     let mut last_ckpt = Instant::now();
     let mut last_loss = None;
     let mut last_val = None;
@@ -378,6 +390,10 @@ fn train_job(
     let mut alerts = Vec::new();
 
     while step < config.max_steps {
+        // A failed background write ends the run at the next step rather than the next checkpoint.
+        if let Some(written) = writer.poll()? {
+            ckpt_times.push(written.seconds);
+        }
         if let Some(reason) = watchdog.poll() {
             failure = Some(reason);
             break;
@@ -583,14 +599,25 @@ fn train_job(
                     .map(|(n, t)| (format!("model.{n}"), t))
                     .collect();
                 named.extend(moments.iter().map(|(n, t)| (n.clone(), t)));
-                let (_, seconds) =
-                    checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
-                ckpt_times.push(seconds);
+                let entry = line.get_or_insert_with(|| json!({"step": step}));
+                let blocked = Instant::now();
+                if job.ckpt_async {
+                    if let Some(written) = writer.start(Snapshot::take(state, &named))? {
+                        ckpt_times.push(written.seconds);
+                    }
+                } else {
+                    let (_, seconds) =
+                        checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
+                    ckpt_times.push(seconds);
+                    entry["ckpt_s"] = json!(seconds);
+                }
+                let blocked = blocked.elapsed().as_secs_f64();
+                ckpt_blocked.push(blocked);
+                entry["ckpt_blocking_s"] = json!(blocked);
                 last_ckpt = Instant::now();
                 if let Some(d) = detector.as_mut() {
                     d.checkpointed();
                 }
-                line.get_or_insert_with(|| json!({"step": step}))["ckpt_s"] = json!(seconds);
             }
         }
         let mut raised = Vec::new();
@@ -629,6 +656,11 @@ fn train_job(
             break;
         }
     }
+    // Every way out of the loop (the end, a failed check, a stop request, a flagged stall) lets
+    // the last checkpoint finish first: a preempted step's checkpoint is on disk before exit 3.
+    if let Some(written) = writer.wait()? {
+        ckpt_times.push(written.seconds);
+    }
     watchdog.finish();
     drop(watchdog);
     drop(loader);
@@ -664,8 +696,9 @@ fn train_job(
         } else {
             0.0
         },
-        ckpt_mean_s: (!ckpt_times.is_empty())
-            .then(|| ckpt_times.iter().sum::<f64>() / ckpt_times.len() as f64),
+        ckpt_mean_s: mean(&ckpt_times),
+        ckpt_async: job.ckpt_async,
+        ckpt_blocking_s: mean(&ckpt_blocked),
         checkpoints_written: ckpt_times.len() as u64,
         resumed_from,
         metrics: metrics_path.display().to_string(),
@@ -718,6 +751,10 @@ fn train_job(
     report.weights = Some(weights_path.display().to_string());
     report.wall_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
 
 /// Faults for the tests, from environment variables that real runs leave unset.

@@ -21,7 +21,8 @@ Examples:
 Without --cost or --step-time, the values come from the record's `train.ckpt_mean_s` and
 `train.step_time_s`. Young: sqrt(2CM). Daly (2006): sqrt(2CM)[1 + sqrt(C/2M)/3 + (C/2M)/9] - C
 for C < 2M, else M. With --blocking only the blocking part of an asynchronous checkpoint counts,
-and the interval is never shorter than the full write.
+and the interval is never shorter than the full write. Without --blocking, a record whose train
+wrote checkpoints in the background (train.ckpt_async) gives train.ckpt_blocking_s.
 
 Output: the input record plus
   \"ckpt_interval\": {\"young_s\", \"daly_s\", \"interval_s\", \"interval_steps\" (null without a step
@@ -61,7 +62,8 @@ struct Args {
     /// Seconds to restart after a failure.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     restart: f64,
-    /// Seconds of the checkpoint that block training (asynchronous checkpoints).
+    /// Seconds of the checkpoint that block training (asynchronous checkpoints; default: the
+    /// record's train.ckpt_blocking_s when train.ckpt_async).
     #[arg(long, value_name = "SECONDS")]
     blocking: Option<f64>,
     /// Which optimum to use for interval_s.
@@ -102,7 +104,10 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         mtbf_s,
         step_time_s,
         restart_s: args.restart,
-        blocking_s: args.blocking,
+        blocking_s: match args.blocking {
+            Some(blocking) => Some(blocking),
+            None => recorded_blocking(&record, cost_s)?,
+        },
     };
     let method = match args.method {
         MethodArg::Young => Method::Young,
@@ -168,6 +173,16 @@ fn flag_or_record(
             InputError::field(name, format!("is missing and the record has no `{path}`"))
         }),
     }
+}
+
+/// The blocking part train measured, when its checkpoints were written in the background. Back to
+/// back checkpoints can wait for a whole previous write plus the copy; no more than a blocking
+/// save is charged.
+fn recorded_blocking(record: &Record, cost_s: f64) -> Result<Option<f64>, InputError> {
+    if record.get_path("train.ckpt_async") != Some(&Value::Bool(true)) {
+        return Ok(None);
+    }
+    Ok(record_number(record, "train.ckpt_blocking_s")?.map(|b| b.min(cost_s)))
 }
 
 fn record_number(record: &Record, path: &str) -> Result<Option<f64>, InputError> {

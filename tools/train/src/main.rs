@@ -51,6 +51,9 @@ checkpoint in OUT/checkpoints and ends with the same weights, bit for bit, on th
 A checkpoint of another manifest or seed is refused (exit 2) unless --fresh. With
 keep_best: true, a step whose val AUC beats the best so far is checkpointed too, and that
 checkpoint is kept beside the newest keep_checkpoints (train.best; `evaluate --checkpoint best`).
+A checkpoint is copied to host memory and written by a background thread while training goes
+on (one write at a time; every exit waits for it); --sync-checkpoints makes the loop wait for
+each whole save instead. The files are the same either way.
 
 Data-parallel: a rank reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT (set by torchrun, Slurm wrappers, Kubernetes operators or --nproc-per-node) and joins
@@ -63,12 +66,13 @@ again to resume from the last checkpoint. Resuming with another world size works
 
 Files under OUT: model.safetensors (weights with their preprocessing and lineage),
 metrics.jsonl (step, loss, lr, grad_norm, step_time_s, data_wait_fraction, samples_per_s,
-ckpt_s, val), checkpoints/step-N.{safetensors,json}.
+ckpt_blocking_s, ckpt_s with --sync-checkpoints, val), checkpoints/step-N.{safetensors,json}.
 
 Output: the input record plus
   \"train\": {\"passed\", \"preempted\", \"reason\" (on failure or preemption), \"weights\", \"weights_blake3\", \"steps\",
             \"steps_this_run\", \"seed\", \"device\", \"threads\", \"wall_s\", \"samples_per_s\",
-            \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"checkpoints_written\",
+            \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"ckpt_async\",
+            \"ckpt_blocking_s\", \"checkpoints_written\",
             \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
             \"best\" ({step, val_auc, checkpoint} with keep_best, else null),
             \"shards_index_blake3\", \"distributed\" (with ranks: {world_size, backend, buckets,
@@ -106,6 +110,9 @@ struct Args {
     /// Discard existing checkpoints in OUT and start from step 0.
     #[arg(long)]
     fresh: bool,
+    /// Wait for each checkpoint's whole save instead of writing it in the background.
+    #[arg(long)]
+    sync_checkpoints: bool,
     /// libtorch intra-op threads (default: the checkpoint's when resuming, else one per core
     /// but one, which is left to the input pipeline).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..))]
@@ -319,6 +326,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         bf16: args.bf16,
         fresh: args.fresh,
         ckpt_every_s,
+        ckpt_async: !args.sync_checkpoints,
         loader_prefetch: args.prefetch as usize,
         loader_lookahead: 2,
         loader_cache_bytes: args.cache as usize,

@@ -1,0 +1,178 @@
+//! Checkpoints written off the training loop: the loop copies its state into host memory (a
+//! [`Snapshot`]) and trains on while one background thread saves it with [`checkpoint::save`],
+//! so the files are the ones a blocking save writes. At most one write is in flight: a new one
+//! waits for the last. Dropping the [`Writer`] waits as well, so no way out of the loop leaves a
+//! write half done, and a failed write is returned to the loop, never lost on its thread.
+
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result, anyhow};
+use tch::{Device, Tensor};
+
+use crate::checkpoint::{self, CheckpointState};
+
+/// A checkpoint's state and tensors, copied so that training can go on changing its own.
+#[derive(Debug)]
+pub struct Snapshot {
+    state: CheckpointState,
+    tensors: Vec<(String, Tensor)>,
+}
+
+impl Snapshot {
+    /// Copies `tensors` into new host tensors.
+    pub fn take(state: CheckpointState, tensors: &[(String, &Tensor)]) -> Snapshot {
+        let tensors = tensors
+            .iter()
+            .map(|(name, t)| {
+                let t = t.detach();
+                let copy = if t.device() == Device::Cpu {
+                    t.copy()
+                } else {
+                    t.to_device(Device::Cpu)
+                };
+                (name.clone(), copy)
+            })
+            .collect();
+        Snapshot { state, tensors }
+    }
+}
+
+/// A finished write: the checkpoint's step, its JSON and the seconds the save took.
+#[derive(Debug)]
+pub struct Written {
+    pub step: u64,
+    pub path: PathBuf,
+    pub seconds: f64,
+}
+
+type InFlight = JoinHandle<Result<Written>>;
+
+/// The one background writer of a checkpoint folder.
+#[derive(Debug)]
+pub struct Writer {
+    dir: PathBuf,
+    keep: usize,
+    in_flight: Option<InFlight>,
+}
+
+impl Writer {
+    pub fn new(dir: &Path, keep: usize) -> Writer {
+        Writer {
+            dir: dir.to_path_buf(),
+            keep,
+            in_flight: None,
+        }
+    }
+
+    /// Starts writing `snapshot`, after waiting for the write in flight, which it returns.
+    pub fn start(&mut self, snapshot: Snapshot) -> Result<Option<Written>> {
+        let previous = self.wait()?;
+        let (dir, keep) = (self.dir.clone(), self.keep);
+        let step = snapshot.state.step;
+        let handle = std::thread::Builder::new()
+            .name("checkpoint".into())
+            .spawn(move || {
+                let named: Vec<(String, &Tensor)> = snapshot
+                    .tensors
+                    .iter()
+                    .map(|(n, t)| (n.clone(), t))
+                    .collect();
+                // Pruning runs inside the save, after the new checkpoint's JSON is renamed into
+                // place, so the checkpoint a resume would load is never the one removed.
+                let (path, seconds) = checkpoint::save(&dir, snapshot.state, &named, keep)
+                    .with_context(|| {
+                        format!("writing the checkpoint of step {step} in {}", dir.display())
+                    })?;
+                Ok(Written {
+                    step,
+                    path,
+                    seconds,
+                })
+            })
+            .context("starting the checkpoint writer thread")?;
+        self.in_flight = Some(handle);
+        Ok(previous)
+    }
+
+    /// Waits for the write in flight, if there is one.
+    pub fn wait(&mut self) -> Result<Option<Written>> {
+        self.in_flight.take().map(joined).transpose()
+    }
+
+    /// The write in flight if it has finished, without waiting.
+    pub fn poll(&mut self) -> Result<Option<Written>> {
+        match &self.in_flight {
+            Some(handle) if handle.is_finished() => self.wait(),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl Drop for Writer {
+    /// A run that ends on an error still lets the last write finish: it is what a rerun
+    /// resumes from. Its own error, if any, is second to the one being returned.
+    fn drop(&mut self) {
+        if let Some(handle) = self.in_flight.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn joined(handle: InFlight) -> Result<Written> {
+    handle
+        .join()
+        .map_err(|_| anyhow!("the checkpoint writer thread panicked"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(step: u64) -> CheckpointState {
+        checkpoint::tests::state(step)
+    }
+
+    #[test]
+    fn writes_the_bytes_a_blocking_save_writes_from_a_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sync_dir, async_dir) = (dir.path().join("sync"), dir.path().join("async"));
+        std::fs::create_dir_all(&sync_dir).unwrap();
+        std::fs::create_dir_all(&async_dir).unwrap();
+        let mut writer = Writer::new(&async_dir, 2);
+        let mut t = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
+        for step in 1..=3 {
+            checkpoint::save(&sync_dir, state(step), &[("w".into(), &t)], 2).unwrap();
+            writer
+                .start(Snapshot::take(state(step), &[("w".into(), &t)]))
+                .unwrap();
+            // Training changes its tensors in place while the copy is written.
+            t += 1.0;
+        }
+        let last = writer.wait().unwrap().unwrap();
+        assert_eq!(last.step, 3);
+        assert!(writer.wait().unwrap().is_none());
+        for name in ["step-0000000003.json", "step-0000000003.safetensors"] {
+            assert_eq!(
+                std::fs::read(sync_dir.join(name)).unwrap(),
+                std::fs::read(async_dir.join(name)).unwrap(),
+                "{name}"
+            );
+        }
+        assert!(!async_dir.join("step-0000000001.json").exists());
+    }
+
+    #[test]
+    fn a_failed_write_comes_back_to_the_loop_naming_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let mut writer = Writer::new(&gone, 2);
+        let t = Tensor::from_slice(&[1.0f32]);
+        writer
+            .start(Snapshot::take(state(1), &[("w".into(), &t)]))
+            .unwrap();
+        let err = format!("{:#}", writer.wait().unwrap_err());
+        assert!(err.contains("checkpoint of step 1"), "{err}");
+        assert!(err.contains(&gone.display().to_string()), "{err}");
+    }
+}

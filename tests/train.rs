@@ -660,6 +660,47 @@ fn a_loop_stuck_for_good_is_ended_by_the_watchdog_with_its_record() {
 }
 
 #[test]
+fn a_loop_stuck_during_a_background_write_is_ended_only_after_it() {
+    // The step-50 checkpoint's write starts 3 s late; the loop hangs at step 51 and the
+    // watchdog takes over after about 1.5 s: it must let the write finish before exit 1.
+    let record = edited(|r| r["manifest"]["config"]["stall_timeout_s"] = 0.5.into());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let env = [
+        ("RUNFN_TEST_HANG_AT_STEP", "51"),
+        ("RUNFN_TEST_SLOW_CKPT_WRITE_MS", "3000"),
+    ];
+    let child = start(&record, &out, &[], &env);
+    let ended = crate::util::wait_within(child, Duration::from_secs(30));
+    assert_eq!(ended.code, 1, "{}", ended.stderr);
+    let reason = ended.json()["train"]["reason"].clone();
+    assert!(
+        reason
+            .as_str()
+            .unwrap()
+            .starts_with("stalled: the step counter stayed at 51"),
+        "{reason}"
+    );
+    let ckpts = out.join("checkpoints");
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(ckpts.join("step-0000000050.json"))
+            .expect("the step-50 checkpoint was committed before the exit"),
+    )
+    .unwrap();
+    let tensors = std::fs::read(ckpts.join(json["tensors"]["file"].as_str().unwrap())).unwrap();
+    assert_eq!(
+        blake3::hash(&tensors).to_hex().as_str(),
+        json["tensors"]["blake3"]
+    );
+    let names: Vec<String> = files_in(&ckpts).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        ["step-0000000050.json", "step-0000000050.safetensors"],
+        "no temp file left"
+    );
+}
+
+#[test]
 fn ckpt_interval_reads_the_measured_cost_and_step_time() {
     let dir = tempfile::tempdir().unwrap();
     let trained = train(&fixture().record, &dir.path().join("run"), &[]);

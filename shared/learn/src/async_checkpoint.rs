@@ -2,10 +2,13 @@
 //! [`Snapshot`]) and trains on while one background thread saves it with [`checkpoint::save`],
 //! so the files are the ones a blocking save writes. At most one write is in flight: a new one
 //! waits for the last. Dropping the [`Writer`] waits as well, so no way out of the loop leaves a
-//! write half done, and a failed write is returned to the loop, never lost on its thread.
+//! write half done, and a failed write is returned to the loop, never lost on its thread. A
+//! thread that ends the process while the loop is stuck (the stall watchdog) waits on [`Idle`].
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use tch::{Device, Tensor};
@@ -48,12 +51,48 @@ pub struct Written {
 
 type InFlight = JoinHandle<Result<Written>>;
 
+/// Whether a write is in flight, for a thread that must not end the process in the middle of one.
+#[derive(Debug, Clone, Default)]
+pub struct Idle(Arc<(Mutex<bool>, Condvar)>);
+
+impl Idle {
+    /// Waits until no write is in flight, for at most `limit`; false if one still is.
+    pub fn wait(&self, limit: Duration) -> bool {
+        let (busy, changed) = &*self.0;
+        let Ok(guard) = busy.lock() else {
+            return false;
+        };
+        changed
+            .wait_timeout_while(guard, limit, |busy| *busy)
+            .is_ok_and(|(busy, _)| !*busy)
+    }
+
+    fn set(&self, value: bool) {
+        let (busy, changed) = &*self.0;
+        if let Ok(mut busy) = busy.lock() {
+            *busy = value;
+        }
+        changed.notify_all();
+    }
+}
+
+/// Marks the write over when the writer thread ends, by returning or by a panic.
+struct Done(Idle);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
 /// The one background writer of a checkpoint folder.
 #[derive(Debug)]
 pub struct Writer {
     dir: PathBuf,
     keep: usize,
     in_flight: Option<InFlight>,
+    idle: Idle,
+    delay: Duration,
 }
 
 impl Writer {
@@ -62,17 +101,34 @@ impl Writer {
             dir: dir.to_path_buf(),
             keep,
             in_flight: None,
+            idle: Idle::default(),
+            delay: Duration::ZERO,
         }
+    }
+
+    /// Every write starts `delay` late, as on a slow disk (the tests' hook).
+    pub fn with_delay(mut self, delay: Duration) -> Writer {
+        self.delay = delay;
+        self
+    }
+
+    /// What a thread that ends the process waits on first.
+    pub fn idle(&self) -> Idle {
+        self.idle.clone()
     }
 
     /// Starts writing `snapshot`, after waiting for the write in flight, which it returns.
     pub fn start(&mut self, snapshot: Snapshot) -> Result<Option<Written>> {
         let previous = self.wait()?;
-        let (dir, keep) = (self.dir.clone(), self.keep);
+        let (dir, keep, delay) = (self.dir.clone(), self.keep, self.delay);
         let step = snapshot.state.step;
+        self.idle.set(true);
+        let done = Done(self.idle.clone());
         let handle = std::thread::Builder::new()
             .name("checkpoint".into())
             .spawn(move || {
+                let _done = done;
+                std::thread::sleep(delay);
                 let named: Vec<(String, &Tensor)> = snapshot
                     .tensors
                     .iter()

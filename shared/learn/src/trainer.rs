@@ -364,6 +364,16 @@ fn train_job(
             dropout_widths: config.hidden.clone(),
         },
     )?;
+    let hooks = TestHooks::from_env();
+    let mut writer = async_checkpoint::Writer::new(&ckpt_dir, config.keep_checkpoints)
+        .with_delay(hooks.slow_ckpt_write);
+    // A loop stuck for good is ended from the watchdog's thread: a checkpoint being written then
+    // is finished first (a write stuck on a dead disk gets a minute), so it is whole on disk.
+    let idle = writer.idle();
+    let on_stall: StallHandler = Box::new(move |reason| {
+        idle.wait(Duration::from_secs(60));
+        on_stall(reason)
+    });
     let watchdog = Watchdog::start(Duration::from_secs_f64(config.stall_timeout_s), on_stall);
 
     let start_step = step;
@@ -372,13 +382,11 @@ fn train_job(
     let mut window = Window::default();
     let mut ckpt_times = Vec::new();
     let mut ckpt_blocked = Vec::new();
-    let mut writer = async_checkpoint::Writer::new(&ckpt_dir, config.keep_checkpoints);
     let mut last_ckpt = Instant::now();
     let mut last_loss = None;
     let mut last_val = None;
     let mut failure = None;
     let mut stopped_by = None;
-    let hooks = TestHooks::from_env();
     let mut detector = root.then(|| {
         let age = config
             .alerts
@@ -769,6 +777,9 @@ struct TestHooks {
     /// `RUNFN_TEST_LOSS_SPIKE_AT_STEP=N`: step N trains on its batch's labels flipped (the
     /// loss-spike alert).
     flip_labels_at: Option<u64>,
+    /// `RUNFN_TEST_SLOW_CKPT_WRITE_MS=MS`: every background checkpoint write starts MS
+    /// milliseconds late, as on a slow disk (exits that must wait for it).
+    slow_ckpt_write: Duration,
 }
 
 impl TestHooks {
@@ -781,6 +792,9 @@ impl TestHooks {
                 Some((step.parse().ok()?, Duration::from_millis(ms.parse().ok()?)))
             }),
             flip_labels_at: var("RUNFN_TEST_LOSS_SPIKE_AT_STEP").and_then(|v| v.parse().ok()),
+            slow_ckpt_write: var("RUNFN_TEST_SLOW_CKPT_WRITE_MS")
+                .and_then(|v| v.parse().ok())
+                .map_or(Duration::ZERO, Duration::from_millis),
         }
     }
 }

@@ -204,10 +204,13 @@ pub fn near_duplicates(
             index.add_batch(*split, texts);
         }
         let found = index.cross_group_pairs(config.near_duplicate_jaccard);
-        let text_of: BTreeMap<u64, &str> = texts
-            .iter()
-            .map(|(_, id, text)| (*id, text.as_str()))
-            .collect();
+        // A scan for each of the few examples, rather than a map over every text.
+        let text_of = |id: u64| {
+            texts
+                .iter()
+                .find(|(_, text_id, _)| *text_id == id)
+                .map(|(_, _, text)| text.as_str())
+        };
         let loc = |id: u64| Loc {
             file: (id >> 40) as u32,
             row: (id & ((1 << 40) - 1)) + 1,
@@ -241,8 +244,8 @@ pub fn near_duplicates(
             examples.push(json!({
                 "column": column,
                 "jaccard": (pair.jaccard * 1000.0).round() / 1000.0,
-                "a": {"split": split_name(data, pair.group_a as u8), "at": place(data, loc(pair.id_a)), "text": text_of.get(&pair.id_a)},
-                "b": {"split": split_name(data, pair.group_b as u8), "at": place(data, loc(pair.id_b)), "text": text_of.get(&pair.id_b)},
+                "a": {"split": split_name(data, pair.group_a as u8), "at": place(data, loc(pair.id_a)), "text": text_of(pair.id_a)},
+                "b": {"split": split_name(data, pair.group_b as u8), "at": place(data, loc(pair.id_b)), "text": text_of(pair.id_b)},
             }));
         }
     }

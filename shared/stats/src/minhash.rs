@@ -67,29 +67,26 @@ pub struct NearDuplicates {
     pub skipped_buckets: usize,
 }
 
-/// The texts of every group, reduced to shingle sets and band keys. Memory is about
-/// 8 bytes per distinct shingle plus 8 per band, per text.
+/// The texts of every group, borrowed, with their band keys: 8 bytes per band plus 26 per
+/// text (see `stored_bytes`).
+///
+/// The shingle sets that verification needs are not kept: at ~8 bytes per distinct shingle
+/// they were about 7× the text itself and most of leak-check's peak memory, yet only the few
+/// texts that land in a candidate pair are ever verified. Those are shingled again from the
+/// borrowed text, with the same hash, so every Jaccard value is bit-identical to keeping them.
 #[derive(Debug, Clone)]
-pub struct NearDuplicateIndex {
+pub struct NearDuplicateIndex<'t> {
     params: MinHashParams,
     hasher: Hasher,
     groups: Vec<u16>,
     ids: Vec<u64>,
-    /// Text i's shingles are shingles[shingle_ends[i - 1]..shingle_ends[i]]: one allocation
-    /// for all texts instead of one each.
-    shingles: Vec<u64>,
-    shingle_ends: Vec<usize>,
+    texts: Vec<&'t str>,
     /// Text i's band keys are band_keys[i * bands..(i + 1) * bands].
     band_keys: Vec<u64>,
     empty_texts: u64,
 }
 
-struct Sketched {
-    shingles: Vec<u64>,
-    band_keys: Vec<u64>,
-}
-
-impl NearDuplicateIndex {
+impl<'t> NearDuplicateIndex<'t> {
     pub fn new(params: MinHashParams) -> Result<Self, MinHashError> {
         for (name, value) in [
             ("bands", params.bands),
@@ -106,8 +103,7 @@ impl NearDuplicateIndex {
             hasher: Hasher::new(params.bands, params.rows, params.seed),
             groups: Vec::new(),
             ids: Vec::new(),
-            shingles: Vec::new(),
-            shingle_ends: Vec::new(),
+            texts: Vec::new(),
             band_keys: Vec::new(),
             empty_texts: 0,
         })
@@ -119,23 +115,23 @@ impl NearDuplicateIndex {
 
     /// Adds one text. A text that is empty after normalization has nothing to compare and is
     /// only counted (see `empty_texts`).
-    pub fn add(&mut self, group: u16, id: u64, text: &str) {
-        let sketched = self.sketch(text);
-        self.push(group, id, sketched);
+    pub fn add(&mut self, group: u16, id: u64, text: &'t str) {
+        let band_keys = self.sketch(text);
+        self.push(group, id, text, band_keys);
     }
 
     /// Adds many texts of one group, shingling and hashing them in parallel; the result is the
     /// same as adding them one by one in order.
-    pub fn add_batch(&mut self, group: u16, texts: &[(u64, &str)]) {
+    pub fn add_batch(&mut self, group: u16, texts: &[(u64, &'t str)]) {
         // In chunks, so the sketches waiting to be pushed never double the index's memory.
         const CHUNK: usize = 8192;
         for chunk in texts.chunks(CHUNK) {
-            let sketched: Vec<Option<Sketched>> = chunk
+            let sketched: Vec<Option<Vec<u64>>> = chunk
                 .par_iter()
                 .map(|(_, text)| self.sketch(text))
                 .collect();
-            for ((id, _), sketched) in chunk.iter().zip(sketched) {
-                self.push(group, *id, sketched);
+            for ((id, text), band_keys) in chunk.iter().zip(sketched) {
+                self.push(group, *id, text, band_keys);
             }
         }
     }
@@ -153,37 +149,47 @@ impl NearDuplicateIndex {
         self.empty_texts
     }
 
-    fn sketch(&self, text: &str) -> Option<Sketched> {
-        let shingles = shingle_hashes(&normalize_text(text), self.params.shingle_chars);
-        if shingles.is_empty() {
-            return None;
-        }
-        let band_keys = self.hasher.band_keys(&shingles);
-        Some(Sketched {
-            shingles,
-            band_keys,
-        })
+    /// Bytes the index holds for its texts (by length, not capacity): a reference to the
+    /// text, group, id and `bands` band keys per text.
+    pub fn stored_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.texts.len() * size_of::<&str>()
+            + self.groups.len() * size_of::<u16>()
+            + self.ids.len() * size_of::<u64>()
+            + self.band_keys.len() * size_of::<u64>()
     }
 
-    fn push(&mut self, group: u16, id: u64, sketched: Option<Sketched>) {
-        let Some(sketched) = sketched else {
+    /// The band keys of a text, or None when it has no shingles.
+    fn sketch(&self, text: &str) -> Option<Vec<u64>> {
+        let shingles = self.shingles(text);
+        (!shingles.is_empty()).then(|| self.hasher.band_keys(&shingles))
+    }
+
+    fn shingles(&self, text: &str) -> Vec<u64> {
+        shingle_hashes(&normalize_text(text), self.params.shingle_chars)
+    }
+
+    fn push(&mut self, group: u16, id: u64, text: &'t str, band_keys: Option<Vec<u64>>) {
+        let Some(band_keys) = band_keys else {
             self.empty_texts += 1;
             return;
         };
         self.groups.push(group);
         self.ids.push(id);
-        self.shingles.extend_from_slice(&sketched.shingles);
-        self.shingle_ends.push(self.shingles.len());
-        self.band_keys.extend_from_slice(&sketched.band_keys);
+        self.texts.push(text);
+        self.band_keys.extend_from_slice(&band_keys);
     }
 
-    fn shingles_of(&self, text: usize) -> &[u64] {
-        let start = if text == 0 {
-            0
-        } else {
-            self.shingle_ends[text - 1]
-        };
-        &self.shingles[start..self.shingle_ends[text]]
+    /// The shingle sets of the texts in `candidates`, shingled again from the borrowed text:
+    /// (text, shingles) sorted by text.
+    fn candidate_shingles(&self, candidates: &[(usize, usize)]) -> Vec<(usize, Vec<u64>)> {
+        let mut texts: Vec<usize> = candidates.iter().flat_map(|&(x, y)| [x, y]).collect();
+        texts.par_sort_unstable();
+        texts.dedup();
+        texts
+            .into_par_iter()
+            .map(|text| (text, self.shingles(self.texts[text])))
+            .collect()
     }
 
     /// Pairs of texts from different groups whose shingle sets have Jaccard ≥ `threshold`
@@ -200,10 +206,17 @@ impl NearDuplicateIndex {
         candidates.par_sort_unstable();
         candidates.dedup();
 
+        let shingled = self.candidate_shingles(&candidates);
+        let shingles_of = |text: usize| -> &[u64] {
+            let at = shingled
+                .binary_search_by_key(&text, |(t, _)| *t)
+                .expect("every candidate text was shingled");
+            &shingled[at].1
+        };
         let mut pairs: Vec<NearDuplicate> = candidates
             .par_iter()
             .filter_map(|&(x, y)| {
-                let (a, b) = (self.shingles_of(x), self.shingles_of(y));
+                let (a, b) = (shingles_of(x), shingles_of(y));
                 // Jaccard ≤ min/max of the set sizes: skip the merge when that already fails.
                 if (a.len().min(b.len()) as f64) < threshold * a.len().max(b.len()) as f64 {
                     return None;

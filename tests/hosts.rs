@@ -67,8 +67,7 @@ impl Hosts {
             "name",
             &hosts.links[1],
         ]);
-        for i in 0..2 {
-            let (ns, link) = (&hosts.names[i], &hosts.links[i]);
+        for (i, (ns, link)) in hosts.names.iter().zip(&hosts.links).enumerate() {
             ip(&["link", "set", link, "netns", ns]);
             ip(&[
                 "-n",

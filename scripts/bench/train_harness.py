@@ -108,7 +108,9 @@ def shard_files():
 # --- 1. training throughput ---------------------------------------------------------------------------
 def ours_train_tool(record):
     out_dir, stdout = os.path.join(SCRATCH, "runfn-train"), os.path.join(SCRATCH, "runfn-train.json")
-    argv = [TRAIN, "--out", out_dir, "--threads", str(THREADS), "--fresh", "-q", "--record", record]
+    # A blocking save: only then does each metrics line carry the write's own ckpt_s.
+    argv = [TRAIN, "--out", out_dir, "--threads", str(THREADS), "--fresh", "--sync-checkpoints", "-q",
+            "--record", record]
 
     def check(s):
         t = read_last_json(stdout).get("train") or {}
@@ -272,7 +274,9 @@ def run_train():
 # --- 2. checkpoints -----------------------------------------------------------------------------------
 def ours_ckpt_tool(tag, record):
     out_dir, stdout = os.path.join(SCRATCH, f"runfn-ckpt-{tag}"), os.path.join(SCRATCH, f"runfn-ckpt-{tag}.json")
-    argv = [TRAIN, "--out", out_dir, "--threads", str(THREADS), "--fresh", "-q", "--record", record]
+    # A blocking save: only then does each metrics line carry the write's own ckpt_s.
+    argv = [TRAIN, "--out", out_dir, "--threads", str(THREADS), "--fresh", "--sync-checkpoints", "-q",
+            "--record", record]
 
     def check(s):
         t = read_last_json(stdout).get("train") or {}

@@ -1,6 +1,7 @@
 //! A training run's curves, read back from the `metrics.jsonl` that `train` writes: one line per
 //! log window (`step`, `loss`, `samples_per_s`, ...), a `val` object on the lines where the
-//! validation split was scored, `ckpt_s` where a checkpoint was written, and `alert` lines.
+//! validation split was scored, `ckpt_blocking_s` (and with blocking saves `ckpt_s`) where a
+//! checkpoint was taken, and `alert` lines.
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +42,8 @@ pub struct Curve {
     pub val: Vec<ValPoint>,
     /// The `alert` objects, each with the step it was raised at.
     pub alerts: Vec<Value>,
-    /// Steps where a checkpoint was written, with its write time in seconds.
+    /// Steps where a checkpoint was taken, with the seconds it cost there: the write of a
+    /// blocking save, the loop's hold (copy and wait) of a background one.
     pub checkpoints: Vec<(u64, f64)>,
 }
 
@@ -100,7 +102,9 @@ impl Curve {
             };
             let number = |key: &str| fields.get(key).and_then(Value::as_f64);
             since_checkpoint_s += number("step_time_s").unwrap_or(0.0) * window_steps(&curve, step);
-            if let Some(ckpt_s) = number("ckpt_s") {
+            // A blocking save's line has its write time (`ckpt_s`); a background one's only the
+            // time the loop was held (`ckpt_blocking_s`), the write finishing later.
+            if let Some(ckpt_s) = number("ckpt_s").or_else(|| number("ckpt_blocking_s")) {
                 curve.checkpoints.push((step, ckpt_s));
                 since_checkpoint_s = 0.0;
             }
@@ -149,10 +153,11 @@ mod tests {
             "{\"step\":20,\"loss\":0.5,\"step_time_s\":0.5,\"val\":{\"auc\":0.8,\"logloss\":0.4},\"ckpt_s\":0.1}\n",
             "{\"step\":20,\"alert\":{\"kind\":\"loss_spike\",\"value\":3.0}}\n",
             "{\"step\":30,\"loss\":0.4,\"step_time_s\":0.25}\n",
+            "{\"step\":40,\"loss\":0.3,\"step_time_s\":0.25,\"ckpt_blocking_s\":0.002}\n",
         ))
         .unwrap();
         assert_eq!(curve.label, "seed 7");
-        assert_eq!(curve.steps.len(), 3);
+        assert_eq!(curve.steps.len(), 4);
         assert_eq!(
             curve.val,
             [ValPoint {
@@ -161,12 +166,17 @@ mod tests {
                 logloss: Some(0.4)
             }]
         );
-        assert_eq!(curve.checkpoints, [(20, 0.1)]);
+        assert_eq!(
+            curve.checkpoints,
+            [(20, 0.1), (40, 0.002)],
+            "blocking and background saves"
+        );
         assert_eq!(curve.alerts[0]["step"], 20);
         // 10 steps of 0.5 s before the checkpoint, then 10 of 0.25 s after it.
         assert_eq!(curve.steps[0].since_checkpoint_s, 5.0);
         assert_eq!(curve.steps[1].since_checkpoint_s, 0.0);
         assert_eq!(curve.steps[2].since_checkpoint_s, 2.5);
+        assert_eq!(curve.steps[3].since_checkpoint_s, 0.0);
     }
 
     #[test]

@@ -130,6 +130,9 @@ pub fn of_training(record: &Value, of: &str, limits: Limits) -> Vec<Pair> {
         ));
     };
     let ckpt_mean_s = num(&train["ckpt_mean_s"]);
+    // What a checkpoint cost the loop: with background writes only the copy and any wait for
+    // the previous write (train.ckpt_blocking_s); with blocking saves the whole write.
+    let held_s = num(&train["ckpt_blocking_s"]).or(ckpt_mean_s);
     let written = train["checkpoints_written"].as_u64().unwrap_or(0);
     let wall_s = num(&train["wall_s"]).filter(|w| *w > 0.0);
     if let (Some(cost), Some(measured)) = (num(&plan["inputs"]["cost_s"]), ckpt_mean_s) {
@@ -141,25 +144,25 @@ pub fn of_training(record: &Value, of: &str, limits: Limits) -> Vec<Pair> {
             "ckpt-interval --cost vs train.ckpt_mean_s",
         );
     }
-    if let (Some(blocking), Some(measured)) = (num(&plan["inputs"]["blocking_s"]), ckpt_mean_s) {
+    if let (Some(blocking), Some(measured)) = (num(&plan["inputs"]["blocking_s"]), held_s) {
         push(
             "checkpoint_blocking_s",
             Kind::Prediction,
             (blocking, measured),
             "s",
-            "ckpt-interval --blocking vs train.ckpt_mean_s",
+            "ckpt-interval --blocking vs train.ckpt_blocking_s",
         );
     }
-    if let (Some(predicted), Some(mean), Some(wall)) =
-        (num(&plan["overhead_fraction"]), ckpt_mean_s, wall_s)
+    if let (Some(predicted), Some(held), Some(wall)) =
+        (num(&plan["overhead_fraction"]), held_s, wall_s)
         && written > 0
     {
         push(
             "checkpoint_overhead",
             Kind::Prediction,
-            (predicted, mean * written as f64 / wall),
+            (predicted, held * written as f64 / wall),
             "of the run",
-            "ckpt-interval overhead_fraction vs train checkpoints_written x ckpt_mean_s / wall_s",
+            "ckpt-interval overhead_fraction vs train checkpoints_written x ckpt_blocking_s / wall_s",
         );
     }
     if let (Some(predicted), Some(measured)) = (
@@ -256,6 +259,18 @@ mod tests {
             pairs[2].describe(),
             "step_time_s (seed 7): predicted 0.01 s, measured 0.0125 s (+25%)"
         );
+    }
+
+    #[test]
+    fn background_checkpoints_are_judged_by_what_held_the_loop() {
+        let mut r = record();
+        r["train"]["ckpt_blocking_s"] = json!(0.1);
+        r["ckpt_interval"]["inputs"]["blocking_s"] = json!(0.1);
+        let pairs = of_training(&r, "seed 7", Limits::default());
+        let find = |name: &str| pairs.iter().find(|p| p.name == name).unwrap();
+        assert_eq!(find("checkpoint_write_s").measured, 2.1, "the write itself");
+        assert_eq!(find("checkpoint_blocking_s").measured, 0.1);
+        assert_eq!(find("checkpoint_overhead").measured, 4.0 * 0.1 / 400.0);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::train::{edited, random_in, start, train, wait_for_step, weights_hash};
-use crate::util::{Output, bin, tool, wait_within};
+use crate::util::{Output, bin, spawn_with_stdin, tool, wait_within};
 
 /// The fixture's record trained for `steps` steps, checkpointing every 50.
 pub fn record(steps: u64) -> String {
@@ -37,7 +37,8 @@ fn start_rank(
     port: u16,
     timeout: &str,
 ) -> Child {
-    let mut child = Command::new(bin("train"))
+    let mut command = Command::new(bin("train"));
+    command
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["--out".as_ref(), out.as_os_str()])
         .args(["-q", "--threads", "1", "--dist-timeout", timeout])
@@ -46,19 +47,8 @@ fn start_rank(
         .env("LOCAL_RANK", rank.to_string())
         .env("LOCAL_WORLD_SIZE", world.to_string())
         .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("train starts");
-    let mut stdin = child.stdin.take().unwrap();
-    let bytes = record.as_bytes().to_vec();
-    std::thread::spawn(move || {
-        use std::io::Write;
-        let _ = stdin.write_all(&bytes);
-    });
-    child
+        .env("MASTER_PORT", port.to_string());
+    spawn_with_stdin(&mut command, record.as_bytes())
 }
 
 /// Waits for a rank or launcher; none of these jobs takes two minutes, so a hang fails fast.

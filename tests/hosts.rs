@@ -7,13 +7,13 @@
 //! process in them are removed at the end, also when an assertion fails.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::distributed::{max_relative_difference, record};
 use crate::train::{train, weights_hash};
-use crate::util::{Output, bin, wait_within};
+use crate::util::{Output, bin, spawn_with_stdin, wait_within};
 
 /// Documentation-range addresses (RFC 5737, TEST-NET-1): never routed anywhere.
 const ADDRESSES: [&str; 2] = ["192.0.2.1", "192.0.2.2"];
@@ -86,7 +86,8 @@ impl Hosts {
 
     /// Starts rank `rank` of 2 in its namespace, rank 0's address as the master.
     fn start(&mut self, record: &str, out: &Path, rank: usize, timeout_s: &str) {
-        let mut child = Command::new("ip")
+        let mut command = Command::new("ip");
+        command
             .args(["netns", "exec", &self.names[rank]])
             .arg(bin("train"))
             .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -99,18 +100,8 @@ impl Hosts {
             .env("GROUP_RANK", rank.to_string())
             .env("MASTER_ADDR", ADDRESSES[0])
             .env("MASTER_PORT", PORT)
-            .env("GLOO_SOCKET_IFNAME", &self.links[rank])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("train starts in its namespace");
-        let mut stdin = child.stdin.take().unwrap();
-        let bytes = record.as_bytes().to_vec();
-        std::thread::spawn(move || {
-            use std::io::Write;
-            let _ = stdin.write_all(&bytes);
-        });
+            .env("GLOO_SOCKET_IFNAME", &self.links[rank]);
+        let child = spawn_with_stdin(&mut command, record.as_bytes());
         self.children.push(child);
     }
 

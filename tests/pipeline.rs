@@ -9,7 +9,9 @@ use serde_json::Value;
 
 use crate::util::testdata;
 
-fn make(dir: &Path, manifest: &str, extra: &[&str]) -> Output {
+/// `make stages` in `dir` (RUN_DIR=.) with `manifest`, seeds 11 and 12, model churn; the e2e
+/// snapshot is generated on first use.
+pub fn make(dir: &Path, manifest: &str, extra: &[&str]) -> Output {
     let root = env!("CARGO_MANIFEST_DIR");
     // The e2e manifest names ./snapshot; make generates only the demo manifest's snapshot.
     if !dir.join("snapshot").exists() {

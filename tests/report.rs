@@ -214,25 +214,8 @@ fn a_real_table_is_mapped_its_page_passes_a_browser_and_tensorboard_reads_its_cu
 #[test]
 fn the_pipeline_writes_a_page_with_every_plot_and_the_browser_check_can_fail() {
     let dir = tempfile::tempdir().unwrap();
-    crate::util::demo_snapshot(&dir.path().join("snapshot"), 20_000, &["--seed", "7"]);
     for manifest in ["e2e/manifest.yaml", "e2e/manifest-changed.yaml"] {
-        let out = Command::new("make")
-            .current_dir(dir.path())
-            .args(["--no-print-directory", "-f"])
-            .arg(root().join("Makefile"))
-            .arg("stages")
-            .arg(format!(
-                "MANIFEST={}",
-                crate::util::testdata(manifest).display()
-            ))
-            .args([
-                "RUN_DIR=.",
-                "SEEDS=11 12",
-                "MODEL=churn",
-                "REGISTRY=registry",
-            ])
-            .output()
-            .unwrap();
+        let out = crate::pipeline::make(dir.path(), manifest, &[]);
         assert!(
             out.status.success(),
             "{}",

@@ -225,6 +225,23 @@ pub fn spawn(
     child
 }
 
+/// Starts `command` with every stream piped and writes `stdin` to it from a thread, so a child
+/// that never reads (or dies first) cannot block the test.
+pub fn spawn_with_stdin(command: &mut Command, stdin: &[u8]) -> std::process::Child {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    let mut pipe = child.stdin.take().expect("stdin pipe");
+    let bytes = stdin.to_vec();
+    std::thread::spawn(move || {
+        let _ = pipe.write_all(&bytes);
+    });
+    child
+}
+
 /// Checks the last `timings` entry belongs to `tool` and is well formed, then removes the
 /// `timings` array, whose values differ on every run.
 pub fn strip_timings(mut record: Value, tool: &str) -> Value {

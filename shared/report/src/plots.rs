@@ -115,28 +115,9 @@ pub fn slices(title: &str, metric: &str, rows: &[SliceRow]) -> String {
         .flatten()
     });
     let (x0, x1) = padded(values, 0.05);
-    let n = rows.len().max(1) as i32;
-    let height = 90 + 24 * n as u32;
-    draw((720, height), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(150)
-            .build_cartesian_2d(x0..x1, (0..n).into_segmented())?;
-        let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
-        chart
-            .configure_mesh()
-            .x_desc(metric)
-            .y_labels(rows.len().max(1))
-            .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
-                _ => String::new(),
-            })
-            .light_line_style(WHITE.mix(0.0))
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 13))
-            .draw()?;
+    let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
+    draw(category_size(rows.len()), |root| {
+        let mut chart = category_chart(root, title, metric, x0..x1, &labels)?;
         let at = |i: usize| SegmentValue::CenterOf(i as i32);
         chart
             .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
@@ -199,27 +180,9 @@ pub fn bars(title: &str, x_desc: &str, bars: &[Bar], limit: f64) -> String {
         .filter(|v| v.is_finite())
         .fold(limit, f64::max);
     let n = bars.len().max(1) as i32;
-    let height = 90 + 24 * n as u32;
-    draw((720, height), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(150)
-            .build_cartesian_2d(0.0..max * 1.1, (0..n).into_segmented())?;
-        let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_labels(bars.len().max(1))
-            .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
-                _ => String::new(),
-            })
-            .light_line_style(WHITE.mix(0.0))
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 13))
-            .draw()?;
+    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
+    draw(category_size(bars.len()), |root| {
+        let mut chart = category_chart(root, title, x_desc, 0.0..max * 1.1, &labels)?;
         chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
             let fill = if b.failed {
                 RGBColor(213, 94, 0)
@@ -251,6 +214,51 @@ pub fn bars(title: &str, x_desc: &str, bars: &[Bar], limit: f64) -> String {
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error + 'static>>;
+
+/// A chart with a numeric x axis and one row per label (slices, drift).
+type CategoryChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<
+        plotters::coord::types::RangedCoordf64,
+        plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordi32>,
+    >,
+>;
+
+/// The size of a chart of `rows` labelled rows: a fixed frame plus a line per row.
+fn category_size(rows: usize) -> (u32, u32) {
+    (720, 90 + 24 * rows.max(1) as u32)
+}
+
+/// A chart of one row per label against `x`, its mesh drawn with the labels on the y axis.
+fn category_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    x_desc: &str,
+    x: std::ops::Range<f64>,
+    labels: &[String],
+) -> Result<CategoryChart<'a, 'b>, Box<dyn std::error::Error + 'static>> {
+    let n = labels.len().max(1) as i32;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(150)
+        .build_cartesian_2d(x, (0..n).into_segmented())?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_labels(labels.len().max(1))
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .light_line_style(WHITE.mix(0.0))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 13))
+        .draw()?;
+    Ok(chart)
+}
 
 /// Draws into an SVG string of `size` pixels (the page scales it to its column).
 fn draw(

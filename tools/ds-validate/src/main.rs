@@ -29,7 +29,9 @@ thresholds of manifest.validate (defaults in brackets): bad_values [0.001 share]
 label_invalid (NaN or not 0/1), schema_change, row_count_change [0.5 relative], label_rate_shift
 [0.03], null_rate_rise [0.05], out_of_range [0.01 share], numeric_drift [Jensen-Shannon 0.01],
 new_categories [0.01 share], categorical_drift [L-infinity 0.05]. Dates are not range- or
-drift-checked, nor is a numeric entity id; entity and text columns are not category-checked. --previous-model compares with
+drift-checked, nor is a numeric entity id; entity and text columns are not category-checked, nor
+is a column with over 10000 distinct values (an id or free text: its counts are given up, only its
+distinct count kept, and its summary has top_skipped instead of top). --previous-model compares with
 the profile stored in the registry for the model that serves (register profile NAME@ALIAS); when
 the registry has no such model yet (the first run), only this snapshot's own checks run and the
 section says so in no_previous. --explained lists accepted drifts:
@@ -38,7 +40,7 @@ section says so in no_previous. --explained lists accepted drifts:
 Output: the input record plus
   \"validate\": {\"passed\": bool, \"profile\": {rows, files, label, label_rate, bad_values,
                columns: {<name>: {type, count, nulls, null_rate, distinct, min, max, mean, std,
-               quantiles, top, label_rate}}}, \"profile_file\", \"previous\",
+               quantiles, top | top_skipped, label_rate}}}, \"profile_file\", \"previous\",
                \"previous_model\"?: {reference, version}, \"no_previous\"?: why nothing was compared,
                \"checks\": [{\"name\", \"column\", \"value\", \"threshold\", \"passed\", \"detail\"?, \"explained\"?}]}
 `profile` and `merge` print a full profile (with its sketches); `compare` prints the record.

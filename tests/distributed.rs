@@ -178,7 +178,7 @@ fn ranks_started_by_an_outside_launcher_write_one_record() {
 const LAUNCHER_30S: [&str; 4] = ["--nproc-per-node", "2", "--dist-timeout", "30"];
 
 /// Waits until `path` exists.
-fn wait_for(path: &Path) {
+pub fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
         assert!(

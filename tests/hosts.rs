@@ -11,7 +11,7 @@ use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::distributed::{max_relative_difference, record};
+use crate::distributed::{max_relative_difference, record, wait_for};
 use crate::train::{train, weights_hash};
 use crate::util::{Output, bin, spawn_with_stdin, wait_within};
 
@@ -241,16 +241,7 @@ fn a_link_taken_down_ends_the_survivor_within_the_timeout_and_a_rerun_resumes_ex
     let out = dir.path().join("cut");
     hosts.start(&record, &out.with_extension("rank1"), 1, "8");
     hosts.start(&record, &out, 0, "8");
-    let first = out.join("checkpoints/step-0000000100.json");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !first.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            first.display()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for(&out.join("checkpoints/step-0000000100.json"));
     let down = hosts.exec(1, &["ip", "link", "set", &hosts.links[1], "down"]);
     assert!(
         down.status.success(),

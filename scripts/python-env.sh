@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Creates (once) the Python virtualenv the tests use as an independent reference: pyarrow reads
 # the shards back, scikit-learn recomputes evaluate's metrics, tensorboard reads report's event
-# files (its EventAccumulator needs no TensorFlow). It lives in the cache folder outside the
-# clone; prints its python path.
+# files (its EventAccumulator needs no TensorFlow), moto serves a loopback S3 for
+# scripts/s3-test-server.py and boto3 reads that store back. It lives in the cache folder outside
+# the clone; prints its python path.
 set -euo pipefail
 CACHE="${RUNFN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runfn}"
 VENV="$CACHE/test-venv"
-PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0)
+PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0 'moto[server]==5.2.5' boto3==1.44.8)
 
 # Prints the pins the venv lacks (absent, another version, or not importable), one a line.
 missing() {
   "$VENV/bin/python" - "${PACKAGES[@]}" <<'PY'
 import importlib, importlib.metadata, sys
-modules = {"scikit-learn": "sklearn"}
+# moto.server rather than moto: it imports flask, so a venv without the [server] extra fails.
+modules = {"scikit-learn": "sklearn", "moto": "moto.server"}
 for pin in sys.argv[1:]:
     name, version = pin.split("==")
+    name = name.split("[")[0]
     try:
         ok = importlib.metadata.version(name) == version
         importlib.import_module(modules.get(name, name))

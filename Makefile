@@ -34,6 +34,10 @@ MODEL ?= churn
 SEEDS ?= 7 8 9
 REGISTRY ?= registry
 export RUNFN_REGISTRY := $(REGISTRY)
+# Where the shards and the trainings (checkpoints, weights, metrics) go: RUN_DIR, or a store URL
+# such as s3://bucket/runs/demo (the records stay under RUN_DIR). The registry's blobs go to a
+# store when RUNFN_REGISTRY_BLOBS names one; its index stays in REGISTRY.
+STORE ?= $(RUN_DIR)
 # Drift is checked against the profile of $(MODEL)@prod in the registry, or against PREVIOUS (a
 # profile file) when given; EXPLAINED lists drifts a person has accepted.
 PREVIOUS ?=
@@ -139,7 +143,7 @@ $(RUN_DIR)/leaks.json: $(RUN_DIR)/validate.json $(BIN)/leak-check
 
 $(RUN_DIR)/shards.json: $(RUN_DIR)/leaks.json $(BIN)/shardify
 	$(call say,"write the shards")
-	@$(call stage,$(BIN)/shardify --out $(RUN_DIR)/shards -q < $<)
+	@$(call stage,$(BIN)/shardify --out '$(STORE)/shards' -q < $<)
 
 $(RUN_DIR)/ckpt.json: $(RUN_DIR)/shards.json $(BIN)/ckpt-interval
 	@$(call stage,$(BIN)/ckpt-interval --cost 90 --mtbf 43200 --restart 120 -q < $<)
@@ -149,7 +153,7 @@ $(RUN_DIR)/ckpt.json: $(RUN_DIR)/shards.json $(BIN)/ckpt-interval
 manifest_hash = $$(grep -o '"manifest_hash":"[0-9a-f]*"' $(1) | cut -d'"' -f4 | cut -c1-16)
 $(RUN_DIR)/train-seed%.json: $(RUN_DIR)/ckpt.json $(BIN)/train
 	$(call say,"train seed $*")
-	@$(call stage,$(BIN)/train --seed $* --out $(RUN_DIR)/train/$(call manifest_hash,$<)-seed$* -q < $<)
+	@$(call stage,$(BIN)/train --seed $* --out '$(STORE)/train/'$(call manifest_hash,$<)-seed$* -q < $<)
 
 $(RUN_DIR)/eval-seed%.json: $(RUN_DIR)/train-seed%.json $(BIN)/evaluate
 	@$(call stage,$(BIN)/evaluate --bootstrap 200 -q < $<)

@@ -13,6 +13,7 @@ mod hosts;
 mod leak_check;
 mod mf_hash;
 mod noise_floor;
+mod object_store;
 mod pipeline;
 mod real_data;
 mod register;

@@ -11,6 +11,23 @@ use crate::error::DataError;
 use crate::read::Snapshot;
 use crate::types::read_schema_file;
 
+/// `path` itself, or the local copy of the store URL it spells.
+fn stage_if_remote(path: &Path) -> Result<PathBuf, InputError> {
+    match path.to_str() {
+        Some(text) if runfn_storage::is_remote(text) => Ok(runfn_storage::stage_prefix(text)?),
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+/// Where the snapshot mf-hash recorded is read from here: its path, or a URL's staged copy.
+fn recorded_local(recorded: &str) -> PathBuf {
+    if runfn_storage::is_remote(recorded) {
+        runfn_storage::staged_path(recorded)
+    } else {
+        PathBuf::from(recorded)
+    }
+}
+
 /// Data already split into shards, or a raw snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataSource {
@@ -165,11 +182,15 @@ impl DataSpec {
     }
 
     /// The snapshot to read: `--in` when given, else the manifest's location when it exists here.
+    /// A store URL (`s3://…`) is staged into the local cache first, and that copy is read.
     pub fn snapshot_path(&self, flag: Option<&std::path::Path>) -> Result<PathBuf, InputError> {
         if let Some(path) = flag {
-            return Ok(path.to_path_buf());
+            return stage_if_remote(path);
         }
         match &self.snapshot {
+            Some(location) if runfn_storage::is_remote(location) => {
+                Ok(runfn_storage::stage_prefix(location)?)
+            }
             Some(location) if std::path::Path::new(location).exists() => {
                 Ok(PathBuf::from(location))
             }
@@ -195,12 +216,12 @@ impl DataSpec {
         shards: Option<&Path>,
     ) -> Result<DataSource, InputError> {
         if let Some(dir) = shards {
-            return Ok(DataSource::Shards(dir.to_path_buf()));
+            return Ok(DataSource::Shards(crate::shards::local_shards(dir)?));
         }
         if input.is_none()
             && let Some(dir) = record.get_path("shards.dir").and_then(Value::as_str)
         {
-            return Ok(DataSource::Shards(PathBuf::from(dir)));
+            return Ok(DataSource::Shards(crate::shards::local_shards(Path::new(dir))?));
         }
         Ok(DataSource::Snapshot(self.snapshot_path(input)?))
     }
@@ -221,7 +242,9 @@ impl DataSpec {
         let snapshot = Snapshot::open(path, &types)?;
         let checked = match (&self.pinned, &self.recorded) {
             (Some(pinned), _) => Some(runfn_manifest::pin::verify(path, pinned, &|_| {})),
-            (None, Some((recorded, digest))) if same_path(Path::new(recorded), path) => {
+            (None, Some((recorded, digest)))
+                if same_path(&recorded_local(recorded), path) =>
+            {
                 Some(runfn_manifest::pin::verify_recorded(path, digest, &|_| {}))
             }
             _ => None,

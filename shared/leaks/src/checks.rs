@@ -45,7 +45,7 @@ fn later_rows(merged: &Merged, rank: &[usize]) -> u64 {
 }
 
 fn place(data: &Partitioned, loc: Loc) -> Value {
-    json!({"file": data.snapshot.files[loc.file as usize].path.display().to_string(), "row": loc.row})
+    json!({"file": runfn_storage::display(&data.snapshot.files[loc.file as usize].path), "row": loc.row})
 }
 
 fn split_name(data: &Partitioned, split: u8) -> &str {

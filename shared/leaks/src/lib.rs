@@ -47,7 +47,7 @@ pub fn pair_json(data: &Partitioned, pair: &Pair) -> serde_json::Value {
     let side = |(split, loc): (u8, Loc)| {
         serde_json::json!({
             "split": data.split_names.get(split as usize).map_or("?", String::as_str),
-            "file": data.snapshot.files[loc.file as usize].path.display().to_string(),
+            "file": runfn_storage::display(&data.snapshot.files[loc.file as usize].path),
             "row": loc.row,
         })
     };

@@ -93,6 +93,7 @@ pub struct Writer {
     in_flight: Option<InFlight>,
     idle: Idle,
     delay: Duration,
+    store: Option<runfn_storage::Remote>,
 }
 
 impl Writer {
@@ -103,7 +104,15 @@ impl Writer {
             in_flight: None,
             idle: Idle::default(),
             delay: Duration::ZERO,
+            store: None,
         }
+    }
+
+    /// Each checkpoint, once on disk, is also published to `store` (see
+    /// [`checkpoint::publish`]); its seconds include the upload.
+    pub fn with_store(mut self, store: Option<runfn_storage::Remote>) -> Writer {
+        self.store = store;
+        self
     }
 
     /// Every write starts `delay` late, as on a slow disk (the tests' hook).
@@ -121,6 +130,7 @@ impl Writer {
     pub fn start(&mut self, snapshot: Snapshot) -> Result<Option<Written>> {
         let previous = self.wait()?;
         let (dir, keep, delay) = (self.dir.clone(), self.keep, self.delay);
+        let store = self.store.clone();
         let step = snapshot.state.step;
         self.idle.set(true);
         let done = Done(self.idle.clone());
@@ -136,10 +146,17 @@ impl Writer {
                     .collect();
                 // Pruning runs inside the save, after the new checkpoint's JSON is renamed into
                 // place, so the checkpoint a resume would load is never the one removed.
-                let (path, seconds) = checkpoint::save(&dir, snapshot.state, &named, keep)
+                let started = std::time::Instant::now();
+                let (path, _) = checkpoint::save(&dir, snapshot.state, &named, keep)
                     .with_context(|| {
                         format!("writing the checkpoint of step {step} in {}", dir.display())
                     })?;
+                if let Some(store) = &store {
+                    checkpoint::publish(&dir, store).with_context(|| {
+                        format!("publishing the checkpoint of step {step} to {}", store.url())
+                    })?;
+                }
+                let seconds = started.elapsed().as_secs_f64();
                 Ok(Written {
                     step,
                     path,

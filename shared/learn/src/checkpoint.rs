@@ -227,6 +227,26 @@ fn remove_if_present(path: &Path) -> Result<()> {
     }
 }
 
+/// A checkpoint's JSON is its commit mark, in a store as on disk.
+fn is_commit_mark(relative: &str) -> bool {
+    relative.ends_with(".json")
+}
+
+/// Publishes the checkpoint folder to its copy in a store: new tensors first, then their JSON;
+/// pruned checkpoints lose their JSON before their tensors. A reader of the store sees the same
+/// whole checkpoints as one of the folder.
+pub fn publish(dir: &Path, store: &runfn_storage::Remote) -> Result<()> {
+    runfn_storage::push(dir, store, &is_commit_mark)?;
+    Ok(())
+}
+
+/// Makes the folder hold the store's checkpoints (before a resume): what the store lacks is
+/// removed, what it has is downloaded unless the folder already has that object.
+pub fn fetch(store: &runfn_storage::Remote, dir: &Path) -> Result<()> {
+    runfn_storage::pull(store, dir, &is_commit_mark)?;
+    Ok(())
+}
+
 /// Removes every checkpoint in `dir` (for `--fresh`).
 pub fn clear(dir: &Path) -> Result<()> {
     for step in committed_steps(dir)? {

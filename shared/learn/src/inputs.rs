@@ -33,6 +33,8 @@ pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputErr
             }
         },
     };
+    // A store URL: the set is staged into the local cache (shards, then the index).
+    let dir = runfn_data::shards::local_shards(&dir)?;
     let index =
         ShardIndex::load(&dir, true).map_err(|e| InputError::field("shards", e.to_string()))?;
     let index_blake3 =

@@ -41,7 +41,11 @@ pub struct TrainJob {
     pub manifest_hash: String,
     pub run_id: Option<String>,
     pub seed: u64,
+    /// The local folder written (a work folder when the run's output is in a store).
     pub out: PathBuf,
+    /// Where `out/checkpoints` is published as each checkpoint is written, and fetched from
+    /// before a resume: the store copy of the run's output (`--out s3://…`).
+    pub store: Option<runfn_storage::Remote>,
     pub shards_dir: PathBuf,
     pub index: ShardIndex,
     pub index_blake3: String,
@@ -222,11 +226,22 @@ fn train_job(
     let load_started = Instant::now();
     let mut loaded = None;
     let mut start = None;
+    let ckpt_store = job.store.as_ref().map(|s| s.join("checkpoints"));
     if root {
         checkpoint::ensure_writable(&ckpt_dir)?;
         let mut warnings = Vec::new();
+        if let Some(store) = &ckpt_store
+            && !job.fresh
+        {
+            checkpoint::fetch(store, &ckpt_dir)
+                .with_context(|| format!("fetching the checkpoints in {}", store.url()))?;
+        }
         loaded = if job.fresh {
             checkpoint::clear(&ckpt_dir)?;
+            if let Some(store) = &ckpt_store {
+                checkpoint::publish(&ckpt_dir, store)
+                    .with_context(|| format!("removing the checkpoints in {}", store.url()))?;
+            }
             None
         } else {
             checkpoint::load_latest(&ckpt_dir, &job.manifest_hash, job.seed, &mut warnings)?
@@ -366,7 +381,8 @@ fn train_job(
     )?;
     let hooks = TestHooks::from_env();
     let mut writer = async_checkpoint::Writer::new(&ckpt_dir, config.keep_checkpoints)
-        .with_delay(hooks.slow_ckpt_write);
+        .with_delay(hooks.slow_ckpt_write)
+        .with_store(ckpt_store.clone());
     // A loop stuck for good is ended from the watchdog's thread: a checkpoint being written then
     // is finished first (a write stuck on a dead disk gets a minute), so it is whole on disk.
     let idle = writer.idle();
@@ -614,8 +630,14 @@ fn train_job(
                         ckpt_times.push(written.seconds);
                     }
                 } else {
-                    let (_, seconds) =
-                        checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
+                    let started = Instant::now();
+                    checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
+                    if let Some(store) = &ckpt_store {
+                        checkpoint::publish(&ckpt_dir, store).with_context(|| {
+                            format!("publishing the checkpoint of step {step} to {}", store.url())
+                        })?;
+                    }
+                    let seconds = started.elapsed().as_secs_f64();
                     ckpt_times.push(seconds);
                     entry["ckpt_s"] = json!(seconds);
                 }

@@ -1,4 +1,10 @@
 //! Content-addressed blobs: `blobs/ab/<64 hex>`, written atomically, then made read-only.
+//!
+//! With a store behind it (`RUNFN_REGISTRY_BLOBS=s3://bucket/prefix`, remembered in the
+//! registry's `blob-store` file), every blob is also uploaded to `<prefix>/ab/<64 hex>` and the
+//! local folder is a cache: a blob missing here is downloaded and checked against its name. A
+//! blob's object appears whole (one PUT, or a completed multipart upload) before the SQLite
+//! index, which stays a local file, refers to it.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +15,7 @@ use crate::{RegistryError, Result};
 #[derive(Debug, Clone)]
 pub struct BlobStore {
     dir: PathBuf,
+    store: Option<runfn_storage::Remote>,
 }
 
 /// The blobs of one entry, by role.
@@ -41,11 +48,80 @@ impl Blobs {
 
 impl BlobStore {
     pub fn new(dir: PathBuf) -> BlobStore {
-        BlobStore { dir }
+        BlobStore { dir, store: None }
+    }
+
+    /// Blobs kept in `store` too, with `dir` as their local cache.
+    pub fn with_store(dir: PathBuf, store: runfn_storage::Remote) -> BlobStore {
+        BlobStore {
+            dir,
+            store: Some(store),
+        }
+    }
+
+    /// The store URL behind the blobs, if any.
+    pub fn store_url(&self) -> Option<String> {
+        self.store.as_ref().map(runfn_storage::Remote::url)
+    }
+
+    fn relative(hash: &str) -> String {
+        format!("{}/{hash}", &hash[..2.min(hash.len())])
     }
 
     pub fn path(&self, hash: &str) -> PathBuf {
         self.dir.join(&hash[..2.min(hash.len())]).join(hash)
+    }
+
+    /// Where a reader finds the blob: its store URL when there is a store, else its path.
+    pub fn location(&self, hash: &str) -> String {
+        match &self.store {
+            Some(store) => store.join(&Self::relative(hash)).url(),
+            None => self.path(hash).display().to_string(),
+        }
+    }
+
+    /// The blob as a local file, downloaded from the store when this machine lacks it.
+    pub fn fetch(&self, hash: &str) -> Result<PathBuf> {
+        let path = self.path(hash);
+        if self.check_local(hash).is_ok() {
+            return Ok(path);
+        }
+        let Some(store) = &self.store else {
+            self.check_local(hash).map_err(RegistryError::Invalid)?;
+            return Ok(path);
+        };
+        if path.exists() {
+            make_writable(&path)?;
+        }
+        store
+            .join(&Self::relative(hash))
+            .download(&path)
+            .map_err(|e| RegistryError::Invalid(e.to_string()))?;
+        make_read_only(&path)?;
+        self.check_local(hash).map_err(RegistryError::Invalid)?;
+        Ok(path)
+    }
+
+    /// Uploads the local blob to the store unless an object of its size is already there
+    /// (content-addressed: the same name is the same bytes).
+    fn publish(&self, hash: &str) -> Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let object = store.join(&Self::relative(hash));
+        let path = self.path(hash);
+        let size = std::fs::metadata(&path)
+            .map_err(|source| RegistryError::Io {
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        let invalid = |e: runfn_storage::StorageError| RegistryError::Invalid(e.to_string());
+        if object.head().map_err(invalid)?.is_some_and(|e| e.size == size) {
+            return Ok(());
+        }
+        object.upload_file(&path).map_err(invalid)?;
+        Ok(())
     }
 
     /// Stores `bytes` and returns their blake3. An existing blob with the right content is kept;
@@ -53,7 +129,8 @@ impl BlobStore {
     pub fn put(&self, bytes: &[u8]) -> Result<String> {
         let hash = blake3::hash(bytes).to_hex().to_string();
         let path = self.path(&hash);
-        if self.check(&hash).is_ok() {
+        if self.check_local(&hash).is_ok() {
+            self.publish(&hash)?;
             return Ok(hash);
         }
         let parent = path.parent().expect("blob paths have a folder");
@@ -67,6 +144,7 @@ impl BlobStore {
         runfn_core::atomic::write_bytes_atomic(&path, bytes)
             .map_err(|e| RegistryError::Invalid(e.to_string()))?;
         make_read_only(&path)?;
+        self.publish(&hash)?;
         Ok(hash)
     }
 
@@ -81,7 +159,7 @@ impl BlobStore {
 
     /// The blob's bytes, refused when they no longer hash to its name.
     pub fn read(&self, hash: &str) -> Result<Vec<u8>> {
-        let path = self.path(hash);
+        let path = self.fetch(hash)?;
         let bytes = std::fs::read(&path).map_err(|source| RegistryError::Io {
             path: path.clone(),
             source,
@@ -96,8 +174,31 @@ impl BlobStore {
         Ok(bytes)
     }
 
-    /// Ok when the blob exists and its bytes hash to its name.
+    /// Ok when the blob exists and its bytes hash to its name; with a store, the store's copy
+    /// must exist too (with the local copy's size), and a blob only the store has is
+    /// downloaded and checked.
     pub fn check(&self, hash: &str) -> std::result::Result<(), String> {
+        let Some(store) = &self.store else {
+            return self.check_local(hash);
+        };
+        let object = store.join(&Self::relative(hash));
+        let entry = object.head().map_err(|e| e.to_string())?;
+        let Some(entry) = entry else {
+            return Err(format!("{}: missing from the store", object.url()));
+        };
+        self.fetch(hash).map_err(|e| e.to_string())?;
+        let local = std::fs::metadata(self.path(hash)).map_or(0, |m| m.len());
+        if local != entry.size {
+            return Err(format!(
+                "{}: {} bytes in the store, {local} here",
+                object.url(),
+                entry.size
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_local(&self, hash: &str) -> std::result::Result<(), String> {
         let path = self.path(hash);
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let actual = blake3::hash(&bytes).to_hex().to_string();

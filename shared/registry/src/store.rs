@@ -138,6 +138,52 @@ fn try_connect(db_path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
+/// The file in a registry that names the store its blobs are kept in.
+pub const BLOB_STORE_FILE: &str = "blob-store";
+
+/// The registry's blobs: local, or in the store that `RUNFN_REGISTRY_BLOBS` names (remembered in
+/// `dir/blob-store` the first time, so every later reader finds the blobs without the variable;
+/// a different store for the same registry is refused).
+fn blob_store(dir: &Path) -> Result<BlobStore> {
+    let file = dir.join(BLOB_STORE_FILE);
+    let remembered = match std::fs::read_to_string(&file) {
+        Ok(text) => Some(text.trim().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => return Err(RegistryError::Io { path: file, source }),
+    };
+    let asked = std::env::var("RUNFN_REGISTRY_BLOBS")
+        .ok()
+        .map(|v| v.trim().trim_end_matches('/').to_string())
+        .filter(|v| !v.is_empty());
+    let url = match (remembered, asked) {
+        (Some(old), Some(new)) if old != new => {
+            return Err(RegistryError::Invalid(format!(
+                "RUNFN_REGISTRY_BLOBS is {new}, but the registry in {} keeps its blobs in {old} \
+                 ({}); unset it or use another registry",
+                dir.display(),
+                file.display()
+            )));
+        }
+        (Some(url), _) => Some(url),
+        (None, Some(url)) => {
+            runfn_core::atomic::write_bytes_atomic(&file, format!("{url}\n").as_bytes())
+                .map_err(|e| RegistryError::Invalid(e.to_string()))?;
+            Some(url)
+        }
+        (None, None) => None,
+    };
+    let local = dir.join("blobs");
+    match url {
+        Some(url) => {
+            let store = runfn_storage::Remote::parse(&url).map_err(|e| {
+                RegistryError::Invalid(format!("{}: {e}", file.display()))
+            })?;
+            Ok(BlobStore::with_store(local, store))
+        }
+        None => Ok(BlobStore::new(local)),
+    }
+}
+
 impl Registry {
     /// Opens (creating when absent) the registry in `dir`.
     pub fn open(dir: &Path) -> Result<Registry> {
@@ -153,7 +199,7 @@ impl Registry {
         let conn = connect(&db_path).map_err(sql)?;
         Ok(Registry {
             dir: dir.to_path_buf(),
-            blobs: BlobStore::new(dir.join("blobs")),
+            blobs: blob_store(dir)?,
             db_path,
             conn,
         })

@@ -72,7 +72,9 @@ impl Report {
         let mut sources: Vec<&Value> = Vec::new();
         for ((seed, metrics), record) in &trained {
             let seed = (*seed != u64::MAX).then_some(*seed);
-            let curve = Curve::read(std::path::Path::new(metrics), seed).map_err(|err| {
+            // A run whose output is in a store: its metrics are staged into the local cache.
+            let local = runfn_storage::local_path(metrics)?;
+            let curve = Curve::read(&local, seed).map_err(|err| {
                 InputError::field(
                     "train.metrics",
                     format!("{metrics}: cannot be read back ({err})"),

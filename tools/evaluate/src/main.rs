@@ -128,16 +128,16 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             let text = path.to_string_lossy().into_owned();
             let registry = Registry::open_existing(&registry_dir)?;
             let entry = registry.resolve(&ModelRef::parse(&text)?)?;
-            let blob = registry.blobs.path(&entry.lineage.weights_blake3);
+            let blob = registry.blobs.fetch(&entry.lineage.weights_blake3)?;
             (
                 blob,
                 Some(format!("{}@{}", entry.lineage.name, entry.version)),
                 Some(entry.lineage.weights_blake3.clone()),
             )
         }
-        Some(path) => (path, None, None),
+        Some(path) => (runfn_storage::local_path(&path.to_string_lossy())?, None, None),
         None if from_checkpoint => match record.get_path("train.best.checkpoint") {
-            Some(Value::String(path)) => (PathBuf::from(path), None, None),
+            Some(Value::String(path)) => (staged_checkpoint(path)?, None, None),
             _ => {
                 return Err(InputError::field(
                     "--checkpoint",
@@ -149,7 +149,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         },
         None => match record.get_path("train.weights") {
             Some(Value::String(path)) => (
-                PathBuf::from(path),
+                runfn_storage::local_path(path)?,
                 None,
                 record
                     .get_path("train.weights_blake3")
@@ -330,6 +330,19 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
 }
 
 /// Whether leak-check found exact or near twins across splits (tolerated, or its check off).
+/// A checkpoint's JSON, as a local path: a store URL's checkpoint folder is staged (tensors
+/// first, JSONs last) and the same JSON in it returned.
+fn staged_checkpoint(path: &str) -> anyhow::Result<PathBuf> {
+    if !runfn_storage::is_remote(path) {
+        return Ok(PathBuf::from(path));
+    }
+    let (folder, name) = path
+        .rsplit_once('/')
+        .ok_or_else(|| InputError::field("train.best.checkpoint", "names no file"))?;
+    let local = runfn_storage::stage_set(folder, &|relative: &str| relative.ends_with(".json"))?;
+    Ok(local.join(name))
+}
+
 fn names_twins(record: &Record) -> bool {
     let checks = record.get_path("leaks.checks").and_then(Value::as_array);
     checks.into_iter().flatten().any(|check| {

@@ -62,8 +62,8 @@ struct Args {
     /// Set code.commit to the git HEAD of the current folder; refuse a dirty work tree.
     #[arg(long)]
     commit_from_git: bool,
-    /// Add a content digest of this data snapshot (folder or file); verified against a
-    /// `@blake3:` snapshot id.
+    /// Add a content digest of this data snapshot (folder, file or store URL such as
+    /// s3://bucket/prefix); verified against a `@blake3:` snapshot id.
     #[arg(long, value_name = "PATH")]
     data_digest: Option<PathBuf>,
     /// Print one field of the manifest as a plain line instead of the record: `snapshot` (the
@@ -234,17 +234,35 @@ fn digest_with_progress(
     pinned: Option<String>,
 ) -> anyhow::Result<DataDigest> {
     let in_flag = |e: DigestError| anyhow::anyhow!("--data-digest {e}");
+    // A store URL is staged into the local cache (unchanged objects are not fetched again) and
+    // that copy digested; the record names the URL.
+    let url = path
+        .to_str()
+        .filter(|t| runfn_storage::is_remote(t))
+        .map(String::from);
+    let staged;
+    let path = match &url {
+        Some(url) => {
+            tool.info(format!("{url}: staging into the local cache"));
+            staged = runfn_storage::stage_prefix(url)?;
+            staged.as_path()
+        }
+        None => path,
+    };
     let bar = tool.progress_bar(
         total_bytes(path).map_err(in_flag)?,
         "{bytes}/{total_bytes} {binary_bytes_per_sec}",
     );
     let progress = |bytes| bar.inc(bytes);
-    let digest = match &pinned {
+    let mut digest = match &pinned {
         Some(pinned) => verify(path, pinned, &progress)
             .map_err(|e| InputError::field("data.snapshot", e.to_string()))?,
         None => digest_path(path, &progress).map_err(in_flag)?,
     };
     bar.finish_and_clear();
+    if let Some(url) = url {
+        digest.path = url;
+    }
     tool.info(format!(
         "{}: {} ({} files, {} bytes{})",
         digest.path,

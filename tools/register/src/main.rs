@@ -325,7 +325,7 @@ fn register(tool: &Tool, args: Args, dir: PathBuf) -> anyhow::Result<Exit> {
     let mut registry = Registry::open(&dir)?;
     let weights = registry
         .blobs
-        .put_file(std::path::Path::new(&weights_path))?;
+        .put_file(&runfn_storage::local_path(&weights_path)?)?;
     if weights != weights_blake3 {
         return Err(InputError::field(
             "train.weights",
@@ -393,7 +393,7 @@ fn register(tool: &Tool, args: Args, dir: PathBuf) -> anyhow::Result<Exit> {
             "name": entry.lineage.name,
             "version": entry.version,
             "weights_blake3": weights_blake3,
-            "weights": registry.blobs.path(&entry.lineage.weights_blake3).display().to_string(),
+            "weights": registry.blobs.location(&entry.lineage.weights_blake3),
             "manifest_hash": manifest_hash,
             "promoted": args.promote,
             "ungated_reason": ungated_reason,

@@ -25,13 +25,20 @@ Split rules: `col < 2026-08-01` (<=, >, >= too), a bare period of manifest.data.
 `col in (a, b)` (strings bare or quoted, numbers, dates, true/false; a null matches none).
 
 Reads the snapshot (CSV with a header, JSON Lines or Parquet; a file or a folder of them) at --in,
-or at manifest.data.snapshot when that is a local path, assigns each row to a split of
+or at manifest.data.snapshot when that is a local path or a store URL (s3://bucket/prefix,
+staged into the local cache), assigns each row to a split of
 manifest.data.splits (a row in two splits is an error; rows in none are counted and left out),
 shuffles each split by a permutation derived from the seed, and writes
 OUT/<split>/part-NNNNN.parquet (zstd) and then OUT/index.json, atomically, with every shard's rows,
 bytes and blake3, each split's rows digest (blake3 over its rows in shard order, whatever the
 shard files), the schema, the seed and the source digest. Same input and seed: byte-identical
 shards. Memory stays within --memory: the shuffle spills to temporary files under OUT.
+OUT may be a store URL (s3://bucket/prefix): the shards are written to a local work folder, then
+uploaded, the index last (an older index is removed first), so a reader sees a whole set or none.
+
+Examples:
+  shardify --out runs/churn/shards < leaks.json > shards.json
+  AWS_PROFILE=ml shardify --out s3://ml-data/churn/shards < leaks.json > shards.json
 
 Output: the input record plus
   \"shards\": {\"dir\", \"index_blake3\", \"splits\": {\"<split>\": {\"rows\", \"shards\", \"rows_blake3\"}},
@@ -43,10 +50,10 @@ Exit: 0 done, 2 bad usage or input (unreadable snapshot, unknown split column, o
 #[derive(Debug, Parser)]
 #[command(name = "shardify", version, after_help = AFTER_HELP)]
 struct Args {
-    /// The snapshot (default: manifest.data.snapshot when it is a local path).
+    /// The snapshot, a path or a store URL (default: manifest.data.snapshot).
     #[arg(long = "in", value_name = "PATH")]
     input: Option<PathBuf>,
-    /// Output folder (default: runs/<run_id>/shards).
+    /// Output folder or store URL (default: runs/<run_id>/shards).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Shuffle seed (default: manifest.seed).
@@ -108,8 +115,19 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             }
         },
     };
+    // A store URL: the shards are written to a local work folder, then published there.
+    let remote = out.to_str().filter(|t| runfn_storage::is_remote(t)).map(String::from);
+    let local_out = remote.as_deref().map_or_else(|| out.clone(), runfn_storage::work_dir);
+    let snapshot_name = args
+        .input
+        .as_deref()
+        .and_then(|p| p.to_str())
+        .filter(|t| runfn_storage::is_remote(t))
+        .map(String::from)
+        .or_else(|| spec.snapshot.clone().filter(|s| runfn_storage::is_remote(s)));
     let options = ShardOptions {
-        out: out.clone(),
+        out: local_out.clone(),
+        source_name: snapshot_name,
         seed,
         memory_bytes: args.memory,
         shard_rows: args.shard_rows as usize,
@@ -127,6 +145,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let (index, index_blake3) =
         shardify(&snapshot, &splits, &options, &|rows| bar.set_position(rows))?;
     bar.finish_and_clear();
+    if let Some(url) = &remote {
+        let sent = runfn_data::shards::publish(&local_out, url)?;
+        tool.info(format!(
+            "published to {url}: {} files, {} bytes uploaded, {} removed",
+            sent.files, sent.bytes, sent.removed
+        ));
+    }
 
     let bad = index.bad_values.total();
     if bad > 0 {

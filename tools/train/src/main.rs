@@ -2,10 +2,11 @@
 
 mod launcher;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::exit::exit_from_thread;
@@ -300,6 +301,15 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             .into());
         }
     };
+    // A store URL: the run works in a local work folder; checkpoints are published as they are
+    // written and fetched before a resume, the weights and metrics are published at the end.
+    let store = match out.to_str().filter(|t| runfn_storage::is_remote(t)) {
+        Some(url) => Some(runfn_storage::Remote::parse(url)?),
+        None => None,
+    };
+    let local_out = store
+        .as_ref()
+        .map_or_else(|| out.clone(), |s| runfn_storage::work_dir(&s.url()));
     let shards = inputs::shards(&record, args.shards)?;
     let reserved = inputs::reserved(&record)?;
     let rank = launch.as_ref().map_or(0, |l| l.rank);
@@ -317,7 +327,8 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         manifest_hash,
         run_id,
         seed,
-        out: out.clone(),
+        out: local_out.clone(),
+        store: store.clone(),
         shards_dir: shards.dir,
         index: shards.index,
         index_blake3: shards.index_blake3,
@@ -393,9 +404,45 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             report.weights.as_deref().unwrap_or("-")
         )),
     }
+    let mut section = serde_json::to_value(&report)?;
+    if let Some(store) = &store {
+        publish_outputs(tool, &local_out, store)?;
+        name_in_store(&mut section, &local_out, &store.url());
+    }
     let mut record = record;
-    record.set_section("train", serde_json::to_value(&report)?);
+    record.set_section("train", section);
     tool.finish_with(record, exit, environment)
+}
+
+/// Publishes the run's metrics, then its weights (what the record points to), to the store.
+/// The checkpoints are already there.
+fn publish_outputs(tool: &Tool, local: &Path, store: &runfn_storage::Remote) -> anyhow::Result<()> {
+    for name in ["metrics.jsonl", runfn_learn::weights::FILE_NAME] {
+        let path = local.join(name);
+        if path.exists() {
+            store
+                .join(name)
+                .upload_file(&path)
+                .with_context(|| format!("publishing {name}"))?;
+        }
+    }
+    tool.info(format!("published the weights and metrics to {}", store.url()));
+    Ok(())
+}
+
+/// Every path in the section that lies in the local work folder, renamed to its store URL.
+fn name_in_store(value: &mut Value, local: &Path, url: &str) {
+    let prefix = local.display().to_string();
+    match value {
+        Value::String(text) => {
+            if let Some(rest) = text.strip_prefix(&prefix) {
+                *text = format!("{url}{rest}");
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| name_in_store(v, local, url)),
+        Value::Object(map) => map.values_mut().for_each(|v| name_in_store(v, local, url)),
+        _ => {}
+    }
 }
 
 /// A loop stuck for good (it did not stop by itself when the stall was flagged) cannot return,

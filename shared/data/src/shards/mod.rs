@@ -2,11 +2,13 @@
 //! permutation derived from the seed, with `OUT/index.json` written last.
 
 mod index;
+mod remote;
 mod rows;
 mod shuffle;
 mod writer;
 
 pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry};
+pub use remote::{local_shards, publish};
 pub use rows::{ROWS_FORMAT, RowsDigest, split_rows_digest};
 pub use shuffle::{ShardOptions, ShardProgress, shardify};
 

@@ -40,6 +40,9 @@ pub struct ShardOptions {
     pub shard_rows: usize,
     pub row_group_rows: usize,
     pub zstd_level: i32,
+    /// How the index names the snapshot (default: the folder read, which is a local copy when
+    /// the snapshot came from a store).
+    pub source_name: Option<String>,
 }
 
 /// Called with the number of rows read so far, for a progress bar.
@@ -182,7 +185,10 @@ pub fn shardify(
         format: INDEX_FORMAT.to_string(),
         seed: options.seed,
         source: Source {
-            path: snapshot.root.display().to_string(),
+            path: options
+                .source_name
+                .clone()
+                .unwrap_or_else(|| snapshot.root.display().to_string()),
             files: digest.files,
             bytes: digest.bytes,
             digest: digest.digest,

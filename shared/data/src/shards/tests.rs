@@ -46,6 +46,7 @@ fn options(out: &Path, memory_bytes: u64) -> ShardOptions {
         shard_rows: 700,
         row_group_rows: 256,
         zstd_level: 3,
+        source_name: None,
     }
 }
 

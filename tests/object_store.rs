@@ -48,7 +48,12 @@ impl S3Server {
             if let Some(status) = child.try_wait().unwrap() {
                 let mut err = String::new();
                 use std::io::Read;
-                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
                 panic!("the S3 test server ended ({status}): {err}");
             }
             assert!(
@@ -122,7 +127,11 @@ impl S3Server {
     }
 
     /// `{key: size}` of the objects under `prefix`, and the keys of unfinished uploads.
-    fn ls(&self, bucket: &str, prefix: &str) -> (std::collections::BTreeMap<String, u64>, Vec<String>) {
+    fn ls(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> (std::collections::BTreeMap<String, u64>, Vec<String>) {
         let out = self.helper(&[
             "ls".as_ref(),
             self.dir.path().as_os_str(),
@@ -134,7 +143,12 @@ impl S3Server {
             .as_array()
             .unwrap()
             .iter()
-            .map(|o| (o["key"].as_str().unwrap().to_string(), o["size"].as_u64().unwrap()))
+            .map(|o| {
+                (
+                    o["key"].as_str().unwrap().to_string(),
+                    o["size"].as_u64().unwrap(),
+                )
+            })
             .collect();
         let uploads = listing["uploads_in_progress"]
             .as_array()
@@ -236,14 +250,28 @@ fn make_runs_the_demo_with_snapshot_shards_checkpoints_and_blobs_in_buckets() {
     let work = dir.path();
     let snapshot = crate::util::demo_snapshot(&work.join("snapshot"), 20_000, &["--seed", "7"]);
     server.put_tree("runfn-data", "demo", &snapshot);
-    let manifest = bucket_manifest(work, "e2e/manifest.yaml", "s3://runfn-data/demo@snapshot=e2e-20k");
+    let manifest = bucket_manifest(
+        work,
+        "e2e/manifest.yaml",
+        "s3://runfn-data/demo@snapshot=e2e-20k",
+    );
     let cache = work.join("cache");
     let root = env!("CARGO_MANIFEST_DIR");
     let mut make = Command::new("make");
     make.current_dir(work)
-        .args(["--no-print-directory", "-f", &format!("{root}/Makefile"), "stages"])
+        .args([
+            "--no-print-directory",
+            "-f",
+            &format!("{root}/Makefile"),
+            "stages",
+        ])
         .arg(format!("MANIFEST={}", manifest.display()))
-        .args(["RUN_DIR=.", "SEEDS=11 12", "MODEL=churn", "REGISTRY=registry"])
+        .args([
+            "RUN_DIR=.",
+            "SEEDS=11 12",
+            "MODEL=churn",
+            "REGISTRY=registry",
+        ])
         .arg("STORE=s3://runfn-runs/demo")
         .env("RUNFN_CACHE", &cache)
         .env("RUNFN_REGISTRY_BLOBS", "s3://runfn-registry/blobs");
@@ -256,9 +284,17 @@ fn make_runs_the_demo_with_snapshot_shards_checkpoints_and_blobs_in_buckets() {
 
     // The snapshot was read from the bucket: the digest names the URL and equals the local copy's.
     let hashed = json_file(&work.join("manifest.json"));
-    assert_eq!(str_at(&hashed, "/mf_hash/data_digest/path"), "s3://runfn-data/demo");
+    assert_eq!(
+        str_at(&hashed, "/mf_hash/data_digest/path"),
+        "s3://runfn-data/demo"
+    );
     let local = tool("mf-hash")
-        .args([manifest.as_os_str(), "--data-digest".as_ref(), snapshot.as_os_str(), "-q".as_ref()])
+        .args([
+            manifest.as_os_str(),
+            "--data-digest".as_ref(),
+            snapshot.as_os_str(),
+            "-q".as_ref(),
+        ])
         .run();
     assert_eq!(local.code, 0, "{}", local.stderr);
     assert_eq!(
@@ -268,14 +304,19 @@ fn make_runs_the_demo_with_snapshot_shards_checkpoints_and_blobs_in_buckets() {
 
     // The shards are in the bucket, index last, and nothing was written beside the records.
     let shards = json_file(&work.join("shards.json"));
-    assert_eq!(str_at(&shards, "/shards/dir"), "s3://runfn-runs/demo/shards");
+    assert_eq!(
+        str_at(&shards, "/shards/dir"),
+        "s3://runfn-runs/demo/shards"
+    );
     assert!(!work.join("shards").exists() && !work.join("train").exists());
     let (objects, uploads) = server.ls("runfn-runs", "demo/");
     assert!(uploads.is_empty(), "unfinished uploads: {uploads:?}");
     let index: Value =
         serde_json::from_slice(&server.get("runfn-runs", "demo/shards/index.json")).unwrap();
     assert_eq!(
-        blake3::hash(&server.get("runfn-runs", "demo/shards/index.json")).to_hex().to_string(),
+        blake3::hash(&server.get("runfn-runs", "demo/shards/index.json"))
+            .to_hex()
+            .to_string(),
         str_at(&shards, "/shards/index_blake3")
     );
     for split in index["splits"].as_object().unwrap().values() {
@@ -326,7 +367,9 @@ fn make_runs_the_demo_with_snapshot_shards_checkpoints_and_blobs_in_buckets() {
         format!("s3://runfn-registry/{key}")
     );
     assert_eq!(
-        blake3::hash(&server.get("runfn-registry", &key)).to_hex().to_string(),
+        blake3::hash(&server.get("runfn-registry", &key))
+            .to_hex()
+            .to_string(),
         weights_blake3
     );
     assert!(work.join("registry/index.sqlite").is_file());
@@ -347,18 +390,35 @@ fn make_runs_the_demo_with_snapshot_shards_checkpoints_and_blobs_in_buckets() {
     let resumed = server
         .with_env(tool("train"), &elsewhere)
         .current_dir(work)
-        .args(["--seed", "11", "--out", str_at(&first, "/train/weights").trim_end_matches("/model.safetensors"), "-q"])
+        .args([
+            "--seed",
+            "11",
+            "--out",
+            str_at(&first, "/train/weights").trim_end_matches("/model.safetensors"),
+            "-q",
+        ])
         .stdin(planned)
         .run();
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     let resumed = resumed.json();
     assert_eq!(resumed["train"]["resumed_from"]["step"], 300);
     assert_eq!(resumed["train"]["steps_this_run"], 0);
-    assert_eq!(resumed["train"]["weights_blake3"], first["train"]["weights_blake3"]);
+    assert_eq!(
+        resumed["train"]["weights_blake3"],
+        first["train"]["weights_blake3"]
+    );
     let scored = server
         .with_env(tool("evaluate"), &elsewhere)
         .current_dir(work)
-        .args(["--as", "baseline", "--model", "churn@prod", "--registry", "registry", "-q"])
+        .args([
+            "--as",
+            "baseline",
+            "--model",
+            "churn@prod",
+            "--registry",
+            "registry",
+            "-q",
+        ])
         .stdin(std::fs::read_to_string(work.join("noise.json")).unwrap())
         .run();
     assert_eq!(scored.code, 0, "{}", scored.stderr);
@@ -399,8 +459,20 @@ fn the_real_telco_table_read_from_a_bucket_gives_what_its_local_copy_gives() {
         ]),
         "mf-hash",
     );
-    let validated = stage(server.with_env(tool("ds-validate"), &cache).args(["-q"]).stdin(hashed.stdout), "ds-validate");
-    let checked = stage(server.with_env(tool("leak-check"), &cache).args(["-q"]).stdin(validated.stdout), "leak-check");
+    let validated = stage(
+        server
+            .with_env(tool("ds-validate"), &cache)
+            .args(["-q"])
+            .stdin(hashed.stdout),
+        "ds-validate",
+    );
+    let checked = stage(
+        server
+            .with_env(tool("leak-check"), &cache)
+            .args(["-q"])
+            .stdin(validated.stdout),
+        "leak-check",
+    );
     let sharded = stage(
         server
             .with_env(tool("shardify"), &cache)
@@ -410,20 +482,44 @@ fn the_real_telco_table_read_from_a_bucket_gives_what_its_local_copy_gives() {
     );
     let planned = stage(
         tool("ckpt-interval")
-            .args(["--cost", "0.01", "--mtbf", "3600", "--step-time", "0.002", "-q"])
+            .args([
+                "--cost",
+                "0.01",
+                "--mtbf",
+                "3600",
+                "--step-time",
+                "0.002",
+                "-q",
+            ])
             .stdin(sharded.stdout),
         "ckpt-interval",
     );
     let trained = stage(
         server
             .with_env(tool("train"), &cache)
-            .args(["--out", "s3://runfn-runs/telco/train", "--threads", "1", "-q"])
+            .args([
+                "--out",
+                "s3://runfn-runs/telco/train",
+                "--threads",
+                "1",
+                "-q",
+            ])
             .stdin(planned.stdout),
         "train",
     );
-    let remote = stage(server.with_env(tool("evaluate"), &cache).args(["-q"]).stdin(trained.stdout), "evaluate").json();
+    let remote = stage(
+        server
+            .with_env(tool("evaluate"), &cache)
+            .args(["-q"])
+            .stdin(trained.stdout),
+        "evaluate",
+    )
+    .json();
 
-    assert_eq!(remote["mf_hash"]["data_digest"]["digest"], local["mf_hash"]["data_digest"]["digest"]);
+    assert_eq!(
+        remote["mf_hash"]["data_digest"]["digest"],
+        local["mf_hash"]["data_digest"]["digest"]
+    );
     // The same checks, with the same findings; the examples name the object in the bucket.
     for section in ["validate", "leaks"] {
         let strip = |v: &Value| {
@@ -453,15 +549,28 @@ fn the_real_telco_table_read_from_a_bucket_gives_what_its_local_copy_gives() {
 #[test]
 fn a_store_gone_mid_upload_fails_the_run_shows_no_partial_set_and_a_rerun_completes() {
     let dir = tempfile::tempdir().unwrap();
-    let snapshot = crate::util::demo_snapshot(&dir.path().join("snapshot"), 200_000, &["--seed", "7"]);
-    let manifest = bucket_manifest(dir.path(), "e2e/manifest.yaml", "s3://runfn-data/big@snapshot=big-200k");
-    let record = tool("mf-hash").args([manifest.as_os_str(), "-q".as_ref()]).run();
+    let snapshot =
+        crate::util::demo_snapshot(&dir.path().join("snapshot"), 200_000, &["--seed", "7"]);
+    let manifest = bucket_manifest(
+        dir.path(),
+        "e2e/manifest.yaml",
+        "s3://runfn-data/big@snapshot=big-200k",
+    );
+    let record = tool("mf-hash")
+        .args([manifest.as_os_str(), "-q".as_ref()])
+        .run();
     assert_eq!(record.code, 0, "{}", record.stderr);
     // The same shards written locally, to know their size and content.
     let local_out = dir.path().join("local-shards");
     let local = stage(
         tool("shardify")
-            .args(["--in".as_ref(), snapshot.as_os_str(), "--out".as_ref(), local_out.as_os_str(), "-q".as_ref()])
+            .args([
+                "--in".as_ref(),
+                snapshot.as_os_str(),
+                "--out".as_ref(),
+                local_out.as_os_str(),
+                "-q".as_ref(),
+            ])
             .stdin(record.stdout.clone()),
         "shardify (local)",
     );
@@ -474,7 +583,10 @@ fn a_store_gone_mid_upload_fails_the_run_shows_no_partial_set_and_a_rerun_comple
         .map(|r| std::fs::metadata(local_out.join(r)).unwrap().len())
         .max()
         .unwrap();
-    assert!(largest > 5 << 20, "a shard of {largest} bytes goes up in one PUT, not in parts");
+    assert!(
+        largest > 5 << 20,
+        "a shard of {largest} bytes goes up in one PUT, not in parts"
+    );
 
     // The proxy goes away once half the shards' bytes went up (in 5 MiB parts).
     let server = S3Server::start(&["runfn-data", "runfn-runs"], Some(total / 2));
@@ -490,7 +602,10 @@ fn a_store_gone_mid_upload_fails_the_run_shows_no_partial_set_and_a_rerun_comple
     };
     let started = Instant::now();
     let cut = shardify();
-    assert!(server.dir.path().join("cut.json").exists(), "the proxy never went away");
+    assert!(
+        server.dir.path().join("cut.json").exists(),
+        "the proxy never went away"
+    );
     assert_eq!(cut.code, 2, "{}", cut.stderr);
     assert_eq!(cut.stdout, "", "nothing on stdout after a failed upload");
     assert_eq!(cut.stderr.lines().count(), 1, "{}", cut.stderr);
@@ -500,10 +615,17 @@ fn a_store_gone_mid_upload_fails_the_run_shows_no_partial_set_and_a_rerun_comple
         "{}",
         cut.stderr
     );
-    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
     // Nothing partial is visible: no index, so no set; a reader says so.
     let (objects, _) = server.ls("runfn-runs", "big/shards/");
-    assert!(!objects.contains_key("big/shards/index.json"), "{objects:?}");
+    assert!(
+        !objects.contains_key("big/shards/index.json"),
+        "{objects:?}"
+    );
     server.signal("USR2");
     let reader = server
         .with_env(tool("leak-check"), &cache)
@@ -511,7 +633,10 @@ fn a_store_gone_mid_upload_fails_the_run_shows_no_partial_set_and_a_rerun_comple
         .stdin(record.stdout.clone())
         .run();
     assert_eq!(reader.code, 2, "{}", reader.stderr);
-    reader.assert_bad_input("leak-check", "s3://runfn-runs/big/shards/index.json: is missing");
+    reader.assert_bad_input(
+        "leak-check",
+        "s3://runfn-runs/big/shards/index.json: is missing",
+    );
 
     // With the server back, the same command completes: every shard byte-identical to the
     // local run's, the index last.
@@ -521,7 +646,10 @@ fn a_store_gone_mid_upload_fails_the_run_shows_no_partial_set_and_a_rerun_comple
         serde_json::from_slice(&server.get("runfn-runs", "big/shards/index.json")).unwrap();
     let local_index = json_file(&local_out.join("index.json"));
     assert_eq!(remote_index["splits"], local_index["splits"]);
-    assert_eq!(rerun.json()["shards"]["splits"], local.json()["shards"]["splits"]);
+    assert_eq!(
+        rerun.json()["shards"]["splits"],
+        local.json()["shards"]["splits"]
+    );
     let (objects, _) = server.ls("runfn-runs", "big/shards/");
     for relative in crate::util::file_hashes(&local_out).keys() {
         assert_eq!(
@@ -536,34 +664,60 @@ fn a_store_gone_mid_upload_fails_the_run_shows_no_partial_set_and_a_rerun_comple
 fn wrong_credentials_exit_2_naming_the_bucket_and_print_no_secret() {
     let server = S3Server::start(&["runfn-data", "runfn-runs"], None);
     let dir = tempfile::tempdir().unwrap();
-    let snapshot = crate::util::demo_snapshot(&dir.path().join("snapshot"), 2_000, &["--seed", "7"]);
+    let snapshot =
+        crate::util::demo_snapshot(&dir.path().join("snapshot"), 2_000, &["--seed", "7"]);
     server.put_tree("runfn-data", "demo", &snapshot);
-    let manifest = bucket_manifest(dir.path(), "e2e/manifest.yaml", "s3://runfn-data/demo@snapshot=e2e-2k");
+    let manifest = bucket_manifest(
+        dir.path(),
+        "e2e/manifest.yaml",
+        "s3://runfn-data/demo@snapshot=e2e-2k",
+    );
     let cache = dir.path().join("cache");
     let wrong_secret = "wrongSecretKey0123456789abcdefWRONGKEY00";
     let cases: [(&str, &str, &str); 2] = [
         ("a wrong secret", "AWS_SECRET_ACCESS_KEY", wrong_secret),
-        ("an unknown key id", "AWS_ACCESS_KEY_ID", "AKIAUNKNOWNKEY000000"),
+        (
+            "an unknown key id",
+            "AWS_ACCESS_KEY_ID",
+            "AKIAUNKNOWNKEY000000",
+        ),
     ];
     for (what, var, value) in cases {
         let digest = server
             .with_env(tool("mf-hash"), &cache)
             .env(var, value)
-            .args([manifest.as_os_str(), "--data-digest".as_ref(), "s3://runfn-data/demo".as_ref(), "-q".as_ref()])
+            .args([
+                manifest.as_os_str(),
+                "--data-digest".as_ref(),
+                "s3://runfn-data/demo".as_ref(),
+                "-q".as_ref(),
+            ])
             .run();
         assert_eq!(digest.code, 2, "{what}: {}", digest.stderr);
         digest.assert_bad_input("mf-hash", "access to the bucket `runfn-data` was refused");
-        let record = tool("mf-hash").args([manifest.as_os_str(), "-q".as_ref()]).run();
+        let record = tool("mf-hash")
+            .args([manifest.as_os_str(), "-q".as_ref()])
+            .run();
         let shardify = server
             .with_env(tool("shardify"), &cache)
             .env(var, value)
-            .args(["--in".as_ref(), snapshot.as_os_str(), "--out".as_ref(), "s3://runfn-runs/x".as_ref(), "-q".as_ref()])
+            .args([
+                "--in".as_ref(),
+                snapshot.as_os_str(),
+                "--out".as_ref(),
+                "s3://runfn-runs/x".as_ref(),
+                "-q".as_ref(),
+            ])
             .stdin(record.stdout)
             .run();
         assert_eq!(shardify.code, 2, "{what}: {}", shardify.stderr);
         shardify.assert_bad_input("shardify", "access to the bucket `runfn-runs` was refused");
         for out in [&digest, &shardify] {
-            assert!(!out.stderr.contains(&server.secret()), "{what}: {}", out.stderr);
+            assert!(
+                !out.stderr.contains(&server.secret()),
+                "{what}: {}",
+                out.stderr
+            );
             assert!(!out.stderr.contains(wrong_secret), "{what}: {}", out.stderr);
         }
     }

@@ -221,7 +221,9 @@ impl DataSpec {
         if input.is_none()
             && let Some(dir) = record.get_path("shards.dir").and_then(Value::as_str)
         {
-            return Ok(DataSource::Shards(crate::shards::local_shards(Path::new(dir))?));
+            return Ok(DataSource::Shards(crate::shards::local_shards(Path::new(
+                dir,
+            ))?));
         }
         Ok(DataSource::Snapshot(self.snapshot_path(input)?))
     }
@@ -242,9 +244,7 @@ impl DataSpec {
         let snapshot = Snapshot::open(path, &types)?;
         let checked = match (&self.pinned, &self.recorded) {
             (Some(pinned), _) => Some(runfn_manifest::pin::verify(path, pinned, &|_| {})),
-            (None, Some((recorded, digest)))
-                if same_path(&recorded_local(recorded), path) =>
-            {
+            (None, Some((recorded, digest))) if same_path(&recorded_local(recorded), path) => {
                 Some(runfn_manifest::pin::verify_recorded(path, digest, &|_| {}))
             }
             _ => None,

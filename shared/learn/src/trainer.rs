@@ -634,7 +634,10 @@ fn train_job(
                     checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
                     if let Some(store) = &ckpt_store {
                         checkpoint::publish(&ckpt_dir, store).with_context(|| {
-                            format!("publishing the checkpoint of step {step} to {}", store.url())
+                            format!(
+                                "publishing the checkpoint of step {step} to {}",
+                                store.url()
+                            )
                         })?;
                     }
                     let seconds = started.elapsed().as_secs_f64();

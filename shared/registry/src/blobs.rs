@@ -117,7 +117,11 @@ impl BlobStore {
             })?
             .len();
         let invalid = |e: runfn_storage::StorageError| RegistryError::Invalid(e.to_string());
-        if object.head().map_err(invalid)?.is_some_and(|e| e.size == size) {
+        if object
+            .head()
+            .map_err(invalid)?
+            .is_some_and(|e| e.size == size)
+        {
             return Ok(());
         }
         object.upload_file(&path).map_err(invalid)?;

@@ -175,9 +175,8 @@ fn blob_store(dir: &Path) -> Result<BlobStore> {
     let local = dir.join("blobs");
     match url {
         Some(url) => {
-            let store = runfn_storage::Remote::parse(&url).map_err(|e| {
-                RegistryError::Invalid(format!("{}: {e}", file.display()))
-            })?;
+            let store = runfn_storage::Remote::parse(&url)
+                .map_err(|e| RegistryError::Invalid(format!("{}: {e}", file.display())))?;
             Ok(BlobStore::with_store(local, store))
         }
         None => Ok(BlobStore::new(local)),

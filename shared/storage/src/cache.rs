@@ -96,7 +96,10 @@ pub fn stage_prefix(url: &str) -> Result<PathBuf, StorageError> {
     if entries.is_empty() {
         return match remote.head()? {
             Some(entry) => stage_entry(&remote, &entry),
-            None => Err(StorageError::new(remote.url(), "no object at or under this URL")),
+            None => Err(StorageError::new(
+                remote.url(),
+                "no object at or under this URL",
+            )),
         };
     }
     let dir = staged_path(&remote.url());

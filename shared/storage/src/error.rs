@@ -29,19 +29,31 @@ impl StorageError {
             object_store::Error::NotFound { .. } => "no such object".to_string(),
             object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. } => denied(bucket, &detail),
-            _ if ["signaturedoesnotmatch", "invalidaccesskeyid", "accessdenied", "403 forbidden"]
-                .iter()
-                .any(|code| lower.contains(code)) =>
+            _ if [
+                "signaturedoesnotmatch",
+                "invalidaccesskeyid",
+                "accessdenied",
+                "403 forbidden",
+            ]
+            .iter()
+            .any(|code| lower.contains(code)) =>
             {
                 denied(bucket, &detail)
             }
             _ if lower.contains("nosuchbucket") => {
                 format!("the bucket `{bucket}` does not exist ({detail})")
             }
-            _ if ["connection refused", "error sending request", "connect", "connection reset",
-                "broken pipe", "timed out", "operation timed out"]
-                .iter()
-                .any(|word| lower.contains(word)) =>
+            _ if [
+                "connection refused",
+                "error sending request",
+                "connect",
+                "connection reset",
+                "broken pipe",
+                "timed out",
+                "operation timed out",
+            ]
+            .iter()
+            .any(|word| lower.contains(word)) =>
             {
                 format!("the server {endpoint} went away or cannot be reached ({detail})")
             }

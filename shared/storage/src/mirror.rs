@@ -46,8 +46,12 @@ fn mtime_ns(path: &Path) -> Option<(u64, u128)> {
 
 /// Where the sidecar `name` of the folder `dir` lives: beside it, as `.<folder>.<name>`.
 fn beside_path(dir: &Path, name: &str) -> (PathBuf, String) {
-    let folder = dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let parent = dir.parent().map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
+    let folder = dir
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let parent = dir
+        .parent()
+        .map_or_else(|| dir.to_path_buf(), Path::to_path_buf);
     (parent, format!(".{folder}{name}"))
 }
 

@@ -102,7 +102,11 @@ impl Remote {
 
     /// The last segment of the key (a file name), or the bucket's name.
     pub fn name(&self) -> &str {
-        self.key.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or(&self.bucket)
+        self.key
+            .rsplit('/')
+            .next()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(&self.bucket)
     }
 
     pub(crate) fn path(&self) -> object_store::path::Path {
@@ -184,7 +188,9 @@ fn build(scheme: &str, bucket: &str) -> Result<(Arc<dyn ObjectStore>, String), S
                 builder = builder.with_endpoint(endpoint);
             }
             // A plain-http endpoint is a local or private server (MinIO, moto, Ceph): allowed.
-            let http = endpoint.as_deref().is_some_and(|e| e.starts_with("http://"));
+            let http = endpoint
+                .as_deref()
+                .is_some_and(|e| e.starts_with("http://"));
             for var in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] {
                 if let Some(secret) = env(var) {
                     note_secret(&secret);
@@ -208,7 +214,9 @@ fn build(scheme: &str, bucket: &str) -> Result<(Arc<dyn ObjectStore>, String), S
             Ok((Arc::new(store), "Google Cloud Storage".to_string()))
         }
         _ => {
-            if let Some(key) = env("AZURE_STORAGE_ACCOUNT_KEY").or_else(|| env("AZURE_STORAGE_ACCESS_KEY")) {
+            if let Some(key) =
+                env("AZURE_STORAGE_ACCOUNT_KEY").or_else(|| env("AZURE_STORAGE_ACCESS_KEY"))
+            {
                 note_secret(&key);
             }
             let store = MicrosoftAzureBuilder::from_env()
@@ -239,7 +247,10 @@ mod tests {
     fn parses_and_joins_keys() {
         let r = Remote::parse("s3://bucket/runs/demo/").unwrap();
         assert_eq!(r.url(), "s3://bucket/runs/demo");
-        assert_eq!(r.join("shards/index.json").url(), "s3://bucket/runs/demo/shards/index.json");
+        assert_eq!(
+            r.join("shards/index.json").url(),
+            "s3://bucket/runs/demo/shards/index.json"
+        );
         assert_eq!(r.join("x").name(), "x");
         let top = Remote::parse("s3://bucket").unwrap();
         assert_eq!(top.join("a").url(), "s3://bucket/a");

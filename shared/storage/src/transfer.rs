@@ -72,7 +72,11 @@ impl Remote {
     /// A small object's bytes (an index, a pointer, a record).
     pub fn get_bytes(&self) -> Result<Vec<u8>, StorageError> {
         runtime().block_on(async {
-            let result = self.store.get(&self.path()).await.map_err(|e| self.error(e))?;
+            let result = self
+                .store
+                .get(&self.path())
+                .await
+                .map_err(|e| self.error(e))?;
             let bytes = result.bytes().await.map_err(|e| self.error(e))?;
             Ok(bytes.to_vec())
         })
@@ -153,7 +157,11 @@ impl Remote {
             .tempfile_in(parent)
             .map_err(|e| StorageError::io(&url, parent, e))?;
         let meta = runtime().block_on(async {
-            let result = self.store.get(&self.path()).await.map_err(|e| self.error(e))?;
+            let result = self
+                .store
+                .get(&self.path())
+                .await
+                .map_err(|e| self.error(e))?;
             let meta = result.meta.clone();
             let mut stream = result.into_stream();
             let mut written = 0u64;

@@ -135,7 +135,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 Some(entry.lineage.weights_blake3.clone()),
             )
         }
-        Some(path) => (runfn_storage::local_path(&path.to_string_lossy())?, None, None),
+        Some(path) => (
+            runfn_storage::local_path(&path.to_string_lossy())?,
+            None,
+            None,
+        ),
         None if from_checkpoint => match record.get_path("train.best.checkpoint") {
             Some(Value::String(path)) => (staged_checkpoint(path)?, None, None),
             _ => {

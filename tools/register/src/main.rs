@@ -25,7 +25,10 @@ Examples:
 
 The registry is a folder (--registry, else RUNFN_REGISTRY, else ./registry): index.sqlite
 (SQLite, WAL) lists entries and aliases; blobs/ab/<blake3> holds the weights, the evaluation, the
-normalized manifest, the data profile and the whole run record, read-only. A registration writes
+normalized manifest, the data profile and the whole run record, read-only. With
+RUNFN_REGISTRY_BLOBS=s3://bucket/prefix (remembered in the registry's blob-store file) the blobs
+are also uploaded to <prefix>/ab/<blake3> and blobs/ is a local cache; index.sqlite stays a local
+file. The weights path train recorded may be a store URL. A registration writes
 its blobs, then inserts the entry with the next version of its name (and moves --promote's
 alias) in one transaction: concurrent registrations get distinct consecutive versions, and a
 process killed halfway leaves no half entry and no alias pointing nowhere. Every alias move is

@@ -116,15 +116,24 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         },
     };
     // A store URL: the shards are written to a local work folder, then published there.
-    let remote = out.to_str().filter(|t| runfn_storage::is_remote(t)).map(String::from);
-    let local_out = remote.as_deref().map_or_else(|| out.clone(), runfn_storage::work_dir);
+    let remote = out
+        .to_str()
+        .filter(|t| runfn_storage::is_remote(t))
+        .map(String::from);
+    let local_out = remote
+        .as_deref()
+        .map_or_else(|| out.clone(), runfn_storage::work_dir);
     let snapshot_name = args
         .input
         .as_deref()
         .and_then(|p| p.to_str())
         .filter(|t| runfn_storage::is_remote(t))
         .map(String::from)
-        .or_else(|| spec.snapshot.clone().filter(|s| runfn_storage::is_remote(s)));
+        .or_else(|| {
+            spec.snapshot
+                .clone()
+                .filter(|s| runfn_storage::is_remote(s))
+        });
     let options = ShardOptions {
         out: local_out.clone(),
         source_name: snapshot_name,

@@ -92,7 +92,9 @@ to resume from that step. Repeated signals are ignored; SIGKILL remains the hard
 #[derive(Debug, Parser)]
 #[command(name = "train", version, after_help = AFTER_HELP)]
 struct Args {
-    /// Output folder (default: runs/<run_id>/train-seed<seed>).
+    /// Output folder, or a store URL such as s3://bucket/prefix: the run then works in a cache
+    /// folder, publishes each checkpoint as it is written, resumes from the store's newest one,
+    /// and publishes the weights and metrics at the end (default: runs/<run_id>/train-seed<seed>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Seed for initialisation, data order and dropout (default: manifest.seed).
@@ -426,7 +428,10 @@ fn publish_outputs(tool: &Tool, local: &Path, store: &runfn_storage::Remote) -> 
                 .with_context(|| format!("publishing {name}"))?;
         }
     }
-    tool.info(format!("published the weights and metrics to {}", store.url()));
+    tool.info(format!(
+        "published the weights and metrics to {}",
+        store.url()
+    ));
     Ok(())
 }
 

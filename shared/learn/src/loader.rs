@@ -1,14 +1,26 @@
-//! The training input pipeline. The order of epoch `e` is a pure function of (seed, e): the
-//! shards in a permuted order, the rows of each shard in a permuted order, the stream cut into
-//! batches of the global batch size (the short tail is dropped). Resuming at (epoch, position)
-//! therefore replays exactly the batches the uninterrupted run would have seen.
+//! The training input pipeline. The order of epoch `e` is a pure function of (seed, e), whatever
+//! the number of ranks:
+//! - every shard's rows are cut into `L` lanes, contiguous row ranges of equal size (`L` is the
+//!   largest divisor of the global batch up to 64, a function of the batch alone);
+//! - lane `l`'s stream is the shards in a permuted order (the same for every lane), each
+//!   contributing its lane-`l` rows in a permuted order;
+//! - global batch `k` is rows `k*B/L..(k+1)*B/L` of lane 0's stream, then of lane 1's, and so on;
+//!   an epoch ends when the shortest lane runs out (the short tails are dropped).
+//!
+//! A rank's slice of every batch (`rank*B/W..(rank+1)*B/W`) is then made of whole lanes when
+//! `W` divides `L`, so it reads only those lanes, one contiguous row range of each shard:
+//! about 1/W of the rows, decoded and cached by that rank alone, while the batches stay those of
+//! one process. Resuming at (epoch, position) replays exactly the batches the uninterrupted run
+//! would have seen.
 //!
 //! Shards are decoded and preprocessed on background threads, a few ahead, and batches wait
 //! in a bounded queue, so the training loop only waits when the disk cannot keep up; the time it
 //! waits is measured by the caller around `next`.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -31,6 +43,41 @@ impl ShardSet {
     pub fn total_rows(&self) -> u64 {
         self.rows.iter().sum()
     }
+}
+
+/// Lanes of a global batch of `batch` rows: its largest divisor up to 64.
+pub fn lane_count(batch: usize) -> usize {
+    (1..=64.min(batch.max(1)))
+        .rev()
+        .find(|l| batch % l == 0)
+        .unwrap_or(1)
+}
+
+/// Rows of a shard of `rows` rows that lane `lane` of `lanes` holds.
+fn lane_rows(rows: u64, lane: usize, lanes: usize) -> Range<u64> {
+    let at = |l: usize| (rows as u128 * l as u128 / lanes as u128) as u64;
+    at(lane)..at(lane + 1)
+}
+
+/// Full batches an epoch of `shards` holds with global batch `batch`: as many as the shortest
+/// lane fills.
+pub fn batches_per_epoch(shards: &ShardSet, batch: usize) -> u64 {
+    let lanes = lane_count(batch);
+    let per_lane = (batch / lanes) as u64;
+    (0..lanes)
+        .map(|l| {
+            shards
+                .rows
+                .iter()
+                .map(|&n| {
+                    let r = lane_rows(n, l, lanes);
+                    r.end - r.start
+                })
+                .sum::<u64>()
+                / per_lane
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +122,7 @@ pub struct Loader {
     rx: Option<Receiver<Result<Batch>>>,
     thread: Option<JoinHandle<()>>,
     pub batches_per_epoch: u64,
+    decoded: Arc<AtomicU64>,
 }
 
 impl Loader {
@@ -84,11 +132,15 @@ impl Loader {
         options: LoaderOptions,
     ) -> Result<Loader> {
         let total = shards.total_rows();
-        let batches_per_epoch = total / options.batch as u64;
+        let batches_per_epoch = batches_per_epoch(&shards, options.batch);
         if batches_per_epoch == 0 {
+            let lanes = lane_count(options.batch);
             bail!(
-                "the train split has {total} rows, fewer than one global batch ({}); lower manifest.config.global_batch",
-                options.batch
+                "the train split has {total} rows: cut into {lanes} lanes of its shards' rows, its \
+                 shortest lane fills no global batch ({} rows, {} from each lane); lower \
+                 manifest.config.global_batch",
+                options.batch,
+                options.batch / lanes
             );
         }
         if options.world == 0 || options.rank >= options.world {
@@ -99,6 +151,8 @@ impl Loader {
             );
         }
         let (tx, rx) = sync_channel(options.prefetch.max(1));
+        let decoded = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&decoded);
         let thread = std::thread::Builder::new()
             .name("runfn-loader".into())
             .spawn(move || {
@@ -110,6 +164,7 @@ impl Loader {
                     options,
                     batches_per_epoch,
                     tx,
+                    decoded: counter,
                 };
                 if let Err(e) = producer.run() {
                     let _ = producer.tx.send(Err(e));
@@ -119,7 +174,13 @@ impl Loader {
             rx: Some(rx),
             thread: Some(thread),
             batches_per_epoch,
+            decoded,
         })
+    }
+
+    /// Rows this rank has decoded from Parquet so far (cached rows are not decoded again).
+    pub fn rows_decoded(&self) -> u64 {
+        self.decoded.load(Ordering::Relaxed)
     }
 
     /// The next batch; blocks while the background threads prepare it.
@@ -148,39 +209,65 @@ struct Producer {
     options: LoaderOptions,
     batches_per_epoch: u64,
     tx: SyncSender<Result<Batch>>,
+    decoded: Arc<AtomicU64>,
 }
 
-/// A decode job: one shard read (or taken from the cache), preprocessed and put in its epoch
-/// order, minus the first `skip` rows.
-type Job = JoinHandle<Result<FeatureBlock>>;
+/// A decode job: this rank's rows of one shard read (or taken from the cache), preprocessed, and
+/// cut into one block per lane this rank reads, each in its epoch order, minus the rows a resume
+/// skips.
+type Job = JoinHandle<Result<Vec<FeatureBlock>>>;
 
-/// Decoded, preprocessed shards kept in memory when the whole split fits the cache budget, so
-/// later epochs only permute rows instead of decoding Parquet again.
+/// This rank's decoded, preprocessed rows of each shard, kept in memory when they fit the cache
+/// budget, so later epochs only permute rows instead of decoding Parquet again.
 type Cache = Arc<Mutex<HashMap<usize, Arc<FeatureBlock>>>>;
 
+/// The lanes a rank reads and where its slice starts in their rows of a batch.
+#[derive(Debug, Clone)]
+struct MyLanes {
+    count: usize,
+    per_batch: usize,
+    mine: Range<usize>,
+    /// Rows of the first lane of `mine` before this rank's slice starts (0 when `W` divides `L`).
+    offset: usize,
+}
+
+impl MyLanes {
+    /// This rank's contiguous rows of a shard of `rows` rows: its lanes' rows.
+    fn rows_of(&self, rows: u64) -> Range<u64> {
+        lane_rows(rows, self.mine.start, self.count).start
+            ..lane_rows(rows, self.mine.end - 1, self.count).end
+    }
+}
+
 impl Producer {
-    /// The shards to decode, in stream order, from the start position on.
+    /// The shards to decode, in stream order, from the start position on, with the rows each of
+    /// this rank's lanes skips in them.
     fn plan(&self, epoch: u64, position: u64) -> Vec<Planned> {
+        let lanes = self.lanes();
         let order = seeds::permutation(
             self.shards.paths.len(),
             &mut seeds::rng(self.options.seed, "shard-order", &[epoch]),
         );
-        let mut skip = position * self.options.batch as u64;
-        let mut stream_start = skip;
+        let mut skip: Vec<u64> = vec![position * lanes.per_batch as u64; lanes.mine.len()];
         let mut plan = Vec::new();
         for &s in &order {
             let rows = self.shards.rows[s as usize];
-            if rows <= skip {
-                skip -= rows;
-            } else {
+            let mut skips = Vec::with_capacity(skip.len());
+            let mut whole = true;
+            for (left, lane) in skip.iter_mut().zip(lanes.mine.clone()) {
+                let range = lane_rows(rows, lane, lanes.count);
+                let len = range.end - range.start;
+                let skipped = (*left).min(len);
+                *left -= skipped;
+                whole &= skipped == len;
+                skips.push(skipped as usize);
+            }
+            if !whole {
                 plan.push(Planned {
                     epoch,
                     shard: s as usize,
-                    skip: skip as usize,
-                    stream_start,
+                    skips,
                 });
-                stream_start += rows - skip;
-                skip = 0;
             }
         }
         plan
@@ -190,6 +277,21 @@ impl Producer {
     fn slice(&self) -> (usize, usize) {
         let (batch, rank, world) = (self.options.batch, self.options.rank, self.options.world);
         (rank * batch / world, (rank + 1) * batch / world)
+    }
+
+    /// The lanes that hold this rank's slice of every batch.
+    fn lanes(&self) -> MyLanes {
+        let count = lane_count(self.options.batch);
+        let per_batch = self.options.batch / count;
+        let (lo, hi) = self.slice();
+        let first = lo / per_batch;
+        let end = hi.div_ceil(per_batch).max(first + 1);
+        MyLanes {
+            count,
+            per_batch,
+            mine: first..end,
+            offset: lo - first * per_batch,
+        }
     }
 
     /// Sends batches until the consumer goes away. Decoding runs `lookahead` shards ahead,
@@ -204,7 +306,10 @@ impl Producer {
         let mut plan: VecDeque<Planned> = self.plan(epoch, position).into();
         let mut jobs: VecDeque<(u64, Job)> = VecDeque::new();
         let (lo, hi) = self.slice();
-        let mut queue = RowQueue::default();
+        let lanes = self.lanes();
+        let fresh_queues =
+            || -> Vec<RowQueue> { (0..lanes.mine.len()).map(|_| RowQueue::default()).collect() };
+        let mut queues = fresh_queues();
         let cache = self.cache_if_it_fits();
         loop {
             while jobs.len() < self.options.lookahead.max(1) {
@@ -215,18 +320,28 @@ impl Producer {
                 let next = plan.pop_front().expect("an epoch has shards");
                 jobs.push_back((next.epoch, self.decode(next, cache.clone())));
             }
-            // The queue holds only this rank's rows: hi - lo of every global batch.
-            if queue.rows < hi - lo {
+            // One queue per lane this rank reads, each holding only that lane's rows.
+            if queues.iter().any(|q| q.rows < lanes.per_batch) {
                 let (e, job) = jobs.pop_front().expect("jobs were queued");
-                let block = job
+                let blocks = job
                     .join()
                     .map_err(|_| anyhow!("a shard decoding thread panicked"))??;
                 if e == epoch {
-                    queue.push(block);
+                    for (queue, block) in queues.iter_mut().zip(blocks) {
+                        queue.push(block);
+                    }
                 }
                 continue;
             }
-            let part = queue.take(hi - lo, n_num, n_cat);
+            // The lanes' rows of this batch, in lane order, cut to this rank's slice.
+            let mut mine = RowQueue::default();
+            for queue in &mut queues {
+                mine.push(queue.take(lanes.per_batch, n_num, n_cat));
+            }
+            if lanes.offset > 0 {
+                mine.take(lanes.offset, n_num, n_cat);
+            }
+            let part = mine.take(hi - lo, n_num, n_cat);
             let masks = self.dropout_masks(epoch, position, lo..hi);
             if self
                 .tx
@@ -241,15 +356,26 @@ impl Producer {
                 // are skipped when they come up.
                 epoch += 1;
                 position = 0;
-                queue = RowQueue::default();
+                queues = fresh_queues();
             }
         }
     }
 
+    /// A cache when this rank's rows (not the whole split's) fit the budget.
     fn cache_if_it_fits(&self) -> Option<Cache> {
         let per_row =
             4 * self.preprocess.numeric_inputs() + 8 * self.preprocess.categorical.len() + 4;
-        let bytes = self.shards.total_rows() as usize * per_row;
+        let lanes = self.lanes();
+        let rows: u64 = self
+            .shards
+            .rows
+            .iter()
+            .map(|&n| {
+                let r = lanes.rows_of(n);
+                r.end - r.start
+            })
+            .sum();
+        let bytes = rows as usize * per_row;
         (bytes <= self.options.cache_bytes).then(|| Arc::new(Mutex::new(HashMap::new())))
     }
 
@@ -327,23 +453,23 @@ impl Producer {
         }
     }
 
-    /// Decodes (or takes from the cache) one shard and gathers, in epoch order, the rows of it
-    /// that fall in this rank's slice of their global batch: a rank copies only its own rows.
+    /// Decodes (or takes from the cache) this rank's rows of one shard and cuts them into its
+    /// lanes, each in epoch order: a rank reads, decodes and copies only its own rows.
     fn decode(&self, planned: Planned, cache: Option<Cache>) -> Job {
         let Planned {
             epoch,
             shard,
-            skip,
-            stream_start,
+            skips,
         } = planned;
         let path = self.shards.paths[shard].clone();
+        let rows = self.shards.rows[shard];
         let preprocess = Arc::clone(&self.preprocess);
         let lookup = Arc::clone(&self.lookup);
         let seed = self.options.seed;
-        let batch = self.options.batch as u64;
-        let (lo, hi) = self.slice();
-        let (lo, hi) = (lo as u64, hi as u64);
+        let lanes = self.lanes();
+        let decoded = Arc::clone(&self.decoded);
         std::thread::spawn(move || {
+            let range = lanes.rows_of(rows);
             let cached = cache
                 .as_ref()
                 .and_then(|c| c.lock().ok()?.get(&shard).cloned());
@@ -351,11 +477,21 @@ impl Producer {
                 Some(block) => block,
                 None => {
                     let columns = preprocess.columns();
-                    let mut reader = ShardReader::open(&path, &columns)?;
+                    let mut reader = ShardReader::open_rows(&path, &columns, range.clone())?;
                     let mut block = FeatureBlock::default();
                     while let Some((batch, first_row)) = reader.next_batch()? {
                         block.append(&preprocess.apply(&lookup, &batch, &path, first_row)?);
                     }
+                    if block.rows as u64 != range.end - range.start {
+                        bail!(
+                            "{}: read {} rows of rows {}..{}, the index says the shard has {rows}",
+                            path.display(),
+                            block.rows,
+                            range.start + 1,
+                            range.end
+                        );
+                    }
+                    decoded.fetch_add(block.rows as u64, Ordering::Relaxed);
                     let block = Arc::new(block);
                     if let Some(cache) = &cache
                         && let Ok(mut map) = cache.lock()
@@ -365,36 +501,35 @@ impl Producer {
                     block
                 }
             };
-            let mut order = seeds::permutation(
-                block.rows,
-                &mut seeds::rng(seed, "row-order", &[epoch, shard as u64]),
-            );
-            order.drain(..skip.min(order.len()));
-            if hi - lo < batch {
-                let mut index = stream_start;
-                order.retain(|_| {
-                    let mine = (lo..hi).contains(&(index % batch));
-                    index += 1;
-                    mine
-                });
-            }
-            Ok(block.gather(
-                &order,
-                preprocess.numeric_inputs(),
-                preprocess.categorical.len(),
-            ))
+            let (n_num, n_cat) = (preprocess.numeric_inputs(), preprocess.categorical.len());
+            Ok(lanes
+                .mine
+                .clone()
+                .zip(skips)
+                .map(|(lane, skip)| {
+                    let lane_range = lane_rows(rows, lane, lanes.count);
+                    let first = (lane_range.start - range.start) as u32;
+                    let len = (lane_range.end - lane_range.start) as usize;
+                    let mut order = seeds::permutation(
+                        len,
+                        &mut seeds::rng(seed, "row-order", &[epoch, shard as u64, lane as u64]),
+                    );
+                    order.drain(..skip.min(order.len()));
+                    order.iter_mut().for_each(|i| *i += first);
+                    block.gather(&order, n_num, n_cat)
+                })
+                .collect())
         })
     }
 }
 
-/// One shard of an epoch's stream: which, how many of its (permuted) rows a resume skips, and
-/// the stream index of its first row after them.
-#[derive(Debug, Clone, Copy)]
+/// One shard of an epoch's stream: which, and how many of its (permuted) rows in each of this
+/// rank's lanes a resume skips.
+#[derive(Debug, Clone)]
 struct Planned {
     epoch: u64,
     shard: usize,
-    skip: usize,
-    stream_start: u64,
+    skips: Vec<usize>,
 }
 
 /// Decoded rows waiting to be cut into batches, without copying the remainder on every cut.
@@ -569,26 +704,30 @@ mod resume_tests {
     fn resuming_mid_epoch_replays_the_same_batches_with_or_without_the_cache() {
         let dir = tempfile::tempdir().unwrap();
         let set = write_shards(dir.path(), &[10, 13, 9]);
-        // 32 rows, batch 7: 4 batches per epoch, 4 rows dropped.
+        // 32 rows, batch 7, so 7 lanes of 3 to 6 rows: 3 batches per epoch (the shortest
+        // lane's), 11 rows dropped.
         let straight = batches(&set, 0, 0, 13, 0);
-        assert_eq!(straight[4].0, 1, "epoch 1 starts after 4 batches");
-        assert_eq!(straight[4].1, 0);
-        let resumed = batches(&set, 0, 3, 10, 0);
-        assert_eq!(resumed, straight[3..].to_vec());
+        assert_eq!(straight[3].0, 1, "epoch 1 starts after 3 batches");
+        assert_eq!(straight[3].1, 0);
+        let resumed = batches(&set, 0, 2, 11, 0);
+        assert_eq!(resumed, straight[2..].to_vec());
+        let resumed = batches(&set, 1, 1, 9, 0);
+        assert_eq!(resumed, straight[4..].to_vec());
         let cached = batches(&set, 0, 0, 13, 1 << 20);
         assert_eq!(cached, straight);
         // Every row appears at most once per epoch and the epochs differ in order.
-        let mut epoch0: Vec<f32> = straight[..4].iter().flat_map(|b| b.2.clone()).collect();
+        let mut epoch0: Vec<f32> = straight[..3].iter().flat_map(|b| b.2.clone()).collect();
         epoch0.sort_by(f32::total_cmp);
         epoch0.dedup();
-        assert_eq!(epoch0.len(), 28);
-        assert_ne!(straight[0].2, straight[4].2);
+        assert_eq!(epoch0.len(), 21);
+        assert_ne!(straight[0].2, straight[3].2);
     }
 
     #[test]
     fn ranks_split_each_batch_and_its_dropout_masks_without_overlap() {
         let dir = tempfile::tempdir().unwrap();
-        // 20 + 13 + 20 rows in batches of 8: batches cross shards, and a 5-row tail is dropped.
+        // 20 + 13 + 20 rows in batches of 8 (8 lanes of 5 to 8 rows): batches cross shards, and
+        // the lanes' tails are dropped.
         let set = write_shards(dir.path(), &[20, 13, 20]);
         // (rows, per-layer masks) of `count` batches from `position` on, as `rank` of `world`.
         let part = |rank, world, position, count| {
@@ -624,7 +763,7 @@ mod resume_tests {
                 })
                 .collect::<Vec<_>>()
         };
-        // Three epochs of 6 batches, and a resume at batch 4 of the first.
+        // Three epochs of 5 batches and more, and a resume at batch 4 of the first.
         let one = part(0, 1, 0, 18);
         for (start, count) in [(0, 18), (4, 14)] {
             let ranks: Vec<_> = (0..4).map(|r| part(r, 4, start, count)).collect();
@@ -639,7 +778,48 @@ mod resume_tests {
                 }
             }
         }
-        assert_eq!(one[6].0, 1, "6 batches an epoch");
+        assert_eq!((one[4].0, one[5].0), (0, 1), "5 batches an epoch");
+        // With 3 ranks (3 does not divide 8 lanes) each reads the lanes its slice touches.
+        let ranks: Vec<_> = (0..3).map(|r| part(r, 3, 0, 12)).collect();
+        for (i, whole) in one[..12].iter().enumerate() {
+            let rows: Vec<f32> = ranks.iter().flat_map(|r| r[i].2.clone()).collect();
+            assert_eq!(rows, whole.2, "batch {i} with 3 ranks");
+        }
+        // 8 lanes, so each of 4 ranks reads two lanes: about a quarter of the 53 rows, decoded
+        // once (the rest of the epochs come from its cache), where one process decodes all.
+        let decoded = |rank, world, cache| {
+            let mut loader = Loader::start(
+                set.clone(),
+                preprocess(),
+                LoaderOptions {
+                    batch: 8,
+                    seed: 3,
+                    start_epoch: 0,
+                    start_position: 0,
+                    rank,
+                    world,
+                    prefetch: 1,
+                    lookahead: 1,
+                    pin_for: None,
+                    cache_bytes: cache,
+                    dropout: 0.0,
+                    dropout_widths: vec![],
+                },
+            )
+            .unwrap();
+            for _ in 0..18 {
+                loader.next_batch().unwrap();
+            }
+            let rows = loader.rows_decoded();
+            drop(loader);
+            rows
+        };
+        assert_eq!(decoded(0, 1, 1 << 20), 53);
+        let shares: Vec<u64> = (0..4).map(|r| decoded(r, 4, 1 << 20)).collect();
+        assert_eq!(shares.iter().sum::<u64>(), 53, "{shares:?}");
+        assert!(shares.iter().all(|&n| (12..=15).contains(&n)), "{shares:?}");
+        // Without a cache every epoch decodes again, still only the rank's rows.
+        assert!(decoded(1, 4, 0) * 3 < decoded(0, 1, 0));
         assert!(one[0].3[0].contains(&0.0) && one[0].3[0].contains(&2.0));
     }
 }

@@ -151,6 +151,18 @@ impl Snapshot {
         file: usize,
     ) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError>
     {
+        self.read_file_in(file, BATCH_ROWS)
+    }
+
+    /// Like `read_file`, in batches of `batch_rows` rows (a reader with a memory budget sizes
+    /// its batches by bytes, not rows).
+    pub fn read_file_in(
+        &self,
+        file: usize,
+        batch_rows: usize,
+    ) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError>
+    {
+        let batch_rows = batch_rows.max(1);
         let source = &self.files[file];
         let open = || {
             File::open(&source.path).map_err(|e| DataError::Io {
@@ -165,21 +177,21 @@ impl Snapshot {
                     let text_schema = text_schema(&self.columns);
                     let reader = arrow::csv::ReaderBuilder::new(text_schema)
                         .with_header(true)
-                        .with_batch_size(BATCH_ROWS)
+                        .with_batch_size(batch_rows)
                         .build(open()?)
                         .map_err(|e| DataError::file(&path, e))?;
                     Box::new(reader)
                 }
                 FileFormat::JsonLines => {
                     let reader = arrow::json::ReaderBuilder::new(self.schema.clone())
-                        .with_batch_size(BATCH_ROWS)
+                        .with_batch_size(batch_rows)
                         .build(BufReader::new(open()?))
                         .map_err(|e| DataError::file(&path, e))?;
                     Box::new(reader)
                 }
                 FileFormat::Parquet => {
                     let reader = ParquetRecordBatchReaderBuilder::try_new(open()?)
-                        .and_then(|b| b.with_batch_size(BATCH_ROWS).build())
+                        .and_then(|b| b.with_batch_size(batch_rows).build())
                         .map_err(|e| {
                             DataError::file(&path, format!("not a readable Parquet file: {e}"))
                         })?;
@@ -195,6 +207,31 @@ impl Snapshot {
             next_row += batch.num_rows() as u64;
             self.type_batch(batch, file, first_row)
         })))
+    }
+
+    /// About how many bytes a row of `file` takes in its file: its size over its rows (from a
+    /// Parquet footer), or over the line breaks in its first MiB (CSV, JSON Lines).
+    pub fn row_bytes(&self, file: usize) -> u64 {
+        use std::io::Read;
+        let source = &self.files[file];
+        let rows = match source.format {
+            FileFormat::Parquet => File::open(&source.path)
+                .ok()
+                .and_then(|f| ParquetRecordBatchReaderBuilder::try_new(f).ok())
+                .map(|b| b.metadata().file_metadata().num_rows().max(1) as u64),
+            FileFormat::Csv | FileFormat::JsonLines => {
+                let mut head = Vec::new();
+                File::open(&source.path)
+                    .ok()
+                    .and_then(|f| f.take(1 << 20).read_to_end(&mut head).ok())
+                    .map(|read| {
+                        let lines = head.iter().filter(|&&b| b == b'\n').count().max(1) as u64;
+                        // Rows in the whole file at the density of its first MiB.
+                        source.bytes * lines / (read as u64).max(1)
+                    })
+            }
+        };
+        (source.bytes / rows.unwrap_or(1).max(1)).max(1)
     }
 
     /// Casts a raw batch to the snapshot schema, collecting values that do not parse.

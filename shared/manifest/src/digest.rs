@@ -183,6 +183,31 @@ fn list_files(root: &Path) -> Result<Vec<Entry>, DigestError> {
     Ok(entries)
 }
 
+/// Bytes of a large file mapped at once: the hash runs on every core over a window, and the
+/// window is unmapped before the next, so resident memory stays at one window however large the
+/// file (a whole-file map kept every page it touched resident until the end).
+const MAP_WINDOW: u64 = 64 << 20;
+
+fn hash_mapped(hasher: &mut blake3::Hasher, path: &Path, size: u64) -> std::io::Result<()> {
+    let file = File::open(path)?;
+    let mut offset = 0;
+    while offset < size {
+        let len = MAP_WINDOW.min(size - offset);
+        // SAFETY: the map is read-only and dropped before the next window; a file truncated
+        // meanwhile can fault the read (SIGBUS), the risk every mmap reader takes, and one
+        // changed in place hashes differently, which the caller reports.
+        let window = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(offset)
+                .len(len as usize)
+                .map(&file)?
+        };
+        hasher.update_rayon(&window);
+        offset += len;
+    }
+    Ok(())
+}
+
 fn hash_file(entry: &Entry) -> Result<blake3::Hash, DigestError> {
     let io_error = |source| DigestError::Io {
         path: entry.path.clone(),
@@ -190,7 +215,7 @@ fn hash_file(entry: &Entry) -> Result<blake3::Hash, DigestError> {
     };
     let mut hasher = blake3::Hasher::new();
     if entry.size >= MMAP_THRESHOLD {
-        hasher.update_mmap_rayon(&entry.path).map_err(io_error)?;
+        hash_mapped(&mut hasher, &entry.path, entry.size).map_err(io_error)?;
     } else {
         hasher
             .update_reader(File::open(&entry.path).map_err(io_error)?)

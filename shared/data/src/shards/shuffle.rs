@@ -30,6 +30,8 @@ use crate::split::Splits;
 
 const KEY_COLUMN: &str = "__runfn_shuffle_key";
 const MAX_BUCKETS: u64 = 1024;
+/// The write buffer of each spill file.
+const SPILL_BUFFER: usize = 64 << 10;
 
 #[derive(Debug, Clone)]
 pub struct ShardOptions {
@@ -71,8 +73,11 @@ pub fn shardify(
         })?;
     let keyed_schema = keyed_schema(&snapshot.schema);
     let split_count = splits.splits.len();
+    // A quarter of the budget for the rows waiting in memory, shared by every (split, bucket).
+    // No floor above what the budget allows: with hundreds of slots a 1 MiB floor alone held
+    // hundreds of MiB.
     let flush_bytes = (options.memory_bytes / (4 * (split_count as u64).max(1) * buckets))
-        .clamp(1 << 20, 64 << 20);
+        .clamp(64 << 10, 64 << 20);
     let slots: Vec<Mutex<Slot>> = (0..split_count * buckets as usize)
         .map(|i| Mutex::new(Slot::new(spill_dir.path().join(format!("slot-{i}.arrows")))))
         .collect();
@@ -84,7 +89,8 @@ pub fn shardify(
         .map(|file| {
             let mut bad = BadValues::default();
             let mut unassigned = 0u64;
-            for typed in snapshot.read_file(file)? {
+            let batch_rows = read_batch_rows(snapshot, file, options.memory_bytes);
+            for typed in snapshot.read_file_in(file, batch_rows)? {
                 let typed = typed?;
                 bad.merge(&typed.bad_values);
                 let rows = typed.batch.num_rows();
@@ -206,6 +212,22 @@ pub fn shardify(
     Ok((index, blake3::hash(text.as_bytes()).to_hex().to_string()))
 }
 
+/// Rows per read batch: while a batch is read, typed, keyed and cut into slots it is held about
+/// four times in memory, by each reading thread, so a batch gets a sixteenth of the budget
+/// shared by the threads (a quarter of it in all; the rows waiting in the slots get another).
+/// Wide rows get smaller batches; 64Ki rows at most, 1Ki at least.
+fn read_batch_rows(snapshot: &Snapshot, file: usize, memory_bytes: u64) -> usize {
+    let threads = rayon::current_num_threads().max(1) as u64;
+    // In memory a row takes about twice its text (five times its Parquet bytes).
+    let expansion = match snapshot.files[file].format {
+        FileFormat::Parquet => 5,
+        FileFormat::Csv | FileFormat::JsonLines => 2,
+    };
+    let row = snapshot.row_bytes(file) * expansion;
+    let rows = memory_bytes / (16 * threads) / row.max(1);
+    (rows as usize).clamp(1 << 10, crate::read::BATCH_ROWS)
+}
+
 /// A bijective 64-bit mixer (Steele et al.'s splitmix64 finalizer).
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -318,7 +340,9 @@ impl Slot {
                     source,
                 })?;
                 self.spill = Some(
-                    StreamWriter::try_new(BufWriter::with_capacity(1 << 20, file), schema)
+                    // Each flush writes one merged batch, so a small buffer suffices; a 1 MiB
+                    // buffer per slot cost as much as the rows themselves.
+                    StreamWriter::try_new(BufWriter::with_capacity(SPILL_BUFFER, file), schema)
                         .map_err(io)?,
                 );
             }

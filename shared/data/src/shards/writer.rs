@@ -5,6 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -15,6 +16,12 @@ use crate::shards::index::ShardEntry;
 
 /// Stable across parquet crate upgrades that do not change the bytes otherwise.
 const CREATED_BY: &str = "runfn shardify (runfn-shards-v1)";
+
+/// Rows handed to the Parquet writer at a time, counted from the start of each shard. The writer
+/// decides page boundaries per call (its mini-batches start at each call's first row), so calls
+/// of a fixed size make the bytes independent of how the rows arrived: the shuffle's buckets,
+/// and so `--memory`, change the batches, never the file.
+const WRITE_ROWS: usize = 8192;
 
 pub struct ShardWriterOptions {
     pub shard_rows: usize,
@@ -31,6 +38,9 @@ pub struct SplitWriter<'a> {
     options: &'a ShardWriterOptions,
     current: Option<OpenShard>,
     pub shards: Vec<ShardEntry>,
+    /// Rows received but not yet written, in order.
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
 }
 
 struct OpenShard {
@@ -56,32 +66,71 @@ impl<'a> SplitWriter<'a> {
             options,
             current: None,
             shards: Vec::new(),
+            pending: Vec::new(),
+            pending_rows: 0,
         })
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), DataError> {
-        let mut offset = 0;
-        while offset < batch.num_rows() {
+        if batch.num_rows() > 0 {
+            self.pending_rows += batch.num_rows();
+            self.pending.push(batch.clone());
+        }
+        self.drain(false)
+    }
+
+    /// Writes the pending rows in calls of `WRITE_ROWS` (fewer at a shard's end), closing each
+    /// shard when full; with `all`, also the last short call.
+    fn drain(&mut self, all: bool) -> Result<(), DataError> {
+        loop {
+            let room = self.current.as_ref().map_or(self.options.shard_rows, |s| {
+                self.options.shard_rows - s.rows
+            });
+            let take = WRITE_ROWS.min(room).min(self.pending_rows);
+            if take == 0 || (!all && take < WRITE_ROWS.min(room)) {
+                return Ok(());
+            }
+            let chunk = self.take_pending(take)?;
             if self.current.is_none() {
                 self.current = Some(self.open()?);
             }
             let shard = self.current.as_mut().expect("opened above");
-            let take = (self.options.shard_rows - shard.rows).min(batch.num_rows() - offset);
             shard
                 .writer
-                .write(&batch.slice(offset, take))
+                .write(&chunk)
                 .map_err(|e| DataError::file(&shard.path, e))?;
             shard.rows += take;
-            offset += take;
             if shard.rows == self.options.shard_rows {
                 self.close_current()?;
             }
         }
-        Ok(())
     }
 
-    /// Closes the last shard. A split with no rows gets no shard.
+    /// The first `rows` pending rows as one batch.
+    fn take_pending(&mut self, rows: usize) -> Result<RecordBatch, DataError> {
+        let mut parts = Vec::new();
+        let mut needed = rows;
+        while needed > 0 {
+            let front = &self.pending[0];
+            if front.num_rows() <= needed {
+                needed -= front.num_rows();
+                parts.push(self.pending.remove(0));
+            } else {
+                parts.push(front.slice(0, needed));
+                self.pending[0] = front.slice(needed, front.num_rows() - needed);
+                needed = 0;
+            }
+        }
+        self.pending_rows -= rows;
+        if parts.len() == 1 {
+            return Ok(parts.pop().expect("one part"));
+        }
+        concat_batches(&self.schema, &parts).map_err(|e| DataError::Other(e.to_string()))
+    }
+
+    /// Writes what is pending and closes the last shard. A split with no rows gets no shard.
     pub fn finish(mut self) -> Result<Vec<ShardEntry>, DataError> {
+        self.drain(true)?;
         self.close_current()?;
         Ok(self.shards)
     }

@@ -146,20 +146,13 @@ impl Writer {
                     .collect();
                 // Pruning runs inside the save, after the new checkpoint's JSON is renamed into
                 // place, so the checkpoint a resume would load is never the one removed.
-                let started = std::time::Instant::now();
-                let (path, _) =
-                    checkpoint::save(&dir, snapshot.state, &named, keep).with_context(|| {
-                        format!("writing the checkpoint of step {step} in {}", dir.display())
-                    })?;
-                if let Some(store) = &store {
-                    checkpoint::publish(&dir, store).with_context(|| {
-                        format!(
-                            "publishing the checkpoint of step {step} to {}",
-                            store.url()
-                        )
-                    })?;
-                }
-                let seconds = started.elapsed().as_secs_f64();
+                let (path, seconds) = checkpoint::save_and_publish(
+                    &dir,
+                    store.as_ref(),
+                    snapshot.state,
+                    &named,
+                    keep,
+                )?;
                 Ok(Written {
                     step,
                     path,

@@ -240,6 +240,31 @@ pub fn publish(dir: &Path, store: &runfn_storage::Remote) -> Result<()> {
     Ok(())
 }
 
+/// Writes a checkpoint (see [`save`]) and, when the run's output is in a store, publishes the
+/// folder (see [`publish`]). Returns its JSON path and the seconds both took: the cost of a
+/// checkpoint is what it takes to be safe where a resume will look for it.
+pub fn save_and_publish(
+    dir: &Path,
+    store: Option<&runfn_storage::Remote>,
+    state: CheckpointState,
+    tensors: &[(String, &Tensor)],
+    keep: usize,
+) -> Result<(PathBuf, f64)> {
+    let started = Instant::now();
+    let step = state.step;
+    let (path, _) = save(dir, state, tensors, keep)
+        .with_context(|| format!("writing the checkpoint of step {step} in {}", dir.display()))?;
+    if let Some(store) = store {
+        publish(dir, store).with_context(|| {
+            format!(
+                "publishing the checkpoint of step {step} to {}",
+                store.url()
+            )
+        })?;
+    }
+    Ok((path, started.elapsed().as_secs_f64()))
+}
+
 /// Makes the folder hold the store's checkpoints (before a resume): what the store lacks is
 /// removed, what it has is downloaded unless the folder already has that object.
 pub fn fetch(store: &runfn_storage::Remote, dir: &Path) -> Result<()> {

@@ -665,6 +665,30 @@ mod resume_tests {
         })
     }
 
+    /// Options of the tests' loaders: prefetch and lookahead 2, no pinning, seed 3.
+    fn options(
+        batch: usize,
+        rank: usize,
+        world: usize,
+        position: u64,
+        cache: usize,
+    ) -> LoaderOptions {
+        LoaderOptions {
+            batch,
+            seed: 3,
+            start_epoch: 0,
+            start_position: position,
+            rank,
+            world,
+            prefetch: 2,
+            lookahead: 2,
+            pin_for: None,
+            cache_bytes: cache,
+            dropout: 0.0,
+            dropout_widths: vec![],
+        }
+    }
+
     fn batches(
         set: &ShardSet,
         epoch: u64,
@@ -676,18 +700,8 @@ mod resume_tests {
             set.clone(),
             preprocess(),
             LoaderOptions {
-                batch: 7,
-                seed: 3,
                 start_epoch: epoch,
-                start_position: position,
-                rank: 0,
-                world: 1,
-                prefetch: 2,
-                lookahead: 2,
-                pin_for: None,
-                cache_bytes: cache,
-                dropout: 0.0,
-                dropout_widths: vec![],
+                ..options(7, 0, 1, position, cache)
             },
         )
         .unwrap();
@@ -735,18 +749,9 @@ mod resume_tests {
                 set.clone(),
                 preprocess(),
                 LoaderOptions {
-                    batch: 8,
-                    seed: 3,
-                    start_epoch: 0,
-                    start_position: position,
-                    rank,
-                    world,
-                    prefetch: 2,
-                    lookahead: 2,
-                    pin_for: None,
-                    cache_bytes: 1 << 20,
                     dropout: 0.5,
                     dropout_widths: vec![3, 2],
+                    ..options(8, rank, world, position, 1 << 20)
                 },
             )
             .unwrap();
@@ -792,18 +797,9 @@ mod resume_tests {
                 set.clone(),
                 preprocess(),
                 LoaderOptions {
-                    batch: 8,
-                    seed: 3,
-                    start_epoch: 0,
-                    start_position: 0,
-                    rank,
-                    world,
                     prefetch: 1,
                     lookahead: 1,
-                    pin_for: None,
-                    cache_bytes: cache,
-                    dropout: 0.0,
-                    dropout_widths: vec![],
+                    ..options(8, rank, world, 0, cache)
                 },
             )
             .unwrap();

@@ -630,17 +630,13 @@ fn train_job(
                         ckpt_times.push(written.seconds);
                     }
                 } else {
-                    let started = Instant::now();
-                    checkpoint::save(&ckpt_dir, state, &named, config.keep_checkpoints)?;
-                    if let Some(store) = &ckpt_store {
-                        checkpoint::publish(&ckpt_dir, store).with_context(|| {
-                            format!(
-                                "publishing the checkpoint of step {step} to {}",
-                                store.url()
-                            )
-                        })?;
-                    }
-                    let seconds = started.elapsed().as_secs_f64();
+                    let (_, seconds) = checkpoint::save_and_publish(
+                        &ckpt_dir,
+                        ckpt_store.as_ref(),
+                        state,
+                        &named,
+                        config.keep_checkpoints,
+                    )?;
                     ckpt_times.push(seconds);
                     entry["ckpt_s"] = json!(seconds);
                 }

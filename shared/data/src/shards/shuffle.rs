@@ -279,7 +279,9 @@ fn partition(
     schema: &SchemaRef,
 ) -> Result<(), DataError> {
     let shift = 64 - buckets.trailing_zeros();
-    let mut indices: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    // Rows by slot, in slot order (a vector indexed by slot: a map lookup per row cost more
+    // than the rest of the partitioning).
+    let mut indices: Vec<Vec<u32>> = vec![Vec::new(); slots.len()];
     for (row, split) in assignment.iter().enumerate() {
         if let Some(split) = split {
             let bucket = if buckets == 1 {
@@ -287,13 +289,13 @@ fn partition(
             } else {
                 (keys[row] >> shift) as usize
             };
-            indices
-                .entry(*split as usize * buckets as usize + bucket)
-                .or_default()
-                .push(row as u32);
+            indices[*split as usize * buckets as usize + bucket].push(row as u32);
         }
     }
-    for (slot, rows) in indices {
+    for (slot, rows) in indices.into_iter().enumerate() {
+        if rows.is_empty() {
+            continue;
+        }
         let part = take_record_batch(batch, &UInt32Array::from(rows))
             .map_err(|e| DataError::Other(e.to_string()))?;
         let mut slot = slots[slot]

@@ -65,15 +65,8 @@ pub fn work_dir(url: &str) -> PathBuf {
     slot("work", url)
 }
 
-/// The object at `url`, downloaded into the cache unless the cached copy has its size and ETag.
-pub fn stage_file(url: &str) -> Result<PathBuf, StorageError> {
-    let remote = Remote::parse(url)?;
-    let entry = remote
-        .head()?
-        .ok_or_else(|| StorageError::new(remote.url(), "no such object"))?;
-    stage_entry(&remote, &entry)
-}
-
+/// The one object `entry` at `remote`, downloaded into the cache unless the cached copy has its
+/// size and ETag.
 fn stage_entry(remote: &Remote, entry: &crate::Entry) -> Result<PathBuf, StorageError> {
     let dir = slot("objects", &remote.url());
     let local = dir.join(remote.name());

@@ -18,9 +18,7 @@ mod mirror;
 mod remote;
 mod transfer;
 
-pub use cache::{
-    cache_root, display, local_path, stage_file, stage_prefix, stage_set, staged_path, work_dir,
-};
+pub use cache::{display, local_path, stage_prefix, stage_set, staged_path, work_dir};
 pub use error::StorageError;
 pub use mirror::{Transferred, pull, push};
 pub use remote::{Remote, is_remote};

@@ -123,20 +123,32 @@ pub fn write(
     // The order safetensors lays the data out in: by dtype, widest first, then by name.
     let mut order: Vec<&(String, TensorBytes)> = views.iter().collect();
     order.sort_by(|(a, x), (b, y)| y.dtype.cmp(&x.dtype).then(a.cmp(b)));
-    let mut hasher = blake3::Hasher::new();
-    let mut len = header.len() as u64;
-    runfn_core::atomic::write_atomic(path, |out| {
-        hasher.update(&header);
-        out.write_all(&header)?;
-        for (_, view) in order {
-            let bytes = view.as_slice();
-            hasher.update(bytes);
-            out.write_all(bytes)?;
-            len += bytes.len() as u64;
-        }
-        Ok(())
-    })?;
-    Ok((len, hasher.finalize()))
+    let pieces: Vec<&[u8]> = std::iter::once(header.as_slice())
+        .chain(order.iter().map(|(_, view)| view.as_slice()))
+        .collect();
+    let len = pieces.iter().map(|p| p.len() as u64).sum();
+    // The hash runs on its own thread beside the write and the fsync, which mostly wait on
+    // the kernel and the disk: the save then takes about as long as the write alone.
+    let (written, hash) = std::thread::scope(|scope| {
+        let hasher = scope.spawn(|| {
+            let mut hasher = blake3::Hasher::new();
+            for piece in &pieces {
+                hasher.update(piece);
+            }
+            hasher.finalize()
+        });
+        let written = runfn_core::atomic::write_atomic(path, |out| {
+            pieces.iter().try_for_each(|piece| out.write_all(piece))
+        });
+        (
+            written,
+            hasher
+                .join()
+                .expect("hashing a tensors file does not panic"),
+        )
+    });
+    written?;
+    Ok((len, hash))
 }
 
 /// A digest of what a file means rather than of its bytes: the canonical JSON of `metadata`, then
@@ -178,20 +190,52 @@ pub fn decode(bytes: &[u8], origin: &str) -> Result<(Vec<(String, Tensor)>, serd
     Ok((tensors, meta))
 }
 
-/// A file read into one libtorch byte buffer. The tensors decoded from it are views of that
-/// buffer, so loading copies the bytes once, from the page cache, and never again.
+/// A file's bytes in one libtorch byte buffer. The tensors decoded from it are views of that
+/// buffer (libtorch counts their references to it), so loading never copies a tensor.
 #[derive(Debug)]
 pub struct Buffer {
     bytes: Tensor,
     len: usize,
 }
 
-/// Bytes read and hashed at a time: the hash reads each piece while it is still in cache.
+/// Below this a file is hashed on one thread: splitting it costs more than it saves.
+const PARALLEL_HASH_BYTES: usize = 4 << 20;
+
+/// Bytes read and hashed at a time when a file is copied: the hash reads each piece while it
+/// is still in cache.
 const PIECE: usize = 1 << 20;
 
 impl Buffer {
-    /// Reads the file at `path` and its blake3 in one pass.
+    /// The file at `path` and its blake3. The file is mapped, privately and read-only in
+    /// effect, by libtorch's own allocator, so its pages come straight from the page cache:
+    /// reading it into a new buffer cost a copy and a fault and a zeroing per page, about half
+    /// of a load. libtorch checks the size against the file it opened, so a file replaced by a
+    /// shorter one between the stat and the map is an error, not a fault. Checkpoint files are
+    /// only ever replaced by a rename, never rewritten in place, so the mapping stays valid.
     pub fn read(path: &Path) -> std::io::Result<(Buffer, blake3::Hash)> {
+        let len = usize::try_from(std::fs::metadata(path)?.len()).map_err(std::io::Error::other)?;
+        let mapped = match path.to_str() {
+            Some(name) if len > 0 => {
+                Tensor::f_from_file(name, false, len as i64, (Kind::Uint8, tch::Device::Cpu)).ok()
+            }
+            _ => None,
+        };
+        let Some(bytes) = mapped else {
+            return Self::read_copy(path);
+        };
+        let buffer = Buffer { bytes, len };
+        let mut hasher = blake3::Hasher::new();
+        if len >= PARALLEL_HASH_BYTES {
+            hasher.update_rayon(buffer.as_slice());
+        } else {
+            hasher.update(buffer.as_slice());
+        }
+        Ok((buffer, hasher.finalize()))
+    }
+
+    /// [`Buffer::read`] by copying the file into a new buffer: for an empty file, a path that
+    /// is not UTF-8 (libtorch takes a string) or a file system that cannot be mapped.
+    fn read_copy(path: &Path) -> std::io::Result<(Buffer, blake3::Hash)> {
         let mut file = std::fs::File::open(path)?;
         let len = usize::try_from(file.metadata()?.len()).map_err(std::io::Error::other)?;
         let bytes = Tensor::empty([len as i64], (Kind::Uint8, tch::Device::Cpu));
@@ -202,8 +246,6 @@ impl Buffer {
                 unsafe { std::slice::from_raw_parts_mut(bytes.data_ptr().cast::<u8>(), len) };
             for piece in slice.chunks_mut(PIECE) {
                 file.read_exact(piece)?;
-                // One thread: on a busy machine rayon's join waits for a second core and
-                // the hash got slower and far less even (6-21 ms for 13 MB, against 5-6 ms).
                 hasher.update(piece);
             }
         }
@@ -345,6 +387,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a safetensors file"), "{err}");
+    }
+
+    #[test]
+    fn a_mapped_read_equals_a_copied_one_and_a_short_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.safetensors");
+        // Past the size that is hashed in parallel, so both hashes are exercised.
+        let big = Tensor::arange(3 << 20, (Kind::Float, tch::Device::Cpu));
+        let (len, hash) = write(&path, &[("w".into(), &big)], &serde_json::json!({})).unwrap();
+        assert!(len as usize > PARALLEL_HASH_BYTES);
+        let (mapped, mapped_hash) = Buffer::read(&path).unwrap();
+        let (copied, copied_hash) = Buffer::read_copy(&path).unwrap();
+        assert_eq!((mapped_hash, copied_hash), (hash, hash));
+        assert_eq!(mapped.as_slice(), copied.as_slice());
+        let (tensors, _) = mapped.decode("big").unwrap();
+        drop(mapped);
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            tensors[0].1.equal(&big),
+            "views outlive the buffer and the file's name"
+        );
+        // libtorch checks the size against the file it opened: an error, never a fault.
+        std::fs::write(&path, b"short").unwrap();
+        let short = Tensor::f_from_file(
+            path.to_str().unwrap(),
+            false,
+            1 << 20,
+            (Kind::Uint8, tch::Device::Cpu),
+        );
+        assert!(short.is_err(), "a mapping past the end of the file");
     }
 
     #[test]

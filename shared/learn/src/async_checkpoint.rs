@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use tch::{Device, Tensor};
 
-use crate::checkpoint::{self, CheckpointState};
+use crate::checkpoint::{self, CheckpointState, Hashing};
 
 /// A checkpoint's state and tensors, copied so that training can go on changing its own.
 #[derive(Debug)]
@@ -25,18 +25,46 @@ pub struct Snapshot {
 impl Snapshot {
     /// Copies `tensors` into new host tensors.
     pub fn take(state: CheckpointState, tensors: &[(String, &Tensor)]) -> Snapshot {
-        let tensors = tensors
-            .iter()
-            .map(|(name, t)| {
-                let t = t.detach();
-                let copy = if t.device() == Device::Cpu {
-                    t.copy()
-                } else {
-                    t.to_device(Device::Cpu)
-                };
-                (name.clone(), copy)
-            })
-            .collect();
+        Snapshot::take_into(state, tensors, Vec::new())
+    }
+
+    /// Copies `tensors` into `spare`, the host tensors of an earlier snapshot, when they have
+    /// the same names, shapes and kinds; into new ones otherwise. Memory the process already
+    /// has is copied into several times faster than new memory, which faults in a page at a
+    /// time: that fault was most of what a background checkpoint held the loop up.
+    fn take_into(
+        state: CheckpointState,
+        tensors: &[(String, &Tensor)],
+        spare: Vec<(String, Tensor)>,
+    ) -> Snapshot {
+        let _guard = tch::no_grad_guard();
+        let fits = spare.len() == tensors.len()
+            && spare.iter().zip(tensors).all(|((n, copy), (name, t))| {
+                n == name && copy.size() == t.size() && copy.kind() == t.kind()
+            });
+        let tensors = if fits {
+            spare
+                .into_iter()
+                .zip(tensors)
+                .map(|((name, mut copy), (_, t))| {
+                    copy.copy_(t);
+                    (name, copy)
+                })
+                .collect()
+        } else {
+            tensors
+                .iter()
+                .map(|(name, t)| {
+                    let t = t.detach();
+                    let copy = if t.device() == Device::Cpu {
+                        t.copy()
+                    } else {
+                        t.to_device(Device::Cpu)
+                    };
+                    (name.clone(), copy)
+                })
+                .collect()
+        };
         Snapshot { state, tensors }
     }
 }
@@ -49,7 +77,8 @@ pub struct Written {
     pub seconds: f64,
 }
 
-type InFlight = JoinHandle<Result<Written>>;
+/// The writer thread hands back the snapshot's tensors with its result, for the next snapshot.
+type InFlight = JoinHandle<(Result<Written>, Vec<(String, Tensor)>)>;
 
 /// Whether a write is in flight, for a thread that must not end the process in the middle of one.
 #[derive(Debug, Clone, Default)]
@@ -94,6 +123,8 @@ pub struct Writer {
     idle: Idle,
     delay: Duration,
     store: Option<runfn_storage::Remote>,
+    /// The tensors of the last finished write, copied into by the next snapshot.
+    spare: Vec<(String, Tensor)>,
 }
 
 impl Writer {
@@ -105,6 +136,7 @@ impl Writer {
             idle: Idle::default(),
             delay: Duration::ZERO,
             store: None,
+            spare: Vec::new(),
         }
     }
 
@@ -126,9 +158,27 @@ impl Writer {
         self.idle.clone()
     }
 
+    /// Waits for the write in flight (returned), copies `tensors` into host memory, reusing
+    /// that write's copies, and starts writing them.
+    pub fn checkpoint(
+        &mut self,
+        state: CheckpointState,
+        tensors: &[(String, &Tensor)],
+    ) -> Result<Option<Written>> {
+        let previous = self.wait()?;
+        let snapshot = Snapshot::take_into(state, tensors, std::mem::take(&mut self.spare));
+        self.spawn(snapshot)?;
+        Ok(previous)
+    }
+
     /// Starts writing `snapshot`, after waiting for the write in flight, which it returns.
     pub fn start(&mut self, snapshot: Snapshot) -> Result<Option<Written>> {
         let previous = self.wait()?;
+        self.spawn(snapshot)?;
+        Ok(previous)
+    }
+
+    fn spawn(&mut self, snapshot: Snapshot) -> Result<()> {
         let (dir, keep, delay) = (self.dir.clone(), self.keep, self.delay);
         let store = self.store.clone();
         let step = snapshot.state.step;
@@ -139,34 +189,42 @@ impl Writer {
             .spawn(move || {
                 let _done = done;
                 std::thread::sleep(delay);
-                let named: Vec<(String, &Tensor)> = snapshot
-                    .tensors
-                    .iter()
-                    .map(|(n, t)| (n.clone(), t))
-                    .collect();
+                let Snapshot { state, tensors } = snapshot;
+                let named: Vec<(String, &Tensor)> =
+                    tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
                 // Pruning runs inside the save, after the new checkpoint's JSON is renamed into
                 // place, so the checkpoint a resume would load is never the one removed.
-                let (path, seconds) = checkpoint::save_and_publish(
+                let saved = checkpoint::save_and_publish(
                     &dir,
                     store.as_ref(),
-                    snapshot.state,
+                    state,
                     &named,
                     keep,
-                )?;
-                Ok(Written {
+                    Hashing::Inline,
+                );
+                drop(named);
+                let written = saved.map(|(path, seconds)| Written {
                     step,
                     path,
                     seconds,
-                })
+                });
+                (written, tensors)
             })
             .context("starting the checkpoint writer thread")?;
         self.in_flight = Some(handle);
-        Ok(previous)
+        Ok(())
     }
 
     /// Waits for the write in flight, if there is one.
     pub fn wait(&mut self) -> Result<Option<Written>> {
-        self.in_flight.take().map(joined).transpose()
+        let Some(handle) = self.in_flight.take() else {
+            return Ok(None);
+        };
+        let (written, tensors) = handle
+            .join()
+            .map_err(|_| anyhow!("the checkpoint writer thread panicked"))?;
+        self.spare = tensors;
+        written.map(Some)
     }
 
     /// The write in flight if it has finished, without waiting.
@@ -188,12 +246,6 @@ impl Drop for Writer {
     }
 }
 
-fn joined(handle: InFlight) -> Result<Written> {
-    handle
-        .join()
-        .map_err(|_| anyhow!("the checkpoint writer thread panicked"))?
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,12 +263,32 @@ mod tests {
         let mut writer = Writer::new(&async_dir, 2);
         let mut t = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
         for step in 1..=3 {
-            checkpoint::save(&sync_dir, state(step), &[("w".into(), &t)], 2).unwrap();
-            writer
-                .start(Snapshot::take(state(step), &[("w".into(), &t)]))
-                .unwrap();
+            checkpoint::save(
+                &sync_dir,
+                state(step),
+                &[("w".into(), &t)],
+                2,
+                Hashing::Beside,
+            )
+            .unwrap();
+            writer.checkpoint(state(step), &[("w".into(), &t)]).unwrap();
             // Training changes its tensors in place while the copy is written.
             t += 1.0;
+            if step == 1 {
+                writer.wait().unwrap();
+                let spare = writer.spare[0].1.data_ptr();
+                writer.checkpoint(state(step), &[("w".into(), &t)]).unwrap();
+                writer.wait().unwrap();
+                assert_eq!(writer.spare[0].1.data_ptr(), spare, "the copy is reused");
+                checkpoint::save(
+                    &sync_dir,
+                    state(step),
+                    &[("w".into(), &t)],
+                    2,
+                    Hashing::Beside,
+                )
+                .unwrap();
+            }
         }
         let last = writer.wait().unwrap().unwrap();
         assert_eq!(last.step, 3);

@@ -15,6 +15,7 @@ use tch::Tensor;
 
 use crate::model::Architecture;
 use crate::schedule::Schedule;
+pub use crate::tensor_file::Hashing;
 use crate::tensor_file::{self, Buffer};
 
 pub const FORMAT: &str = "runfn-checkpoint-v1";
@@ -136,6 +137,7 @@ pub fn save(
     mut state: CheckpointState,
     tensors: &[(String, &Tensor)],
     keep: usize,
+    hashing: Hashing,
 ) -> Result<(PathBuf, f64)> {
     let start = Instant::now();
     let name = stem(state.step);
@@ -144,6 +146,7 @@ pub fn save(
         &tensor_path,
         tensors,
         &serde_json::json!({"format": FORMAT}),
+        hashing,
     )?;
     state.tensors = TensorsRef {
         file: format!("{name}.safetensors"),
@@ -249,10 +252,11 @@ pub fn save_and_publish(
     state: CheckpointState,
     tensors: &[(String, &Tensor)],
     keep: usize,
+    hashing: Hashing,
 ) -> Result<(PathBuf, f64)> {
     let started = Instant::now();
     let step = state.step;
-    let (path, _) = save(dir, state, tensors, keep)
+    let (path, _) = save(dir, state, tensors, keep, hashing)
         .with_context(|| format!("writing the checkpoint of step {step} in {}", dir.display()))?;
     if let Some(store) = store {
         publish(dir, store).with_context(|| {
@@ -439,7 +443,14 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         for step in [1, 2, 3] {
             let t = Tensor::from_slice(&[step as f32; 4]);
-            save(dir.path(), state(step), &[("w".into(), &t)], 2).unwrap();
+            save(
+                dir.path(),
+                state(step),
+                &[("w".into(), &t)],
+                2,
+                Hashing::Beside,
+            )
+            .unwrap();
         }
         assert_eq!(committed_steps(dir.path()).unwrap(), vec![3, 2]);
         assert!(!dir.path().join("step-0000000001.safetensors").exists());
@@ -491,7 +502,7 @@ pub(crate) mod tests {
             let t = Tensor::from_slice(&[step as f32; 4]);
             let mut s = state(step);
             s.best = best;
-            save(dir.path(), s, &[("w".into(), &t)], 2).unwrap();
+            save(dir.path(), s, &[("w".into(), &t)], 2, Hashing::Inline).unwrap();
             if step == 4 {
                 assert_eq!(committed_steps(dir.path()).unwrap(), vec![4, 3, 2]);
             }

@@ -106,6 +106,17 @@ pub fn encode(tensors: &[(String, &Tensor)], metadata: &serde_json::Value) -> Re
     .map_err(|e| anyhow!("encoding safetensors: {e:?}"))
 }
 
+/// Where [`write`] hashes a file's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hashing {
+    /// On a thread of its own, beside the write and the fsync, which mostly wait on the kernel
+    /// and the disk: a save the caller waits for then takes about as long as the write alone.
+    Beside,
+    /// On the writing thread: for a save in the background, where a second busy thread would
+    /// only take a core from the training beside it.
+    Inline,
+}
+
 /// Writes the bytes [`encode`] would give to `path` atomically, in one pass from the tensors'
 /// own memory (no copy of the file in memory), hashing them on the way. Returns the file's
 /// length and blake3.
@@ -113,6 +124,7 @@ pub fn write(
     path: &Path,
     tensors: &[(String, &Tensor)],
     metadata: &serde_json::Value,
+    hashing: Hashing,
 ) -> Result<(u64, blake3::Hash)> {
     let views = views_of(tensors)?;
     let header = safetensors::tensor::serialize(
@@ -127,26 +139,31 @@ pub fn write(
         .chain(order.iter().map(|(_, view)| view.as_slice()))
         .collect();
     let len = pieces.iter().map(|p| p.len() as u64).sum();
-    // The hash runs on its own thread beside the write and the fsync, which mostly wait on
-    // the kernel and the disk: the save then takes about as long as the write alone.
-    let (written, hash) = std::thread::scope(|scope| {
-        let hasher = scope.spawn(|| {
-            let mut hasher = blake3::Hasher::new();
-            for piece in &pieces {
-                hasher.update(piece);
-            }
-            hasher.finalize()
-        });
-        let written = runfn_core::atomic::write_atomic(path, |out| {
+    let hash_all = || {
+        let mut hasher = blake3::Hasher::new();
+        for piece in &pieces {
+            hasher.update(piece);
+        }
+        hasher.finalize()
+    };
+    let write_all = || {
+        runfn_core::atomic::write_atomic(path, |out| {
             pieces.iter().try_for_each(|piece| out.write_all(piece))
-        });
-        (
-            written,
-            hasher
-                .join()
-                .expect("hashing a tensors file does not panic"),
-        )
-    });
+        })
+    };
+    let (written, hash) = match hashing {
+        Hashing::Beside => std::thread::scope(|scope| {
+            let hasher = scope.spawn(hash_all);
+            let written = write_all();
+            (
+                written,
+                hasher
+                    .join()
+                    .expect("hashing a tensors file does not panic"),
+            )
+        }),
+        Hashing::Inline => (write_all(), hash_all()),
+    };
     written?;
     Ok((len, hash))
 }
@@ -395,7 +412,13 @@ mod tests {
         let path = dir.path().join("big.safetensors");
         // Past the size that is hashed in parallel, so both hashes are exercised.
         let big = Tensor::arange(3 << 20, (Kind::Float, tch::Device::Cpu));
-        let (len, hash) = write(&path, &[("w".into(), &big)], &serde_json::json!({})).unwrap();
+        let (len, hash) = write(
+            &path,
+            &[("w".into(), &big)],
+            &serde_json::json!({}),
+            Hashing::Beside,
+        )
+        .unwrap();
         assert!(len as usize > PARALLEL_HASH_BYTES);
         let (mapped, mapped_hash) = Buffer::read(&path).unwrap();
         let (copied, copied_hash) = Buffer::read_copy(&path).unwrap();
@@ -433,7 +456,7 @@ mod tests {
             ("a.t".to_string(), &strided),
             ("z".to_string(), &Tensor::from_slice(&[0.5f64])),
         ];
-        let (len, hash) = write(&path, &tensors, &meta).unwrap();
+        let (len, hash) = write(&path, &tensors, &meta, Hashing::Inline).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes, encode(&tensors, &meta).unwrap());
         assert_eq!((len, hash), (bytes.len() as u64, blake3::hash(&bytes)));

@@ -19,7 +19,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::adamw::AdamW;
 use crate::alerts::{Alert, Detector, Notifier};
-use crate::async_checkpoint::{self, Snapshot};
+use crate::async_checkpoint;
 use crate::checkpoint::{
     self, Best, CheckpointState, OptimizerState, RankState, RngState, TensorsRef,
 };
@@ -626,7 +626,7 @@ fn train_job(
                 let entry = line.get_or_insert_with(|| json!({"step": step}));
                 let blocked = Instant::now();
                 if job.ckpt_async {
-                    if let Some(written) = writer.start(Snapshot::take(state, &named))? {
+                    if let Some(written) = writer.checkpoint(state, &named)? {
                         ckpt_times.push(written.seconds);
                     }
                 } else {
@@ -636,6 +636,7 @@ fn train_job(
                         state,
                         &named,
                         config.keep_checkpoints,
+                        checkpoint::Hashing::Beside,
                     )?;
                     ckpt_times.push(seconds);
                     entry["ckpt_s"] = json!(seconds);

@@ -13,6 +13,7 @@ OOM killer, wrong output) is recorded as failed in the JSON and not run again; t
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # keep scripts/bench free of __pycache__
@@ -258,6 +259,7 @@ def run_ds_validate():
            "target": target_block("duckdb_over_ds_validate", ratios["duckdb_over_ds_validate"], 2.0),
            "target_undeclared": target_block("duckdb_over_ds_validate_undeclared",
                                              ratios["duckdb_over_ds_validate_undeclared"], 2.0)}
+    doc["parquet"] = run_ds_validate_parquet(dsv if "ds-validate" in tools else None, dsv_status)
     write_json(out_json, doc)
     for t in tools.values():
         t["prepare"]()
@@ -273,6 +275,62 @@ def run_ds_validate():
     log(f"  duckdb / ds-validate with nothing declared = {ratios['duckdb_over_ds_validate_undeclared']} "
         f"(target >= 2.0: { {True: 'met', False: 'NOT met', None: 'not measured'}[doc['target_undeclared']['met']] })")
     log(f"wrote {out_json}")
+
+
+EVENTS_ROWS = int(env.get("BENCH_EVENTS_ROWS", "10500000"))
+
+
+def run_ds_validate_parquet(dsv, dsv_status):
+    """ds-validate profile (only the label declared) vs DuckDB SUMMARIZE on one Parquet file of
+    10.5M short rows: the shape where one large file has to keep both cores busy."""
+    pq_dir = f"bench/work/events-{EVENTS_ROWS}"
+    if not os.path.exists(f"{pq_dir}/events.parquet"):
+        log(f"ds-validate: making {pq_dir}/events.parquet ({EVENTS_ROWS} rows) with DuckDB")
+        subprocess.run([PY, PEERS, "make-events", pq_dir, str(EVENTS_ROWS)], check=True, stdout=subprocess.DEVNULL)
+    label_only = f"{SCRATCH}/ds-validate-events-label.json"
+    with open(label_only, "w") as f:
+        json.dump({"manifest": {"data": {"label": "label"}}}, f)
+    dsv_out, duck_out = f"{SCRATCH}/ds-validate-events.json", f"{SCRATCH}/duckdb-events.csv"
+    duck_stdout = f"{SCRATCH}/duckdb-events.stdout"
+
+    def check_dsv(s):
+        with open(dsv_out) as f:
+            if json.load(f).get("rows") != EVENTS_ROWS:
+                raise CheckFailed("the profile does not count every row")
+
+    def check_duck(s):
+        if stdout_json(s, duck_stdout).get("rows") != EVENTS_ROWS:
+            raise CheckFailed("SUMMARIZE does not count every row")
+
+    tools = {"duckdb": {"argv": [PY, PEERS, "duckdb-summarize-parquet", pq_dir, duck_out], "stdout": duck_stdout,
+                        "prepare": lambda: rm(duck_out), "check": check_duck,
+                        "command": f"{PY_SHOWN} {PEERS} duckdb-summarize-parquet {pq_dir} {duck_out}"}}
+    if dsv:
+        tools["ds-validate-undeclared"] = {
+            "argv": [dsv, "profile", "--in", pq_dir, "--record", label_only], "stdout": dsv_out,
+            "prepare": lambda: rm(dsv_out), "check": check_dsv,
+            "command": f"{dsv} profile --in {pq_dir} --record label-only.json > profile.json"}
+    warm([f"{pq_dir}/events.parquet"])
+    samples = bench(tools, RUNS, "ds-validate-parquet")
+    pv = peer_versions()
+    versions = {"duckdb": f"duckdb {pv.get('duckdb', '?')} (python)",
+                "ds-validate-undeclared": version([dsv, "--version"]) if dsv else None}
+    results = {name: summarize(samples[name], versions[name], t["command"]) for name, t in tools.items()}
+    if not dsv:
+        results["ds-validate-undeclared"] = {"status": "not run", "median_s": None, "all_s": [],
+                                             "failure": dsv_status or "target/release/ds-validate is missing"}
+    value = ratio(results["duckdb"]["median_s"], results["ds-validate-undeclared"]["median_s"])
+    log(f"  parquet, {EVENTS_ROWS} rows: ds-validate {fmt_s(results['ds-validate-undeclared']['median_s'])}, "
+        f"duckdb {fmt_s(results['duckdb']['median_s'])}: {value}")
+    for t in tools.values():
+        t["prepare"]()
+    return {"data": {"description": "one Parquet file of short rows (an id, a date, two categories, two "
+                                    "numbers, a short note, a 0/1 label), 250k-row groups, zstd",
+                     "dir": pq_dir, "rows": EVENTS_ROWS, "bytes": os.path.getsize(f"{pq_dir}/events.parquet"),
+                     "generator": f"{PY_SHOWN} {PEERS} make-events {pq_dir} {EVENTS_ROWS}"},
+            "results": results, "interference": interference(results),
+            "ratio_duckdb_over_ds_validate_undeclared": value,
+            "target": target_block("duckdb_over_ds_validate_undeclared", value, 2.0)}
 
 
 # --- 3. leak-check near duplicates -------------------------------------------------------------------

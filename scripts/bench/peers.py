@@ -5,6 +5,8 @@ and peak RSS are measured like the Rust tool's, interpreter start-up and imports
     peers.py duckdb-parquet   CSV_DIR OUT.parquet   COPY (SELECT * FROM read_csv_auto('DIR/*.csv')) TO ... zstd
     peers.py duckdb-summarize CSV_DIR OUT.csv       SUMMARIZE SELECT * FROM read_csv_auto('DIR/*.csv')
     peers.py pandas-describe  CSV_DIR OUT.csv       pandas.read_csv per part, concat, describe(include='all')
+    peers.py duckdb-summarize-parquet DIR OUT.csv   SUMMARIZE SELECT * FROM read_parquet('DIR/*.parquet')
+    peers.py make-events      DIR ROWS             the short-row Parquet table (DIR/events.parquet)
     peers.py datasketch-lsh   DOCS.csv OUT.json     MinHashLSH(threshold=0.8, num_perm=120) cross-split pairs
     peers.py datasketch-lsh-20x6 DOCS.csv OUT.json  the same with params=(20, 6), leak-check's banding
     peers.py versions                               one JSON line of the peers' versions
@@ -57,6 +59,42 @@ def duckdb_summarize(csv_dir, out):
     df = con.execute(f"SUMMARIZE SELECT * FROM read_csv_auto('{_glob(csv_dir)}')").df()
     df.to_csv(out, index=False)
     print(json.dumps({"columns": len(df), "rows": int(df["count"].iloc[0])}))
+
+
+def duckdb_summarize_parquet(pq_dir, out):
+    con = _duckdb()
+    pattern = os.path.join(pq_dir, "*.parquet").replace("'", "''")
+    df = con.execute(f"SUMMARIZE SELECT * FROM read_parquet('{pattern}')").df()
+    df.to_csv(out, index=False)
+    print(json.dumps({"columns": len(df), "rows": int(df["count"].iloc[0])}))
+
+
+# A table of many short rows, as event logs are: an id, a date, two categories, two numbers, a
+# short note and a 0/1 label; one file of 250k-row groups. The same rows on every run (hash(i)).
+EVENTS_SQL = """
+SELECT
+  'U' || lpad(CAST(i AS VARCHAR), 9, '0') AS user_id,
+  DATE '2024-01-01' + CAST(hash(i) % 700 AS INTEGER) AS event_date,
+  ['web','ios','android','email'][1 + CAST(hash(i*3) % 4 AS INTEGER)] AS channel,
+  ['de','fr','us','uk','jp','br','in'][1 + CAST(hash(i*5) % 7 AS INTEGER)] AS country,
+  CAST(hash(i*7) % 1000 AS BIGINT) AS items,
+  round((hash(i*11) % 100000) / 100.0, 2) AS amount,
+  ['ok','late','refund','lost parcel','wrong size'][1 + CAST(hash(i*13) % 5 AS INTEGER)]
+    || ' #' || CAST(hash(i*17) % 100 AS VARCHAR) AS note,
+  CAST(hash(i*19) % 2 AS BIGINT) AS label
+FROM range({rows}) t(i)
+"""
+
+
+def make_events(pq_dir, rows):
+    con = _duckdb()
+    os.makedirs(pq_dir, exist_ok=True)
+    out = os.path.join(pq_dir, "events.parquet")
+    tmp = out + ".tmp"
+    con.execute(f"COPY ({EVENTS_SQL.format(rows=int(rows))}) TO '{tmp}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 250000)")
+    os.replace(tmp, out)
+    print(json.dumps({"rows": int(rows), "file": out, "bytes": os.path.getsize(out)}))
 
 
 def pandas_describe(csv_dir, out):
@@ -127,6 +165,7 @@ def versions():
 
 COMMANDS = {"pyarrow-parquet": pyarrow_parquet, "duckdb-parquet": duckdb_parquet,
             "duckdb-summarize": duckdb_summarize, "pandas-describe": pandas_describe,
+            "duckdb-summarize-parquet": duckdb_summarize_parquet, "make-events": make_events,
             "datasketch-lsh": datasketch_lsh,
             "datasketch-lsh-20x6": lambda docs, out: datasketch_lsh(docs, out, params=(20, 6))}
 

@@ -1,4 +1,5 @@
-//! A snapshot's profile: every column, computed per file in parallel and merged in file order.
+//! A snapshot's profile: every column, computed per file (or per run of a large Parquet file's
+//! row groups) in parallel and merged in file order.
 
 use rayon::prelude::*;
 use runfn_data::DataError;
@@ -9,6 +10,10 @@ use serde_json::{Map, Value, json};
 use crate::column::ColumnProfile;
 
 pub const PROFILE_FORMAT: &str = "runfn-profile-v1";
+
+/// Rows of a large Parquet file profiled as one piece: enough that merging the pieces costs
+/// little, few enough that one file keeps every core busy.
+const PIECE_ROWS: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -107,16 +112,34 @@ pub fn profile_snapshot(
     label: Option<&str>,
     identifiers: &[String],
 ) -> Result<Profile, DataError> {
+    profile_in_pieces(snapshot, label, identifiers, PIECE_ROWS)
+}
+
+/// [`profile_snapshot`] with pieces of at least `piece_rows` rows.
+fn profile_in_pieces(
+    snapshot: &Snapshot,
+    label: Option<&str>,
+    identifiers: &[String],
+    piece_rows: u64,
+) -> Result<Profile, DataError> {
     // A label column the snapshot lacks is not an input error here: the label_missing check
     // reports it as a failed validation.
-    let per_file: Vec<Profile> = (0..snapshot.files.len())
-        .into_par_iter()
-        .map(|file| {
+    let pieces = (0..snapshot.files.len())
+        .map(|file| snapshot.pieces(file, piece_rows))
+        .collect::<Result<Vec<_>, DataError>>()?
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
+    let per_piece: Vec<Profile> = pieces
+        .par_iter()
+        .map(|piece| {
             let mut profile = Profile::empty(snapshot, label, identifiers);
-            profile
-                .sources
-                .push(snapshot.files[file].path.display().to_string());
-            for typed in snapshot.read_file(file)? {
+            if piece.first_row == 0 {
+                profile
+                    .sources
+                    .push(snapshot.files[piece.file].path.display().to_string());
+            }
+            for typed in snapshot.read_piece(piece)? {
                 let typed = typed?;
                 profile.rows += typed.batch.num_rows() as u64;
                 profile.bad_values.merge(&typed.bad_values);
@@ -127,11 +150,11 @@ pub fn profile_snapshot(
             Ok(profile)
         })
         .collect::<Vec<Result<_, DataError>>>()
-        // The first failing file in file order, so the error is the same on every run.
+        // The first failing piece in file order, so the error is the same on every run.
         .into_iter()
         .collect::<Result<_, DataError>>()?;
     let mut merged = Profile::empty(snapshot, label, identifiers);
-    for profile in &per_file {
+    for profile in &per_piece {
         merged.merge(profile).map_err(DataError::Other)?;
     }
     Ok(merged)
@@ -173,6 +196,118 @@ pub(crate) mod tests {
     /// The share of `sorted` at or below `value`.
     fn rank(sorted: &[f64], value: f64) -> f64 {
         sorted.partition_point(|v| *v <= value) as f64 / sorted.len() as f64
+    }
+
+    /// The real telco table (testdata/real/telco) as one Parquet file of 500-row groups.
+    fn telco_parquet(dir: &std::path::Path) -> Snapshot {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/real/telco/snapshot");
+        let csv = Snapshot::open(&root, &BTreeMap::new()).unwrap();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(500))
+            .build();
+        let file = std::fs::File::create(dir.join("telco.parquet")).unwrap();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(file, csv.schema.clone(), Some(props)).unwrap();
+        for batch in csv.read_file(0).unwrap() {
+            writer.write(&batch.unwrap().batch).unwrap();
+        }
+        writer.close().unwrap();
+        Snapshot::open(dir, &BTreeMap::new()).unwrap()
+    }
+
+    /// A numeric column's non-null values, sorted.
+    fn sorted_values(snapshot: &Snapshot, column: &str) -> Vec<f64> {
+        let index = snapshot.schema.index_of(column).unwrap();
+        let mut values = Vec::new();
+        for typed in snapshot.read_file(0).unwrap() {
+            let array = arrow::compute::cast(
+                typed.unwrap().batch.column(index),
+                &arrow::datatypes::DataType::Float64,
+            )
+            .unwrap();
+            let array = array
+                .as_any()
+                .downcast_ref::<arrow::array::Float64Array>()
+                .unwrap();
+            values.extend(array.iter().flatten().filter(|v| v.is_finite()));
+        }
+        values.sort_by(f64::total_cmp);
+        values
+    }
+
+    #[test]
+    fn a_large_parquet_file_is_profiled_in_pieces_like_it_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let snapshot = telco_parquet(dir.path());
+        let pieces = snapshot.pieces(0, 1200).unwrap();
+        let ranges: Vec<_> = pieces
+            .iter()
+            .map(|p| (p.row_groups.clone().unwrap(), p.first_row))
+            .collect();
+        assert_eq!(
+            ranges,
+            vec![
+                (0..3, 0),
+                (3..6, 1500),
+                (6..9, 3000),
+                (9..12, 4500),
+                (12..15, 6000)
+            ]
+        );
+        let label = Some("churned");
+        let whole = profile_in_pieces(&snapshot, label, &[], u64::MAX).unwrap();
+        let split = profile_in_pieces(&snapshot, label, &[], 1200).unwrap();
+        assert_eq!((split.rows, whole.rows), (7043, 7043));
+        assert_eq!(split.sources, whole.sources, "the file is listed once");
+        for (a, b) in split.columns.iter().zip(&whole.columns) {
+            assert_eq!(
+                (a.count, a.nulls, a.nans),
+                (b.count, b.nulls, b.nans),
+                "{}",
+                a.name
+            );
+            assert_eq!(
+                (a.moments.n, a.moments.min, a.moments.max),
+                (b.moments.n, b.moments.min, b.moments.max)
+            );
+            let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
+            assert!(close(a.moments.mean, b.moments.mean), "{}", a.name);
+            assert!(close(a.moments.m2, b.moments.m2), "{}", a.name);
+            assert_eq!(a.distinct, b.distinct, "{}", a.name);
+            assert_eq!(a.frequencies, b.frequencies, "{}", a.name);
+            assert_eq!(a.label, b.label, "{}", a.name);
+            if let (Some(x), Some(y)) = (&a.quantiles, &b.quantiles) {
+                assert_eq!(x.count(), y.count());
+                // Compared by rank in the column's own values: on a 0/1 column any value
+                // between 0 and 1 is the same quantile.
+                let sorted = sorted_values(&snapshot, &a.name);
+                for p in [0.1, 0.5, 0.9] {
+                    let (x, y) = (x.quantile(p).unwrap(), y.quantile(p).unwrap());
+                    // The ranks a value spans, ties included: [share below, share at or below].
+                    let span = |v: f64| {
+                        let n = sorted.len() as f64;
+                        (
+                            sorted.partition_point(|s| *s < v) as f64 / n,
+                            sorted.partition_point(|s| *s <= v) as f64 / n,
+                        )
+                    };
+                    let ((lx, hx), (ly, hy)) = (span(x), span(y));
+                    let gap = (lx.max(ly) - hx.min(hy)).max(0.0);
+                    assert!(
+                        gap <= 0.02,
+                        "{} p{p}: {x} ({lx}-{hx}) vs {y} ({ly}-{hy})",
+                        a.name
+                    );
+                }
+            }
+        }
+        // The same pieces every time, so the same bytes every time.
+        let again = profile_in_pieces(&snapshot, label, &[], 1200).unwrap();
+        assert_eq!(
+            serde_json::to_string(&again).unwrap(),
+            serde_json::to_string(&split).unwrap()
+        );
     }
 
     #[test]

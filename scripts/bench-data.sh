@@ -16,6 +16,8 @@
 #   BENCH_ONLY          comma list of shardify,ds-validate,leak-check (default: all three). Names of
 #                       the other bench scripts' benchmarks (mf-hash, train, ckpt, ddp) are ignored,
 #                       so a list meant for them skips this script
+#   BENCH_EVENTS_ROWS   rows of ds-validate's Parquet case, bench/work/events-<rows>/events.parquet,
+#                       made by DuckDB from a fixed query (default 10500000)
 #   BENCH_LEAK_DOCS     documents for leak-check (default 100000)
 #   BENCH_LEAK_PLANTED  planted near-duplicate pairs among them (default 2000)
 #   BENCH_QUIET_WAIT_S  per benchmark, seconds one may wait in all for other processes (a build)

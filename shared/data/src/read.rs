@@ -178,18 +178,7 @@ impl Snapshot {
                 first_row: 0,
             }]);
         }
-        let metadata =
-            ParquetRecordBatchReaderBuilder::try_new(File::open(&source.path).map_err(|e| {
-                DataError::Io {
-                    path: source.path.clone(),
-                    source: e,
-                }
-            })?)
-            .map_err(|e| {
-                DataError::file(&source.path, format!("not a readable Parquet file: {e}"))
-            })?
-            .metadata()
-            .clone();
+        let metadata = parquet_builder(&source.path)?.metadata().clone();
         let mut pieces = Vec::new();
         let (mut start, mut rows, mut first_row) = (0, 0u64, 0u64);
         let groups = metadata.num_row_groups();
@@ -223,28 +212,13 @@ impl Snapshot {
         let Some(groups) = piece.row_groups.clone() else {
             return self.read_file(piece.file);
         };
-        let path = self.files[piece.file].path.clone();
-        let file = File::open(&path).map_err(|e| DataError::Io {
-            path: path.clone(),
-            source: e,
-        })?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .and_then(|b| {
-                b.with_row_groups(groups.collect())
-                    .with_batch_size(BATCH_ROWS)
-                    .build()
-            })
-            .map_err(|e| DataError::file(&path, format!("not a readable Parquet file: {e}")))?;
-        let mut next_row = piece.first_row;
-        let file = piece.file;
-        Ok(Box::new(reader.map(move |batch| {
-            let batch = batch.map_err(|e| {
-                DataError::file(&path, describe_read_error(e, &path, FileFormat::Parquet))
-            })?;
-            let first_row = next_row;
-            next_row += batch.num_rows() as u64;
-            self.type_batch(batch, file, first_row)
-        })))
+        let path = &self.files[piece.file].path;
+        let reader = parquet_builder(path)?
+            .with_row_groups(groups.collect())
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| not_parquet(path, e))?;
+        Ok(self.typed_batches(Box::new(reader), piece.file, piece.first_row))
     }
 
     /// Like `read_file`, in batches of `batch_rows` rows (a reader with a memory budget sizes
@@ -283,23 +257,34 @@ impl Snapshot {
                     Box::new(reader)
                 }
                 FileFormat::Parquet => {
-                    let reader = ParquetRecordBatchReaderBuilder::try_new(open()?)
-                        .and_then(|b| b.with_batch_size(batch_rows).build())
-                        .map_err(|e| {
-                            DataError::file(&path, format!("not a readable Parquet file: {e}"))
-                        })?;
+                    let reader = parquet_builder(&path)?
+                        .with_batch_size(batch_rows)
+                        .build()
+                        .map_err(|e| not_parquet(&path, e))?;
                     Box::new(reader)
                 }
             };
-        let mut next_row = 0u64;
-        let format = source.format;
-        Ok(Box::new(raw.map(move |batch| {
+        Ok(self.typed_batches(raw, file, 0))
+    }
+
+    /// `raw`, the batches of `file` from row `first_row` on, cast to the snapshot's schema, a
+    /// read error described with the file's row or line.
+    fn typed_batches(
+        &self,
+        raw: Box<dyn Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + Send>,
+        file: usize,
+        first_row: u64,
+    ) -> Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_> {
+        let source = &self.files[file];
+        let (path, format) = (source.path.clone(), source.format);
+        let mut next_row = first_row;
+        Box::new(raw.map(move |batch| {
             let batch =
                 batch.map_err(|e| DataError::file(&path, describe_read_error(e, &path, format)))?;
             let first_row = next_row;
             next_row += batch.num_rows() as u64;
             self.type_batch(batch, file, first_row)
-        })))
+        }))
     }
 
     /// About how many bytes a row of `file` takes in its file: its size over its rows (from a
@@ -308,9 +293,8 @@ impl Snapshot {
         use std::io::Read;
         let source = &self.files[file];
         let rows = match source.format {
-            FileFormat::Parquet => File::open(&source.path)
+            FileFormat::Parquet => parquet_builder(&source.path)
                 .ok()
-                .and_then(|f| ParquetRecordBatchReaderBuilder::try_new(f).ok())
                 .map(|b| b.metadata().file_metadata().num_rows().max(1) as u64),
             FileFormat::Csv | FileFormat::JsonLines => {
                 let mut head = Vec::new();
@@ -362,6 +346,19 @@ impl Snapshot {
             bad_values,
         })
     }
+}
+
+/// A Parquet file's reader builder (its footer read), or why the file cannot be read as one.
+fn parquet_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, DataError> {
+    let file = File::open(path).map_err(|e| DataError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| not_parquet(path, e))
+}
+
+fn not_parquet(path: &Path, error: parquet::errors::ParquetError) -> DataError {
+    DataError::file(path, format!("not a readable Parquet file: {error}"))
 }
 
 /// Values that were present before the cast and null after it did not parse.
@@ -596,13 +593,7 @@ fn parquet_columns(
     let mut result: Option<Vec<Column>> = None;
     let mut rows = 0i64;
     for file in files {
-        let handle = File::open(&file.path).map_err(|e| DataError::Io {
-            path: file.path.clone(),
-            source: e,
-        })?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| {
-            DataError::file(&file.path, format!("not a readable Parquet file: {e}"))
-        })?;
+        let builder = parquet_builder(&file.path)?;
         rows += builder.metadata().file_metadata().num_rows();
         let columns = columns_of_schema(builder.schema(), &file.path, types)?;
         match &result {

@@ -1,10 +1,12 @@
 //! Parquet shards: each split written as `OUT/<split>/part-NNNNN.parquet`, rows shuffled by a
 //! permutation derived from the seed, with `OUT/index.json` written last.
 
+mod column_parallel;
 mod index;
 mod remote;
 mod rows;
 mod shuffle;
+mod value_text;
 mod writer;
 
 pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry};

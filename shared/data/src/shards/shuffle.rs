@@ -13,8 +13,10 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::{SortOptions, concat_batches, sort_to_indices, take_record_batch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
+use arrow::compute::{
+    SortOptions, concat, concat_batches, sort_to_indices, take, take_record_batch,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
@@ -163,8 +165,10 @@ pub fn shardify(
                 .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
             if let Some(sorted) = slot.sorted(&keyed_schema)? {
                 rows += sorted.num_rows() as u64;
-                digest.update(&sorted);
-                writer.write(&sorted)?;
+                // The digest and the encoding read the same rows: side by side on the cores.
+                let ((), written) =
+                    rayon::join(|| digest.update(&sorted), || writer.write(&sorted));
+                written?;
             }
         }
         let shards = writer.finish()?;
@@ -381,22 +385,45 @@ impl Slot {
         if batches.is_empty() {
             return Ok(None);
         }
-        let all = concat_batches(schema, &batches).map_err(|e| DataError::Other(e.to_string()))?;
+        let all = concat_parallel(schema, &batches)?;
         drop(batches);
         let key_index = all.num_columns() - 1;
         let keys = all.column(key_index);
         debug_assert!(keys.as_primitive_opt::<UInt64Type>().is_some());
         let order = sort_to_indices(keys, Some(SortOptions::default()), None)
             .map_err(|e| DataError::Other(e.to_string()))?;
-        let sorted =
-            take_record_batch(&all, &order).map_err(|e| DataError::Other(e.to_string()))?;
-        let projection: Vec<usize> = (0..key_index).collect();
+        // Every column but the key, reordered on every core.
+        let columns = all.columns()[..key_index]
+            .par_iter()
+            .map(|column| take(column, &order, None))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| DataError::Other(e.to_string()))?;
+        let projected = Arc::new(
+            schema
+                .project(&(0..key_index).collect::<Vec<_>>())
+                .map_err(|e| DataError::Other(e.to_string()))?,
+        );
         Ok(Some(
-            sorted
-                .project(&projection)
+            RecordBatch::try_new(projected, columns)
                 .map_err(|e| DataError::Other(e.to_string()))?,
         ))
     }
+}
+
+/// `concat_batches`, one column per task.
+fn concat_parallel(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch, DataError> {
+    if batches.len() == 1 {
+        return Ok(batches[0].clone());
+    }
+    let columns = (0..schema.fields().len())
+        .into_par_iter()
+        .map(|index| {
+            let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(index).as_ref()).collect();
+            concat(&parts)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| DataError::Other(e.to_string()))?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| DataError::Other(e.to_string()))
 }
 
 fn remove_if_present(path: &Path) -> Result<(), DataError> {

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use crate::error::DataError;
+use crate::shards::column_parallel::ColumnParallelWriter;
 use crate::shards::index::ShardEntry;
 
 /// Stable across parquet crate upgrades that do not change the bytes otherwise.
@@ -44,7 +44,7 @@ pub struct SplitWriter<'a> {
 }
 
 struct OpenShard {
-    writer: ArrowWriter<HashingWriter<BufWriter<tempfile::NamedTempFile>>>,
+    writer: ColumnParallelWriter<HashingWriter<BufWriter<tempfile::NamedTempFile>>>,
     rows: usize,
     path: PathBuf,
 }
@@ -155,7 +155,7 @@ impl<'a> SplitWriter<'a> {
             .set_created_by(CREATED_BY.to_string())
             .build();
         let sink = HashingWriter::new(BufWriter::with_capacity(1 << 20, temp));
-        let writer = ArrowWriter::try_new(sink, self.schema.clone(), Some(properties))
+        let writer = ColumnParallelWriter::try_new(sink, self.schema.clone(), properties)
             .map_err(|e| DataError::file(&path, e))?;
         Ok(OpenShard {
             writer,

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use arrow::array::AsArray;
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -241,4 +241,70 @@ fn a_splits_rows_digest_names_its_rows_and_their_order_not_its_files() {
     let c = shard("c", 43, 700);
     assert_ne!(digest(&a, "test"), digest(&c, "test"));
     assert_ne!(digest(&a, "test"), digest(&a, "val"));
+}
+
+/// On the real tables (testdata/real: telco's strings, integers and floats; email's timestamps
+/// too): the column-parallel writer gives `ArrowWriter`'s bytes across row groups and uneven
+/// calls, and every column's digest text is the text Arrow's cast gives.
+#[test]
+fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    use super::column_parallel::ColumnParallelWriter;
+    use super::value_text::ValueText;
+    use crate::values::text_array;
+
+    for table in ["telco", "email"] {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/real")
+            .join(table)
+            .join("snapshot");
+        let snapshot = Snapshot::open(&root, &BTreeMap::new()).unwrap();
+        let properties = || {
+            WriterProperties::builder()
+                .set_max_row_group_row_count(Some(1500))
+                .build()
+        };
+        let mut expected =
+            ArrowWriter::try_new(Vec::new(), snapshot.schema.clone(), Some(properties())).unwrap();
+        let mut parallel =
+            ColumnParallelWriter::try_new(Vec::new(), snapshot.schema.clone(), properties())
+                .unwrap();
+        let mut rows = 0;
+        for typed in snapshot.read_file_in(0, 1000).unwrap() {
+            let batch = typed.unwrap().batch;
+            rows += batch.num_rows();
+            let cut = batch.num_rows().min(333);
+            for (start, len) in [(0, cut), (cut, batch.num_rows() - cut)] {
+                expected.write(&batch.slice(start, len)).unwrap();
+                parallel.write(&batch.slice(start, len)).unwrap();
+            }
+            for (index, column) in batch.columns().iter().enumerate() {
+                let fast = ValueText::of(column);
+                let cast = text_array(column);
+                for row in 0..batch.num_rows() {
+                    let mut written = Vec::new();
+                    fast.append(row, &mut written);
+                    let text = cast.is_valid(row).then(|| cast.value(row));
+                    let mut want = Vec::new();
+                    match text {
+                        None => want.push(0),
+                        Some(text) => {
+                            want.push(1);
+                            want.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                            want.extend_from_slice(text.as_bytes());
+                        }
+                    }
+                    assert_eq!(written, want, "{table}: column {index}, row {row}");
+                }
+            }
+        }
+        assert!(rows > 3000, "{table}: {rows} rows");
+        assert_eq!(
+            parallel.into_inner().unwrap(),
+            expected.into_inner().unwrap(),
+            "{table}: Parquet bytes"
+        );
+    }
 }

@@ -22,7 +22,7 @@ use crate::types::{Column, arrow_schema};
 pub const ROWS_FORMAT: &str = "runfn-rows-v1";
 
 /// Rows whose bytes are built by one task.
-const PIECE_ROWS: usize = 16 << 10;
+const PIECE_ROWS: usize = 4 << 10;
 
 #[derive(Debug, Clone)]
 pub struct RowsDigest {

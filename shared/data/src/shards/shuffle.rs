@@ -385,17 +385,20 @@ impl Slot {
         if batches.is_empty() {
             return Ok(None);
         }
-        let all = concat_parallel(schema, &batches)?;
-        drop(batches);
+        let all = concat_parallel(schema, batches)?;
         let key_index = all.num_columns() - 1;
-        let keys = all.column(key_index);
+        let (_, mut columns, _) = all.into_parts();
+        let keys = columns.pop().expect("the key column is last");
         debug_assert!(keys.as_primitive_opt::<UInt64Type>().is_some());
-        let order = sort_to_indices(keys, Some(SortOptions::default()), None)
+        let order = sort_to_indices(&keys, Some(SortOptions::default()), None)
             .map_err(|e| DataError::Other(e.to_string()))?;
-        // Every column but the key, reordered on every core.
-        let columns = all.columns()[..key_index]
-            .par_iter()
-            .map(|column| take(column, &order, None))
+        drop(keys);
+        // Every column reordered on every core, each unsorted column freed as soon as its sorted
+        // copy exists: the bucket is held about once, not twice (with one allocator arena per
+        // thread, twice went over a small budget).
+        let columns = columns
+            .into_par_iter()
+            .map(|column| take(&column, &order, None))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| DataError::Other(e.to_string()))?;
         let projected = Arc::new(
@@ -410,15 +413,26 @@ impl Slot {
     }
 }
 
-/// `concat_batches`, one column per task.
-fn concat_parallel(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch, DataError> {
+/// `concat_batches`, one column per task, each column's parts freed once it is joined (the
+/// bucket is held once and a column, not twice).
+fn concat_parallel(
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+) -> Result<RecordBatch, DataError> {
     if batches.len() == 1 {
-        return Ok(batches[0].clone());
+        return Ok(batches.into_iter().next().expect("one batch"));
     }
-    let columns = (0..schema.fields().len())
+    let mut by_column: Vec<Vec<ArrayRef>> =
+        vec![Vec::with_capacity(batches.len()); schema.fields().len()];
+    for batch in batches {
+        for (parts, column) in by_column.iter_mut().zip(batch.into_parts().1) {
+            parts.push(column);
+        }
+    }
+    let columns = by_column
         .into_par_iter()
-        .map(|index| {
-            let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(index).as_ref()).collect();
+        .map(|parts| {
+            let parts: Vec<&dyn Array> = parts.iter().map(|part| part.as_ref()).collect();
             concat(&parts)
         })
         .collect::<Result<Vec<_>, _>>()

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -252,8 +252,7 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
     use parquet::file::properties::WriterProperties;
 
     use super::column_parallel::ColumnParallelWriter;
-    use super::value_text::ValueText;
-    use crate::values::text_array;
+    use super::value_text::assert_same_as_cast;
 
     for table in ["telco", "email"] {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -281,23 +280,7 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
                 parallel.write(&batch.slice(start, len)).unwrap();
             }
             for (index, column) in batch.columns().iter().enumerate() {
-                let fast = ValueText::of(column);
-                let cast = text_array(column);
-                for row in 0..batch.num_rows() {
-                    let mut written = Vec::new();
-                    fast.append(row, &mut written);
-                    let text = cast.is_valid(row).then(|| cast.value(row));
-                    let mut want = Vec::new();
-                    match text {
-                        None => want.push(0),
-                        Some(text) => {
-                            want.push(1);
-                            want.extend_from_slice(&(text.len() as u32).to_le_bytes());
-                            want.extend_from_slice(text.as_bytes());
-                        }
-                    }
-                    assert_eq!(written, want, "{table}: column {index}, row {row}");
-                }
+                assert_same_as_cast(column, &format!("{table}: column {index}"));
             }
         }
         assert!(rows > 3000, "{table}: {rows} rows");

@@ -78,7 +78,8 @@ impl ValueText {
         out.extend_from_slice(text);
     }
 
-    /// Bytes of text in `rows` where that is known without formatting (strings), else 0.
+    /// About the bytes of text in `rows`, to size a buffer: exact for strings, a guess for the
+    /// rest.
     pub fn text_bytes(&self, rows: std::ops::Range<usize>) -> usize {
         match self {
             ValueText::Strings(a) | ValueText::Cast(a) => {
@@ -142,36 +143,38 @@ fn date_text(days: i32, buffer: &mut [u8; 20]) -> &[u8] {
     &buffer[..10]
 }
 
+/// Asserts that every row of `array` gets the bytes the cast's text gives (`context` names the
+/// column in the message). Shared by the tests here and the real-table test of the shards.
+#[cfg(test)]
+pub(crate) fn assert_same_as_cast(array: &ArrayRef, context: &str) {
+    let fast = ValueText::of(array);
+    let cast = text_array(array);
+    for row in 0..array.len() {
+        let mut expected = Vec::new();
+        if cast.is_valid(row) {
+            let text = cast.value(row).as_bytes();
+            expected.push(1);
+            expected.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            expected.extend_from_slice(text);
+        } else {
+            expected.push(0);
+        }
+        let mut written = Vec::new();
+        fast.append(row, &mut written);
+        assert_eq!(
+            String::from_utf8_lossy(&written),
+            String::from_utf8_lossy(&expected),
+            "{context}: row {row} of {:?}",
+            array.data_type()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use super::*;
-
-    /// Every fast form gives the bytes the cast gives.
-    fn assert_same_as_cast(array: ArrayRef) {
-        let fast = ValueText::of(&array);
-        let cast = text_array(&array);
-        for row in 0..array.len() {
-            let mut expected = Vec::new();
-            if cast.is_valid(row) {
-                let text = cast.value(row).as_bytes();
-                expected.push(1);
-                expected.extend_from_slice(&(text.len() as u32).to_le_bytes());
-                expected.extend_from_slice(text);
-            } else {
-                expected.push(0);
-            }
-            let mut written = Vec::new();
-            fast.append(row, &mut written);
-            assert_eq!(
-                String::from_utf8_lossy(&written),
-                String::from_utf8_lossy(&expected),
-                "row {row} of {:?}",
-                array.data_type()
-            );
-        }
-    }
 
     #[test]
     fn dates_are_written_as_arrow_writes_them() {
@@ -189,7 +192,7 @@ mod tests {
         ]);
         let dates = Arc::new(Date32Array::from(days)) as ArrayRef;
         assert!(matches!(ValueText::of(&dates), ValueText::Date32(_)));
-        assert_same_as_cast(dates);
+        assert_same_as_cast(&dates, "dates");
         // Outside years 0..9999 the whole column goes through the cast (and still agrees).
         let far = Arc::new(Date32Array::from(vec![
             Some(LAST_PLAIN_DAY + 1),
@@ -197,37 +200,42 @@ mod tests {
             Some(FIRST_PLAIN_DAY - 1),
         ])) as ArrayRef;
         assert!(matches!(ValueText::of(&far), ValueText::Cast(_)));
-        assert_same_as_cast(far);
+        assert_same_as_cast(&far, "far dates");
     }
 
     #[test]
     fn integers_booleans_and_strings_are_written_as_arrow_writes_them() {
-        assert_same_as_cast(Arc::new(Int64Array::from(vec![
-            Some(0),
-            Some(7),
-            Some(-7),
-            Some(1_000_000_007),
-            None,
-            Some(i64::MAX),
-            Some(i64::MIN),
-        ])));
-        assert_same_as_cast(Arc::new(BooleanArray::from(vec![
-            Some(true),
-            None,
-            Some(false),
-        ])));
-        assert_same_as_cast(Arc::new(StringArray::from(vec![
-            Some("a"),
-            None,
-            Some(""),
-            Some("日本"),
-        ])));
+        assert_same_as_cast(
+            &(Arc::new(Int64Array::from(vec![
+                Some(0),
+                Some(7),
+                Some(-7),
+                Some(1_000_000_007),
+                None,
+                Some(i64::MAX),
+                Some(i64::MIN),
+            ])) as ArrayRef),
+            "integers",
+        );
+        assert_same_as_cast(
+            &(Arc::new(BooleanArray::from(vec![Some(true), None, Some(false)])) as ArrayRef),
+            "booleans",
+        );
+        assert_same_as_cast(
+            &(Arc::new(StringArray::from(vec![
+                Some("a"),
+                None,
+                Some(""),
+                Some("日本"),
+            ])) as ArrayRef),
+            "strings",
+        );
         let floats = Arc::new(arrow::array::Float64Array::from(vec![
             Some(0.1),
             None,
             Some(-2.0),
         ])) as ArrayRef;
         assert!(matches!(ValueText::of(&floats), ValueText::Cast(_)));
-        assert_same_as_cast(floats);
+        assert_same_as_cast(&floats, "floats");
     }
 }

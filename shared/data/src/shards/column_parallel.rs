@@ -1,12 +1,28 @@
-//! A Parquet writer that encodes the columns of each call on every core.
+//! A Parquet writer that encodes the columns of each call on every core, and whole row groups in
+//! the background.
 //!
 //! `ArrowWriter` encodes one column after another on the calling thread, which made writing the
 //! shards the serial half of a shardify run. This writer does what `ArrowWriter::write` does
 //! (the same row-group cuts, each column writer fed the same leaves in the same order) but hands
 //! the column writers to rayon, so the file bytes are exactly those `ArrowWriter` writes: only
 //! the time changes.
+//!
+//! Encoding one call's columns side by side still waits on the widest column (a long text
+//! column is most of the bytes, and of the zstd work), so with `background` row groups allowed
+//! a full row group is encoded as a task of its own thread pool while the caller goes on
+//! producing rows; the groups are appended to the file in order as they finish. Each group has
+//! its own column writers, so encoding groups at the same time changes nothing in the bytes.
+//!
+//! The pool is not rayon's global one on purpose: the caller waits for the oldest group, and a
+//! wait on a global-pool thread deadlocked when that thread had itself stolen work from the
+//! group it was waiting for. The encoding pool's threads never wait on anything of the
+//! caller's, so a wait from anywhere is safe.
 
+use std::collections::VecDeque;
 use std::io::Write;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::OnceLock;
+use std::sync::mpsc::{Receiver, sync_channel};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -19,14 +35,27 @@ use parquet::errors::{ParquetError, Result};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
+use rayon::{ThreadPool, ThreadPoolBuilder};
 
 pub struct ColumnParallelWriter<W: Write + Send> {
     file: SerializedFileWriter<W>,
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
     max_row_group_rows: usize,
-    /// The open row group: one writer per leaf column, and the rows they hold.
-    open: Option<(Vec<ArrowColumnWriter>, usize)>,
+    /// Row groups that may be encoding in the background at once; 0 encodes each call on the
+    /// calling thread (and its cores) before `write` returns.
+    background: usize,
+    open: Option<OpenGroup>,
+    /// Row groups handed to the background, oldest first.
+    in_flight: VecDeque<Receiver<Result<Vec<ArrowColumnChunk>>>>,
+}
+
+/// The row group being filled: its column writers, and (in background mode) the calls not yet
+/// encoded, in order.
+struct OpenGroup {
+    writers: Vec<ArrowColumnWriter>,
+    queued: Vec<RecordBatch>,
+    rows: usize,
 }
 
 impl<W: Write + Send> ColumnParallelWriter<W> {
@@ -34,6 +63,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
         sink: W,
         schema: SchemaRef,
         properties: WriterProperties,
+        background: usize,
     ) -> Result<ColumnParallelWriter<W>> {
         if properties.max_row_group_bytes().is_some() {
             return Err(ParquetError::General(
@@ -49,57 +79,106 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
             factory,
             schema,
             max_row_group_rows: max_row_group_rows.max(1),
+            background,
             open: None,
+            in_flight: VecDeque::new(),
         })
     }
 
-    /// Encodes `batch`, closing a row group each time it reaches the row limit.
+    /// Encodes `batch` (or queues it for its row group's background task), closing a row group
+    /// each time it reaches the row limit.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let mut remaining = batch.clone();
         while remaining.num_rows() > 0 {
             if self.open.is_none() {
-                let index = self.file.flushed_row_groups().len();
-                self.open = Some((self.factory.create_column_writers(index)?, 0));
+                let index = self.file.flushed_row_groups().len() + self.in_flight.len();
+                self.open = Some(OpenGroup {
+                    writers: self.factory.create_column_writers(index)?,
+                    queued: Vec::new(),
+                    rows: 0,
+                });
             }
-            let (writers, rows) = self.open.as_mut().expect("opened above");
-            let take = remaining.num_rows().min(self.max_row_group_rows - *rows);
+            let group = self.open.as_mut().expect("opened above");
+            let take = remaining
+                .num_rows()
+                .min(self.max_row_group_rows - group.rows);
             let part = remaining.slice(0, take);
             remaining = remaining.slice(take, remaining.num_rows() - take);
-
-            let mut leaves: Vec<ArrowLeafColumn> = Vec::with_capacity(writers.len());
-            for (field, column) in self.schema.fields().iter().zip(part.columns()) {
-                leaves.extend(compute_leaves(field.as_ref(), column)?);
+            if self.background == 0 {
+                encode_calls(
+                    &self.schema,
+                    &mut group.writers,
+                    std::slice::from_ref(&part),
+                )?;
+            } else {
+                group.queued.push(part);
             }
-            if leaves.len() != writers.len() {
-                return Err(ParquetError::General(format!(
-                    "{} leaf columns for {} column writers",
-                    leaves.len(),
-                    writers.len()
-                )));
-            }
-            writers
-                .par_iter_mut()
-                .zip(leaves.par_iter())
-                .map(|(writer, leaf)| writer.write(leaf))
-                .collect::<Result<Vec<()>>>()?;
-            *rows += take;
-            if *rows >= self.max_row_group_rows {
-                self.flush()?;
+            group.rows += take;
+            if group.rows >= self.max_row_group_rows {
+                self.close_group()?;
             }
         }
         Ok(())
     }
 
-    /// Closes the open row group: its column chunks are finished in parallel, then appended to
-    /// the file in column order.
-    fn flush(&mut self) -> Result<()> {
-        let Some((writers, _)) = self.open.take() else {
+    /// Closes the open row group: on this thread without background encoding, else as a rayon
+    /// task once fewer than `background` groups are in flight.
+    fn close_group(&mut self) -> Result<()> {
+        let Some(OpenGroup {
+            mut writers,
+            queued,
+            ..
+        }) = self.open.take()
+        else {
             return Ok(());
         };
-        let chunks: Vec<ArrowColumnChunk> = writers
-            .into_par_iter()
-            .map(ArrowColumnWriter::close)
-            .collect::<Result<_>>()?;
+        let pool = if self.background == 0 {
+            None
+        } else {
+            encoding_pool()
+        };
+        let Some(pool) = pool else {
+            // Queued calls when the pool could not start: encoded here, same bytes.
+            encode_calls(&self.schema, &mut writers, &queued)?;
+            let chunks = close_writers(writers)?;
+            return self.append(chunks);
+        };
+        while self.in_flight.len() >= self.background {
+            self.append_oldest()?;
+        }
+        let schema = self.schema.clone();
+        let (sender, receiver) = sync_channel(1);
+        pool.spawn(move || {
+            let encoded = catch_unwind(AssertUnwindSafe(|| {
+                encode_calls(&schema, &mut writers, &queued)?;
+                drop(queued);
+                close_writers(writers)
+            }))
+            .unwrap_or_else(|_| {
+                Err(ParquetError::General(
+                    "encoding a row group panicked".into(),
+                ))
+            });
+            // A writer dropped on an error elsewhere no longer waits for the group.
+            let _ = sender.send(encoded);
+        });
+        self.in_flight.push_back(receiver);
+        Ok(())
+    }
+
+    /// Waits for the oldest background group and appends it.
+    fn append_oldest(&mut self) -> Result<()> {
+        let Some(receiver) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let encoded = receiver.recv().map_err(|_| {
+            ParquetError::General("a row group's encoding task ended without a result".into())
+        })?;
+        self.append(encoded?)
+    }
+
+    /// Appends a finished row group's column chunks to the file, in column order.
+    fn append(&mut self, chunks: Vec<ArrowColumnChunk>) -> Result<()> {
         let mut row_group = self.file.next_row_group()?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut row_group)?;
@@ -110,9 +189,69 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
 
     /// Writes the last row group and the footer, and returns the sink.
     pub fn into_inner(mut self) -> Result<W> {
-        self.flush()?;
+        self.close_group()?;
+        while !self.in_flight.is_empty() {
+            self.append_oldest()?;
+        }
         self.file.into_inner()
     }
+}
+
+/// The pool that encodes background row groups, as many threads as rayon's global pool (so
+/// `--threads` bounds it too); `None` if its threads could not be started.
+fn encoding_pool() -> Option<&'static ThreadPool> {
+    static POOL: OnceLock<Option<ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .thread_name(|index| format!("parquet-encode-{index}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Feeds each call's leaves to the column writers, every column writer on its own rayon task,
+/// each fed the calls in order.
+fn encode_calls(
+    schema: &SchemaRef,
+    writers: &mut [ArrowColumnWriter],
+    calls: &[RecordBatch],
+) -> Result<()> {
+    let mut leaves: Vec<Vec<ArrowLeafColumn>> = (0..writers.len())
+        .map(|_| Vec::with_capacity(calls.len()))
+        .collect();
+    for call in calls {
+        let mut leaf_index = 0;
+        for (field, column) in schema.fields().iter().zip(call.columns()) {
+            for leaf in compute_leaves(field.as_ref(), column)? {
+                if let Some(slot) = leaves.get_mut(leaf_index) {
+                    slot.push(leaf);
+                }
+                leaf_index += 1;
+            }
+        }
+        if leaf_index != writers.len() {
+            return Err(ParquetError::General(format!(
+                "{leaf_index} leaf columns for {} column writers",
+                writers.len()
+            )));
+        }
+    }
+    writers
+        .par_iter_mut()
+        .zip(leaves.into_par_iter())
+        .map(|(writer, leaves)| leaves.iter().try_for_each(|leaf| writer.write(leaf)))
+        .collect::<Result<Vec<()>>>()?;
+    Ok(())
+}
+
+/// Finishes a row group's column chunks, in parallel, in column order.
+fn close_writers(writers: Vec<ArrowColumnWriter>) -> Result<Vec<ArrowColumnChunk>> {
+    writers
+        .into_par_iter()
+        .map(ArrowColumnWriter::close)
+        .collect::<Result<_>>()
 }
 
 #[cfg(test)]
@@ -158,22 +297,53 @@ mod tests {
             .build()
     }
 
-    /// Calls of uneven sizes that cross row-group boundaries give exactly ArrowWriter's bytes.
+    /// Calls of uneven sizes that cross row-group boundaries give exactly ArrowWriter's bytes,
+    /// encoded on the calling thread or with up to 1, 2 or 5 row groups in the background.
     #[test]
     fn writes_the_bytes_arrow_writer_writes() {
-        let calls = [(0, 700), (700, 700), (1400, 1), (1401, 2599)];
+        let calls = [(0, 700), (700, 700), (1400, 1), (1401, 2599), (4000, 3333)];
         let schema = batch(0, 1).schema();
         let mut expected =
             ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties())).unwrap();
-        let mut parallel = ColumnParallelWriter::try_new(Vec::new(), schema, properties()).unwrap();
         for (start, rows) in calls {
             expected.write(&batch(start, rows)).unwrap();
-            parallel.write(&batch(start, rows)).unwrap();
         }
         let expected = expected.into_inner().unwrap();
-        let written = parallel.into_inner().unwrap();
+        for background in [0, 1, 2, 5] {
+            let mut parallel =
+                ColumnParallelWriter::try_new(Vec::new(), schema.clone(), properties(), background)
+                    .unwrap();
+            for (start, rows) in calls {
+                parallel.write(&batch(start, rows)).unwrap();
+            }
+            let written = parallel.into_inner().unwrap();
+            assert!(written.len() > 1000);
+            assert_eq!(
+                blake3::hash(&written),
+                blake3::hash(&expected),
+                "background {background}"
+            );
+        }
+    }
+
+    /// Writing from a rayon thread (here the only thread of its pool) that waits for its groups
+    /// does not deadlock: the groups are encoded on a pool of their own.
+    #[test]
+    fn waits_inside_a_one_thread_pool_without_deadlock() {
+        let schema = batch(0, 1).schema();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let written = pool.install(|| {
+            let mut parallel =
+                ColumnParallelWriter::try_new(Vec::new(), schema, properties(), 1).unwrap();
+            for start in (0..6000).step_by(1500) {
+                parallel.write(&batch(start, 1500)).unwrap();
+            }
+            parallel.into_inner().unwrap()
+        });
         assert!(written.len() > 1000);
-        assert_eq!(blake3::hash(&written), blake3::hash(&expected));
     }
 
     #[test]
@@ -182,7 +352,7 @@ mod tests {
             .set_max_row_group_bytes(Some(1 << 20))
             .build();
         assert!(
-            ColumnParallelWriter::try_new(Vec::new(), batch(0, 1).schema(), properties).is_err()
+            ColumnParallelWriter::try_new(Vec::new(), batch(0, 1).schema(), properties, 0).is_err()
         );
     }
 }

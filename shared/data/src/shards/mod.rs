@@ -5,6 +5,7 @@ mod column_parallel;
 mod index;
 mod remote;
 mod rows;
+mod runs;
 mod shuffle;
 mod value_text;
 mod writer;

@@ -267,8 +267,9 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
         };
         let mut expected =
             ArrowWriter::try_new(Vec::new(), snapshot.schema.clone(), Some(properties())).unwrap();
+        // Two row groups in the background: the writer shardify uses when memory allows.
         let mut parallel =
-            ColumnParallelWriter::try_new(Vec::new(), snapshot.schema.clone(), properties())
+            ColumnParallelWriter::try_new(Vec::new(), snapshot.schema.clone(), properties(), 2)
                 .unwrap();
         let mut rows = 0;
         for typed in snapshot.read_file_in(0, 1000).unwrap() {

@@ -27,6 +27,9 @@ pub struct ShardWriterOptions {
     pub shard_rows: usize,
     pub row_group_rows: usize,
     pub zstd_level: i32,
+    /// Row groups a shard may have encoding in the background at once (0: none, each call is
+    /// encoded before `write` returns). Each holds its rows until it is written.
+    pub background_row_groups: usize,
 }
 
 /// Cuts a stream of batches into shards `dir/<split>/part-NNNNN.parquet`, each written atomically
@@ -37,6 +40,10 @@ pub struct SplitWriter<'a> {
     schema: SchemaRef,
     options: &'a ShardWriterOptions,
     current: Option<OpenShard>,
+    /// The shard filled last, whose final row groups may still be encoding in the background:
+    /// finished once the next shard has a row group under way (or at the end), so the encoders
+    /// are not left idle at every shard boundary.
+    closing: Option<OpenShard>,
     pub shards: Vec<ShardEntry>,
     /// Rows received but not yet written, in order.
     pending: Vec<RecordBatch>,
@@ -65,6 +72,7 @@ impl<'a> SplitWriter<'a> {
             schema,
             options,
             current: None,
+            closing: None,
             shards: Vec::new(),
             pending: Vec::new(),
             pending_rows: 0,
@@ -100,7 +108,12 @@ impl<'a> SplitWriter<'a> {
                 .write(&chunk)
                 .map_err(|e| DataError::file(&shard.path, e))?;
             shard.rows += take;
-            if shard.rows == self.options.shard_rows {
+            let full = shard.rows == self.options.shard_rows;
+            if self.closing.is_some() && shard.rows >= self.options.row_group_rows {
+                let previous = self.closing.take().expect("checked above");
+                self.finalize(previous)?;
+            }
+            if full {
                 self.close_current()?;
             }
         }
@@ -132,11 +145,16 @@ impl<'a> SplitWriter<'a> {
     pub fn finish(mut self) -> Result<Vec<ShardEntry>, DataError> {
         self.drain(true)?;
         self.close_current()?;
+        if let Some(last) = self.closing.take() {
+            self.finalize(last)?;
+        }
         Ok(self.shards)
     }
 
     fn open(&self) -> Result<OpenShard, DataError> {
-        let relative = format!("{}/part-{:05}.parquet", self.split, self.shards.len());
+        // The shard still closing has its number already.
+        let number = self.shards.len() + usize::from(self.closing.is_some());
+        let relative = format!("{}/part-{number:05}.parquet", self.split);
         let path = self.dir.join(&relative);
         let parent = path.parent().unwrap_or(self.dir);
         let temp = tempfile::Builder::new()
@@ -155,8 +173,13 @@ impl<'a> SplitWriter<'a> {
             .set_created_by(CREATED_BY.to_string())
             .build();
         let sink = HashingWriter::new(BufWriter::with_capacity(1 << 20, temp));
-        let writer = ColumnParallelWriter::try_new(sink, self.schema.clone(), properties)
-            .map_err(|e| DataError::file(&path, e))?;
+        let writer = ColumnParallelWriter::try_new(
+            sink,
+            self.schema.clone(),
+            properties,
+            self.options.background_row_groups,
+        )
+        .map_err(|e| DataError::file(&path, e))?;
         Ok(OpenShard {
             writer,
             rows: 0,
@@ -164,10 +187,26 @@ impl<'a> SplitWriter<'a> {
         })
     }
 
+    /// Ends the current shard: at once when nothing encodes in the background, else it becomes
+    /// the closing shard (after the one closing before it is finished).
     fn close_current(&mut self) -> Result<(), DataError> {
         let Some(shard) = self.current.take() else {
             return Ok(());
         };
+        if let Some(previous) = self.closing.take() {
+            self.finalize(previous)?;
+        }
+        if self.options.background_row_groups == 0 {
+            self.finalize(shard)
+        } else {
+            self.closing = Some(shard);
+            Ok(())
+        }
+    }
+
+    /// Waits for a shard's last row groups, writes its footer, fsyncs it and renames it into
+    /// place.
+    fn finalize(&mut self, shard: OpenShard) -> Result<(), DataError> {
         let io = |source| DataError::Io {
             path: shard.path.clone(),
             source,

@@ -1,5 +1,6 @@
 //! The data plane: snapshots read as typed Arrow batches, split expressions, Parquet shards.
 
+mod csv_batches;
 pub mod error;
 pub mod infer;
 pub mod partitioned;

@@ -1,21 +1,21 @@
 //! Reading a snapshot as typed Arrow batches with one schema across all its files.
 //!
-//! CSV is read as text and cast column by column, so a value that does not parse as its column's
-//! type becomes null and is counted and reported with its file and row, instead of failing the
-//! whole file or vanishing silently.
+//! A CSV value that does not parse as its column's type becomes null and is counted and
+//! reported with its file and row, instead of failing the whole file or vanishing silently:
+//! the batch it is in is cast column by column from text (see `csv_batches`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Serialize;
 
+use crate::csv_batches::CsvBatches;
 use crate::error::DataError;
 use crate::infer::{SAMPLE_ROWS, TypeVotes};
 use crate::source::{FileFormat, SourceFile, list_snapshot};
@@ -240,15 +240,7 @@ impl Snapshot {
         let path = source.path.clone();
         let raw: Box<dyn Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + Send> =
             match source.format {
-                FileFormat::Csv => {
-                    let text_schema = text_schema(&self.columns);
-                    let reader = arrow::csv::ReaderBuilder::new(text_schema)
-                        .with_header(true)
-                        .with_batch_size(batch_rows)
-                        .build(open()?)
-                        .map_err(|e| DataError::file(&path, e))?;
-                    Box::new(reader)
-                }
+                FileFormat::Csv => Box::new(CsvBatches::new(open()?, &self.columns, batch_rows)),
                 FileFormat::JsonLines => {
                     let reader = arrow::json::ReaderBuilder::new(self.schema.clone())
                         .with_batch_size(batch_rows)
@@ -450,25 +442,6 @@ fn locate_bad_json_line(path: &Path) -> Option<String> {
         }
     }
     None
-}
-
-/// What a CSV file is read as before the cast: text. A string column is read as the `Utf8` it
-/// stays; every other column as `Utf8View`, which holds a value of up to 12 bytes (any number or
-/// date) in the view itself: building a `Utf8` array copied each value into a growing buffer,
-/// about a third of a profile's time.
-fn text_schema(columns: &[Column]) -> SchemaRef {
-    Arc::new(Schema::new(
-        columns
-            .iter()
-            .map(|c| {
-                let text = match c.column_type {
-                    ColumnType::String => DataType::Utf8,
-                    _ => DataType::Utf8View,
-                };
-                Field::new(&c.name, text, true)
-            })
-            .collect::<Vec<_>>(),
-    ))
 }
 
 fn csv_header(path: &Path) -> Result<Vec<String>, DataError> {

@@ -233,8 +233,12 @@ mod tests {
 
     /// Every batch cast to the column types, as `read` does, and joined.
     fn typed(batches: Vec<RecordBatch>) -> RecordBatch {
+        typed_as(&columns(), batches)
+    }
+
+    fn typed_as(columns: &[Column], batches: Vec<RecordBatch>) -> RecordBatch {
         let target = Arc::new(Schema::new(
-            columns()
+            columns
                 .iter()
                 .map(|c| Field::new(&c.name, c.column_type.data_type(), true))
                 .collect::<Vec<_>>(),
@@ -283,6 +287,65 @@ mod tests {
             assert_eq!(text_batches, vec![0, 2], "step {step}");
             assert_eq!(typed(batches), expected, "step {step}, buffer {buffer}");
         }
+    }
+
+    /// The real tables read as decoding all as text and casting reads them, also telco with a
+    /// bill typed by hand as `n/a` (the batch holding it comes back as text, the rest typed).
+    #[test]
+    fn real_tables_read_as_text_and_cast_read_them() {
+        let telco = std::fs::read(real("telco").join("telco.csv")).unwrap();
+        let text = String::from_utf8(telco.clone()).unwrap();
+        let dirty = text
+            .replacen(",29.85,29.85\n", ",29.85,n/a\n", 1)
+            .into_bytes();
+        assert_ne!(dirty, telco);
+        let cases = [
+            ("telco", telco, 0),
+            (
+                "email",
+                std::fs::read(real("email").join("email.csv")).unwrap(),
+                0,
+            ),
+            ("telco n/a", dirty, 1),
+        ];
+        for (table, bytes, text_batches) in cases {
+            let root = real(table.split(' ').next().unwrap());
+            let snapshot =
+                crate::read::Snapshot::open(&root, &std::collections::BTreeMap::new()).unwrap();
+            let columns = &snapshot.columns;
+            let expected = ReaderBuilder::new(schema(columns, false))
+                .with_header(true)
+                .with_batch_size(1000)
+                .build(&bytes[..])
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            let batches: Vec<RecordBatch> = CsvBatches::new(&bytes[..], columns, 1000)
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(batches.len() > 3, "{table}");
+            let direct = schema(columns, true);
+            let as_text = batches
+                .iter()
+                .filter(|batch| batch.schema() != direct)
+                .count();
+            assert_eq!(
+                as_text, text_batches,
+                "{table}: batches decoded again as text"
+            );
+            assert_eq!(
+                typed_as(columns, batches),
+                typed_as(columns, expected),
+                "{table}"
+            );
+        }
+    }
+
+    fn real(table: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/real")
+            .join(table)
+            .join("snapshot")
     }
 
     #[test]

@@ -231,13 +231,20 @@ fn read_batch_rows(snapshot: &Snapshot, file: usize, memory_bytes: u64) -> usize
     (rows as usize).clamp(1 << 10, crate::read::BATCH_ROWS)
 }
 
-/// About the bytes a row of `file` takes in memory: twice its text, five times its Parquet bytes.
+/// About the bytes a row of `file` takes in memory.
 fn in_memory_row_bytes(snapshot: &Snapshot, file: usize) -> u64 {
-    let expansion = match snapshot.files[file].format {
+    snapshot
+        .row_bytes(file)
+        .saturating_mul(expansion(snapshot.files[file].format))
+}
+
+/// Bytes in memory per byte of the file: Arrow holds about twice CSV or JSON text and five times
+/// the Parquet bytes.
+fn expansion(format: FileFormat) -> u64 {
+    match format {
         FileFormat::Parquet => 5,
         FileFormat::Csv | FileFormat::JsonLines => 2,
-    };
-    snapshot.row_bytes(file).saturating_mul(expansion)
+    }
 }
 
 /// Row groups each shard may encode in the background (see `ColumnParallelWriter`): as many as
@@ -264,11 +271,10 @@ fn splitmix64(mut z: u64) -> u64 {
 /// Enough buckets that one bucket of the largest split, sorted (about twice its size), fits in
 /// a third of the budget. In-memory Arrow is about twice the CSV text and five times Parquet.
 fn bucket_count(snapshot: &Snapshot, memory_bytes: u64) -> u64 {
-    let expansion = match snapshot.files[0].format {
-        FileFormat::Parquet => 5,
-        FileFormat::Csv | FileFormat::JsonLines => 2,
-    };
-    let in_memory = snapshot.bytes().saturating_mul(expansion).saturating_mul(2);
+    let in_memory = snapshot
+        .bytes()
+        .saturating_mul(expansion(snapshot.files[0].format))
+        .saturating_mul(2);
     let per_bucket = (memory_bytes / 3).max(1);
     in_memory
         .div_ceil(per_bucket)

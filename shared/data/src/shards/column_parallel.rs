@@ -121,9 +121,10 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
         Ok(())
     }
 
-    /// Closes the open row group: on this thread without background encoding, else as a rayon
-    /// task once fewer than `background` groups are in flight.
-    fn close_group(&mut self) -> Result<()> {
+    /// Closes the open row group (short if it is not full): on this thread without background
+    /// encoding, else as a task of the encoding pool once fewer than `background` groups are in
+    /// flight. Rows written after it start a new group.
+    pub fn close_group(&mut self) -> Result<()> {
         let Some(OpenGroup {
             mut writers,
             queued,

@@ -7,6 +7,7 @@ mod remote;
 mod rows;
 mod runs;
 mod shuffle;
+mod spill;
 mod value_text;
 mod writer;
 

@@ -1,14 +1,14 @@
-//! Gathering keyed rows from several batches in key order: how a slot's buffered parts become a
-//! sorted run when they are spilled, and how a bucket's runs become its sorted rows.
+//! Gathering keyed rows from several batches in key order: how a bucket's sorted runs (see
+//! `spill`) become its rows in shuffled order.
 //!
-//! Spilling sorted runs is what makes the bucket's final gather cheap: merged in key order, each
-//! run is read front to back. Sorting the whole bucket at the end instead gathered every column
+//! Spilling sorted runs is what makes this gather cheap: merged in key order, each run is read
+//! front to back. Sorting the whole bucket at the end instead gathered every column
 //! at random across a bucket many times the size of the cache, and that gather (with the concat
 //! before it) was the largest cost of the write half after zstd.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
 use arrow::compute::interleave;
 use arrow::datatypes::{SchemaRef, UInt64Type};
 use rayon::prelude::*;
@@ -16,17 +16,25 @@ use rayon::prelude::*;
 use crate::error::DataError;
 
 /// The rows of `batches` (each with the key column last, keys unique across them) in key
-/// order. With `keep_key` the result keeps the key column (a run to spill), else it has
-/// `schema` less its last field. Every column is gathered on its own task, and each input
-/// column is freed once its gathered copy exists, so the rows are held about once, not twice.
+/// order, without the key column, cut into consecutive batches of `lengths` rows (which sum to
+/// the rows given). Every piece of every column is gathered on its own task, so a wide text
+/// column is not one core's work, and each input column is freed once its pieces exist, so the
+/// rows are held about once, not twice. Pieces of a few MiB are also memory the allocator
+/// reuses: a bucket-sized gather was fresh pages, faulted in, every time.
 pub fn gather_by_key(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
-    keep_key: bool,
-) -> Result<RecordBatch, DataError> {
+    lengths: &[usize],
+) -> Result<Vec<RecordBatch>, DataError> {
     let other = |e: arrow::error::ArrowError| DataError::Other(e.to_string());
     let key_index = schema.fields().len() - 1;
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    if lengths.iter().sum::<usize>() != rows {
+        return Err(DataError::Other(format!(
+            "pieces of {} rows asked of {rows} rows",
+            lengths.iter().sum::<usize>()
+        )));
+    }
     let mut order: Vec<(u64, u32, u32)> = Vec::with_capacity(rows);
     for (batch_index, batch) in batches.iter().enumerate() {
         let keys = batch
@@ -47,32 +55,47 @@ pub fn gather_by_key(
         .into_iter()
         .map(|(_, batch, row)| (batch as usize, row as usize))
         .collect();
+    let mut ranges = Vec::with_capacity(lengths.len());
+    let mut start = 0;
+    for &length in lengths {
+        ranges.push(start..start + length);
+        start += length;
+    }
 
-    let kept = if keep_key { key_index + 1 } else { key_index };
-    let mut by_column: Vec<Vec<ArrayRef>> = vec![Vec::with_capacity(batches.len()); kept];
+    let mut by_column: Vec<Vec<ArrayRef>> = vec![Vec::with_capacity(batches.len()); key_index];
     for batch in batches {
         for (parts, column) in by_column.iter_mut().zip(batch.into_parts().1) {
             parts.push(column);
         }
     }
-    let columns = by_column
+    let columns: Vec<Vec<ArrayRef>> = by_column
         .into_par_iter()
         .map(|parts| {
             let parts: Vec<&dyn Array> = parts.iter().map(|part| part.as_ref()).collect();
-            interleave(&parts, &indices)
+            ranges
+                .par_iter()
+                .map(|range| interleave(&parts, &indices[range.clone()]))
+                .collect::<Result<Vec<_>, _>>()
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(other)?;
-    let schema = if keep_key {
-        schema.clone()
-    } else {
-        Arc::new(
-            schema
-                .project(&(0..key_index).collect::<Vec<_>>())
-                .map_err(other)?,
-        )
-    };
-    RecordBatch::try_new(schema, columns).map_err(other)
+    let schema = Arc::new(
+        schema
+            .project(&(0..key_index).collect::<Vec<_>>())
+            .map_err(other)?,
+    );
+    ranges
+        .iter()
+        .enumerate()
+        .map(|(piece, range)| {
+            RecordBatch::try_new_with_options(
+                schema.clone(),
+                columns.iter().map(|column| column[piece].clone()).collect(),
+                &RecordBatchOptions::new().with_row_count(Some(range.len())),
+            )
+            .map_err(other)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -110,17 +133,23 @@ mod tests {
     }
 
     /// Sorted runs and unsorted parts, merged, give every row once in key order, each row's
-    /// values (nulls included) still together.
+    /// values (nulls included) still together, in the pieces asked for.
     #[test]
     fn merges_runs_and_parts_in_key_order() {
         let batches = vec![keyed(&[3, 8, 20]), keyed(&[1, 9]), keyed(&[15, 2, 30, 4])];
-        let run = gather_by_key(&schema(), batches.clone(), true).unwrap();
-        let keys: Vec<u64> = run.column(2).as_primitive::<UInt64Type>().values().to_vec();
-        assert_eq!(keys, vec![1, 2, 3, 4, 8, 9, 15, 20, 30]);
-        assert_eq!(run, keyed(&keys));
+        let sorted = [1, 2, 3, 4, 8, 9, 15, 20, 30];
+        let whole = gather_by_key(&schema(), batches.clone(), &[9]).unwrap();
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].num_columns(), 2);
+        assert_eq!(whole[0].columns(), &keyed(&sorted).columns()[..2]);
 
-        let rows = gather_by_key(&schema(), batches, false).unwrap();
-        assert_eq!(rows.num_columns(), 2);
-        assert_eq!(rows.columns(), &keyed(&keys).columns()[..2]);
+        let pieces = gather_by_key(&schema(), batches.clone(), &[2, 4, 3]).unwrap();
+        let lengths: Vec<usize> = pieces.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(lengths, vec![2, 4, 3]);
+        let expected = [&sorted[..2], &sorted[2..6], &sorted[6..]];
+        for (piece, keys) in pieces.iter().zip(expected) {
+            assert_eq!(piece.columns(), &keyed(keys).columns()[..2]);
+        }
+        assert!(gather_by_key(&schema(), batches, &[2, 4]).is_err());
     }
 }

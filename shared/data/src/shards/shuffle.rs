@@ -2,22 +2,17 @@
 //!
 //! Each row gets a 64-bit key, a bijection of (seed, file, row), so keys never collide and the
 //! order they give depends on nothing but the input and the seed. Rows are spread into buckets by
-//! the top bits of their key (spilled to temporary Arrow IPC files once a bucket's buffer is
-//! full), then each bucket is sorted in memory and appended to the split's shards. Buckets cover
+//! the top bits of their key into temporary Arrow IPC files of sorted runs (`spill`), then each
+//! bucket's runs are merged in memory and appended to the split's shards. Buckets cover
 //! increasing key ranges, so the concatenation is the full sort: the output is the same whatever
 //! the number of buckets, the memory budget or the thread timing.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{ArrayRef, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::take_record_batch;
+use arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::ipc::reader::StreamReader;
-use arrow::ipc::writer::StreamWriter;
 use rayon::prelude::*;
 
 use crate::error::DataError;
@@ -25,6 +20,7 @@ use crate::read::{BadValues, Snapshot};
 use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEntry};
 use crate::shards::rows::RowsDigest;
 use crate::shards::runs::gather_by_key;
+use crate::shards::spill::{Chunk, Slot};
 use crate::shards::writer::{ShardWriterOptions, SplitWriter, sync_dir};
 use crate::source::FileFormat;
 use crate::split::Splits;
@@ -33,8 +29,10 @@ const KEY_COLUMN: &str = "__runfn_shuffle_key";
 const MAX_BUCKETS: u64 = 1024;
 /// A read batch's rows in memory, at most (see `read_batch_rows`).
 const CACHE_BATCH_BYTES: u64 = 4 << 20;
-/// The write buffer of each spill file.
-const SPILL_BUFFER: usize = 64 << 10;
+/// A piece of a bucket's gather, about (see `runs::gather_by_key`).
+const GATHER_PIECE_BYTES: usize = 8 << 20;
+/// A reading thread's chunk of rows gathered into runs at once, at most (see `chunk_bytes`).
+const CACHE_CHUNK_BYTES: u64 = 16 << 20;
 
 #[derive(Debug, Clone)]
 pub struct ShardOptions {
@@ -76,11 +74,7 @@ pub fn shardify(
         })?;
     let keyed_schema = keyed_schema(&snapshot.schema);
     let split_count = splits.splits.len();
-    // A quarter of the budget for the rows waiting in memory, shared by every (split, bucket).
-    // No floor above what the budget allows: with hundreds of slots a 1 MiB floor alone held
-    // hundreds of MiB.
-    let flush_bytes = (options.memory_bytes / (4 * (split_count as u64).max(1) * buckets))
-        .clamp(64 << 10, 64 << 20);
+    let chunk_bytes = chunk_bytes(options.memory_bytes);
     let slots: Vec<Mutex<Slot>> = (0..split_count * buckets as usize)
         .map(|i| Mutex::new(Slot::new(spill_dir.path().join(format!("slot-{i}.arrows")))))
         .collect();
@@ -93,6 +87,7 @@ pub fn shardify(
             let mut bad = BadValues::default();
             let mut unassigned = 0u64;
             let batch_rows = read_batch_rows(snapshot, file, options.memory_bytes);
+            let mut chunk = Chunk::default();
             for typed in snapshot.read_file_in(file, batch_rows)? {
                 let typed = typed?;
                 bad.merge(&typed.bad_values);
@@ -114,21 +109,16 @@ pub fn shardify(
                         splitmix64(seed_mix ^ ((file as u64) << 40 | (typed.first_row + row)))
                     })
                     .collect();
-                let keyed = with_keys(&typed.batch, &keyed_schema, keys.clone())?;
-                partition(
-                    &keyed,
-                    &assignment,
-                    &keys,
-                    buckets,
-                    &slots,
-                    flush_bytes,
-                    &keyed_schema,
-                )?;
+                chunk.push(with_keys(&typed.batch, &keyed_schema, keys)?, assignment);
+                if chunk.bytes() >= chunk_bytes {
+                    chunk.spill(buckets, &slots, &keyed_schema)?;
+                }
                 progress(
                     read_rows.fetch_add(rows as u64, std::sync::atomic::Ordering::Relaxed)
                         + rows as u64,
                 );
             }
+            chunk.spill(buckets, &slots, &keyed_schema)?;
             Ok((bad, unassigned))
         })
         .collect::<Vec<Result<_, DataError>>>()
@@ -156,39 +146,46 @@ pub fn shardify(
         background_row_groups: background_row_groups(snapshot, options),
     };
     let mut split_entries = BTreeMap::new();
+    // The split written last, finished once the next one has rows under way: its last row
+    // groups encode while the next split's first bucket is gathered, not with the cores idle.
+    let mut ending: Option<WrittenSplit> = None;
     for (index, split) in splits.splits.iter().enumerate() {
-        let mut writer =
-            SplitWriter::new(out, &split.name, snapshot.schema.clone(), &writer_options)?;
-        let mut rows = 0u64;
-        let mut digest = RowsDigest::new(&snapshot.columns);
+        let mut written = WrittenSplit {
+            name: split.name.clone(),
+            rule: split.rule.clone(),
+            writer: SplitWriter::new(out, &split.name, snapshot.schema.clone(), &writer_options)?,
+            rows: 0,
+            digest: RowsDigest::new(&snapshot.columns),
+        };
         for bucket in 0..buckets as usize {
             let mut slot = slots[index * buckets as usize + bucket]
                 .lock()
                 .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
-            if let Some(sorted) = slot.sorted(&keyed_schema)? {
-                rows += sorted.num_rows() as u64;
-                // The digest and the encoding read the same rows: side by side on the cores.
-                let ((), written) =
-                    rayon::join(|| digest.update(&sorted), || writer.write(&sorted));
-                written?;
+            if let Some(runs) = slot.runs()? {
+                let lengths = written.writer.piece_lengths(
+                    runs.iter().map(RecordBatch::num_rows).sum(),
+                    piece_rows(&runs),
+                );
+                for piece in gather_by_key(&keyed_schema, runs, &lengths)? {
+                    written.rows += piece.num_rows() as u64;
+                    // The digest and the encoding read the same rows: side by side on the cores.
+                    let (digest, writer) = (&mut written.digest, &mut written.writer);
+                    let ((), result) =
+                        rayon::join(|| digest.update(&piece), || writer.write(&piece));
+                    result?;
+                }
+                if let Some(previous) = ending.take() {
+                    previous.finish(out, &mut split_entries)?;
+                }
             }
         }
-        let shards = writer.finish()?;
-        remove_stale_shards(
-            &out.join(&split.name),
-            &shards.iter().map(|s| s.path.clone()).collect::<Vec<_>>(),
-            out,
-        )?;
-        sync_dir(&out.join(&split.name))?;
-        split_entries.insert(
-            split.name.clone(),
-            SplitEntry {
-                rule: split.rule.clone(),
-                rows,
-                shards,
-                rows_blake3: Some(digest.finish()),
-            },
-        );
+        written.writer.end()?;
+        if let Some(previous) = ending.replace(written) {
+            previous.finish(out, &mut split_entries)?;
+        }
+    }
+    if let Some(last) = ending.take() {
+        last.finish(out, &mut split_entries)?;
     }
     drop(slots);
     drop(spill_dir);
@@ -218,10 +215,46 @@ pub fn shardify(
     Ok((index, blake3::hash(text.as_bytes()).to_hex().to_string()))
 }
 
-/// Rows per read batch: while a batch is read, typed, keyed and cut into slots it is held about
-/// four times in memory, by each reading thread, so a batch gets a sixteenth of the budget
-/// shared by the threads (a quarter of it in all; the rows waiting in the slots get another).
-/// And no more than `CACHE_BATCH_BYTES` in memory: the CSV decoder builds each column in one
+/// A split whose rows are all written, its last row groups possibly still encoding.
+struct WrittenSplit<'a> {
+    name: String,
+    rule: String,
+    writer: SplitWriter<'a>,
+    rows: u64,
+    digest: RowsDigest,
+}
+
+impl WrittenSplit<'_> {
+    /// Waits for the last row groups, puts the shards in place and enters the split.
+    fn finish(
+        self,
+        out: &Path,
+        entries: &mut BTreeMap<String, SplitEntry>,
+    ) -> Result<(), DataError> {
+        let shards = self.writer.finish()?;
+        let split_dir = out.join(&self.name);
+        remove_stale_shards(
+            &split_dir,
+            &shards.iter().map(|s| s.path.clone()).collect::<Vec<_>>(),
+            out,
+        )?;
+        sync_dir(&split_dir)?;
+        entries.insert(
+            self.name,
+            SplitEntry {
+                rule: self.rule,
+                rows: self.rows,
+                shards,
+                rows_blake3: Some(self.digest.finish()),
+            },
+        );
+        Ok(())
+    }
+}
+
+/// Rows per read batch: while a batch is read, typed and keyed it is held about four times in
+/// memory, by each reading thread, so a batch gets a sixteenth of the budget shared by the
+/// threads (a quarter of it in all; the chunks get another, see `chunk_bytes`). And no more than `CACHE_BATCH_BYTES` in memory: the CSV decoder builds each column in one
 /// pass over the batch, and batches that fit in the cache decoded 2.7 times faster than 64Ki
 /// rows of 300 bytes. 64Ki rows at most, 1Ki at least.
 fn read_batch_rows(snapshot: &Snapshot, file: usize, memory_bytes: u64) -> usize {
@@ -229,6 +262,23 @@ fn read_batch_rows(snapshot: &Snapshot, file: usize, memory_bytes: u64) -> usize
     let row = in_memory_row_bytes(snapshot, file).max(1);
     let rows = (memory_bytes / (16 * threads)).min(CACHE_BATCH_BYTES) / row;
     (rows as usize).clamp(1 << 10, crate::read::BATCH_ROWS)
+}
+
+/// Bytes of keyed batches a reading thread gathers into runs at once: the chunk and its gather
+/// are held together, so an eighth of the budget shared by the threads (a quarter in all). And
+/// no more than `CACHE_CHUNK_BYTES`, so the gather's random reads stay in the cache.
+fn chunk_bytes(memory_bytes: u64) -> u64 {
+    let threads = rayon::current_num_threads().max(1) as u64;
+    (memory_bytes / (8 * threads)).min(CACHE_CHUNK_BYTES)
+}
+
+/// Rows per piece of a bucket's gather: about `GATHER_PIECE_BYTES` (the writer then cuts the
+/// pieces where its calls start, see `SplitWriter::piece_lengths`).
+fn piece_rows(runs: &[RecordBatch]) -> usize {
+    let rows: usize = runs.iter().map(RecordBatch::num_rows).sum();
+    let bytes: usize = runs.iter().map(RecordBatch::get_array_memory_size).sum();
+    let row = (bytes / rows.max(1)).max(1);
+    (GATHER_PIECE_BYTES / row).max(1)
 }
 
 /// About the bytes a row of `file` takes in memory.
@@ -299,124 +349,7 @@ fn with_keys(
     RecordBatch::try_new(schema.clone(), columns).map_err(|e| DataError::Other(e.to_string()))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn partition(
-    batch: &RecordBatch,
-    assignment: &[Option<u8>],
-    keys: &[u64],
-    buckets: u64,
-    slots: &[Mutex<Slot>],
-    flush_bytes: u64,
-    schema: &SchemaRef,
-) -> Result<(), DataError> {
-    let shift = 64 - buckets.trailing_zeros();
-    // Rows by slot, in slot order (a vector indexed by slot: a map lookup per row cost more
-    // than the rest of the partitioning).
-    let mut indices: Vec<Vec<u32>> = vec![Vec::new(); slots.len()];
-    for (row, split) in assignment.iter().enumerate() {
-        if let Some(split) = split {
-            let bucket = if buckets == 1 {
-                0
-            } else {
-                (keys[row] >> shift) as usize
-            };
-            indices[*split as usize * buckets as usize + bucket].push(row as u32);
-        }
-    }
-    for (slot, rows) in indices.into_iter().enumerate() {
-        if rows.is_empty() {
-            continue;
-        }
-        let part = take_record_batch(batch, &UInt32Array::from(rows))
-            .map_err(|e| DataError::Other(e.to_string()))?;
-        let mut slot = slots[slot]
-            .lock()
-            .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
-        slot.push(part, flush_bytes, schema)?;
-    }
-    Ok(())
-}
-
-/// One (split, bucket): rows buffered in memory, spilled to an Arrow IPC stream when full.
-struct Slot {
-    path: PathBuf,
-    pending: Vec<RecordBatch>,
-    pending_bytes: u64,
-    spill: Option<StreamWriter<BufWriter<File>>>,
-}
-
-impl Slot {
-    fn new(path: PathBuf) -> Slot {
-        Slot {
-            path,
-            pending: Vec::new(),
-            pending_bytes: 0,
-            spill: None,
-        }
-    }
-
-    fn push(
-        &mut self,
-        batch: RecordBatch,
-        flush_bytes: u64,
-        schema: &SchemaRef,
-    ) -> Result<(), DataError> {
-        self.pending_bytes += batch.get_array_memory_size() as u64;
-        self.pending.push(batch);
-        if self.pending_bytes >= flush_bytes {
-            // Spilled as a sorted run, so the bucket's final gather reads each run in order.
-            let merged = gather_by_key(schema, std::mem::take(&mut self.pending), true)?;
-            let io = |e: arrow::error::ArrowError| DataError::file(&self.path, e);
-            if self.spill.is_none() {
-                let file = File::create(&self.path).map_err(|source| DataError::Io {
-                    path: self.path.clone(),
-                    source,
-                })?;
-                self.spill = Some(
-                    // Each flush writes one merged batch, so a small buffer suffices; a 1 MiB
-                    // buffer per slot cost as much as the rows themselves.
-                    StreamWriter::try_new(BufWriter::with_capacity(SPILL_BUFFER, file), schema)
-                        .map_err(io)?,
-                );
-            }
-            if let Some(writer) = self.spill.as_mut() {
-                writer.write(&merged).map_err(io)?;
-            }
-            self.pending_bytes = 0;
-        }
-        Ok(())
-    }
-
-    /// All rows of the slot sorted by key, without the key column: its spilled runs and the
-    /// parts still in memory, merged.
-    fn sorted(&mut self, schema: &SchemaRef) -> Result<Option<RecordBatch>, DataError> {
-        let slot = self;
-        let mut batches = Vec::new();
-        if let Some(mut writer) = slot.spill.take() {
-            writer
-                .finish()
-                .map_err(|e| DataError::file(&slot.path, e))?;
-            drop(writer);
-            let file = File::open(&slot.path).map_err(|source| DataError::Io {
-                path: slot.path.clone(),
-                source,
-            })?;
-            let reader = StreamReader::try_new(BufReader::with_capacity(1 << 20, file), None)
-                .map_err(|e| DataError::file(&slot.path, e))?;
-            for batch in reader {
-                batches.push(batch.map_err(|e| DataError::file(&slot.path, e))?);
-            }
-            remove_if_present(&slot.path)?;
-        }
-        batches.append(&mut slot.pending);
-        if batches.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(gather_by_key(schema, batches, false)?))
-    }
-}
-
-fn remove_if_present(path: &Path) -> Result<(), DataError> {
+pub(super) fn remove_if_present(path: &Path) -> Result<(), DataError> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(DataError::Io {
             path: path.into(),

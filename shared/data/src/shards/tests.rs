@@ -292,3 +292,46 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
         );
     }
 }
+
+/// The pieces a bucket is gathered in end where the writer's calls end (every `WRITE_ROWS` rows
+/// from each shard's first row), so no call is concatenated from two pieces: checked against
+/// that rule itself, after rows already written that end mid-call, on a call's end and on a
+/// shard's end, and with shards that are not a whole number of calls.
+#[test]
+fn gather_pieces_end_where_the_writer_calls_end() {
+    use crate::shards::writer::{ShardWriterOptions, SplitWriter, WRITE_ROWS};
+    use arrow::array::{ArrayRef, Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    let shard_rows = 20_000;
+    let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+    let options = ShardWriterOptions {
+        shard_rows,
+        row_group_rows: 4096,
+        zstd_level: 1,
+        background_row_groups: 0,
+    };
+    let call_ends_at = |row: usize| (row % shard_rows).is_multiple_of(WRITE_ROWS);
+    for written in [0, 5_000, WRITE_ROWS, 19_999, 20_000, 33_333] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = SplitWriter::new(dir.path(), "train", schema.clone(), &options).unwrap();
+        if written > 0 {
+            let values = Int64Array::from_iter_values(0..written as i64);
+            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values) as ArrayRef]);
+            writer.write(&batch.unwrap()).unwrap();
+        }
+        for (rows, about) in [(100_000, 10_000), (3, 10_000), (50_000, 1), (8_192, 8_192)] {
+            let lengths = writer.piece_lengths(rows, about);
+            assert_eq!(lengths.iter().sum::<usize>(), rows, "{written} then {rows}");
+            let mut end = written;
+            for (i, length) in lengths.iter().enumerate() {
+                end += length;
+                if i + 1 < lengths.len() {
+                    assert!(*length >= about, "{written} then {rows}: {lengths:?}");
+                    assert!(call_ends_at(end), "{written} then {rows}: {lengths:?}");
+                }
+            }
+        }
+    }
+}

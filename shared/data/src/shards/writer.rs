@@ -21,7 +21,7 @@ const CREATED_BY: &str = "runfn shardify (runfn-shards-v1)";
 /// decides page boundaries per call (its mini-batches start at each call's first row), so calls
 /// of a fixed size make the bytes independent of how the rows arrived: the shuffle's buckets,
 /// and so `--memory`, change the batches, never the file.
-const WRITE_ROWS: usize = 8192;
+pub(super) const WRITE_ROWS: usize = 8192;
 
 pub struct ShardWriterOptions {
     pub shard_rows: usize,
@@ -87,6 +87,35 @@ impl<'a> SplitWriter<'a> {
         self.drain(false)
     }
 
+    /// Lengths to cut the next `rows` rows into, each about `about` rows or more, such that no
+    /// call of this writer takes rows from two pieces (only the first call may join rows still
+    /// pending): pieces so cut are written without a concatenation.
+    pub fn piece_lengths(&self, rows: usize, about: usize) -> Vec<usize> {
+        let shard_rows = self.options.shard_rows;
+        let mut fill = self.current.as_ref().map_or(0, |s| s.rows);
+        // The end of the next call, counted from the first of the new rows.
+        let mut end = -(self.pending_rows as i64);
+        let mut lengths = Vec::new();
+        let mut start = 0;
+        if rows == 0 {
+            return lengths;
+        }
+        loop {
+            let call = WRITE_ROWS.min(shard_rows - fill);
+            end += call as i64;
+            fill = (fill + call) % shard_rows;
+            if end >= rows as i64 {
+                lengths.push(rows - start);
+                break;
+            }
+            if end > 0 && end as usize - start >= about {
+                lengths.push(end as usize - start);
+                start = end as usize;
+            }
+        }
+        lengths
+    }
+
     /// Writes the pending rows in calls of `WRITE_ROWS` (fewer at a shard's end), closing each
     /// shard when full; with `all`, also the last short call.
     fn drain(&mut self, all: bool) -> Result<(), DataError> {
@@ -141,10 +170,22 @@ impl<'a> SplitWriter<'a> {
         concat_batches(&self.schema, &parts).map_err(|e| DataError::Other(e.to_string()))
     }
 
+    /// Writes what is pending and hands the last row group to the encoders without waiting for
+    /// it, so the encoding overlaps whatever the caller does before `finish`.
+    pub fn end(&mut self) -> Result<(), DataError> {
+        self.drain(true)?;
+        if let Some(shard) = self.current.as_mut() {
+            shard
+                .writer
+                .close_group()
+                .map_err(|e| DataError::file(&shard.path, e))?;
+        }
+        self.close_current()
+    }
+
     /// Writes what is pending and closes the last shard. A split with no rows gets no shard.
     pub fn finish(mut self) -> Result<Vec<ShardEntry>, DataError> {
-        self.drain(true)?;
-        self.close_current()?;
+        self.end()?;
         if let Some(last) = self.closing.take() {
             self.finalize(last)?;
         }

@@ -1,0 +1,182 @@
+//! The read half of the shuffle: keyed rows cut into (split, bucket) slots, each slot an Arrow
+//! IPC stream of sorted runs on disk.
+//!
+//! A reading thread gathers a chunk of its batches (a few MiB) once, in (slot, key) order, and
+//! appends each slot's slice of that gather to the slot's stream as one run. Each row is copied
+//! once on its way to disk. The earlier design cut each batch into its slots (a copy), buffered
+//! the parts and merged them into a sorted run when the buffer was full (a second copy); those
+//! two copies were a third of the read half. The chunk is small enough that its random gather
+//! stays in the cache, and its runs are sorted, so the bucket's final merge
+//! (`runs::gather_by_key`) reads every run front to back.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::interleave;
+use arrow::datatypes::{SchemaRef, UInt64Type};
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use rayon::prelude::*;
+
+use crate::error::DataError;
+
+/// The write buffer of each spill file.
+const SPILL_BUFFER: usize = 64 << 10;
+
+/// A reading thread's keyed batches (key column last) not yet spilled, with each row's split.
+#[derive(Default)]
+pub struct Chunk {
+    batches: Vec<RecordBatch>,
+    splits: Vec<Vec<Option<u8>>>,
+    bytes: u64,
+}
+
+impl Chunk {
+    pub fn push(&mut self, keyed: RecordBatch, splits: Vec<Option<u8>>) {
+        self.bytes += keyed.get_array_memory_size() as u64;
+        self.batches.push(keyed);
+        self.splits.push(splits);
+    }
+
+    /// Bytes of the batches held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Appends every assigned row to its slot (`split * buckets + bucket`, the bucket being the
+    /// key's top bits), one sorted run per slot, and empties the chunk.
+    pub fn spill(
+        &mut self,
+        buckets: u64,
+        slots: &[Mutex<Slot>],
+        schema: &SchemaRef,
+    ) -> Result<(), DataError> {
+        let batches = std::mem::take(&mut self.batches);
+        let splits = std::mem::take(&mut self.splits);
+        self.bytes = 0;
+        let key_index = schema.fields().len() - 1;
+        let shift = 64 - buckets.trailing_zeros();
+        // Rows by slot (a vector indexed by slot: a map lookup per row cost more than the rest
+        // of the partitioning), then each slot's rows in key order.
+        let mut by_slot: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); slots.len()];
+        for (batch_index, (batch, splits)) in batches.iter().zip(&splits).enumerate() {
+            let keys = batch
+                .column(key_index)
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(|| DataError::Other("the shuffle key column is not UInt64".into()))?
+                .values();
+            for (row, split) in splits.iter().enumerate() {
+                if let Some(split) = split {
+                    let key = keys[row];
+                    let bucket = if buckets == 1 {
+                        0
+                    } else {
+                        (key >> shift) as usize
+                    };
+                    by_slot[*split as usize * buckets as usize + bucket].push((
+                        key,
+                        batch_index as u32,
+                        row as u32,
+                    ));
+                }
+            }
+        }
+        let mut order: Vec<(usize, usize)> = Vec::new();
+        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+        for (slot, mut rows) in by_slot.into_iter().enumerate() {
+            if rows.is_empty() {
+                continue;
+            }
+            // Keys are unique, so an unstable sort gives the one order.
+            rows.sort_unstable_by_key(|&(key, _, _)| key);
+            runs.push((slot, order.len(), rows.len()));
+            order.extend(
+                rows.into_iter()
+                    .map(|(_, batch, row)| (batch as usize, row as usize)),
+            );
+        }
+        if order.is_empty() {
+            return Ok(());
+        }
+        let columns = (0..schema.fields().len())
+            .into_par_iter()
+            .map(|column| {
+                let parts: Vec<&dyn Array> = batches
+                    .iter()
+                    .map(|batch| batch.column(column).as_ref())
+                    .collect();
+                interleave(&parts, &order)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| DataError::Other(e.to_string()))?;
+        drop(batches);
+        let gathered = RecordBatch::try_new(schema.clone(), columns)
+            .map_err(|e| DataError::Other(e.to_string()))?;
+        for (slot, start, rows) in runs {
+            slots[slot]
+                .lock()
+                .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?
+                .append(&gathered.slice(start, rows), schema)?;
+        }
+        Ok(())
+    }
+}
+
+/// One (split, bucket): its sorted runs, in an Arrow IPC stream.
+pub struct Slot {
+    path: PathBuf,
+    spill: Option<StreamWriter<BufWriter<File>>>,
+}
+
+impl Slot {
+    pub fn new(path: PathBuf) -> Slot {
+        Slot { path, spill: None }
+    }
+
+    fn append(&mut self, run: &RecordBatch, schema: &SchemaRef) -> Result<(), DataError> {
+        let io = |e: arrow::error::ArrowError| DataError::file(&self.path, e);
+        if self.spill.is_none() {
+            let file = File::create(&self.path).map_err(|source| DataError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            self.spill = Some(
+                // A run is a few hundred KiB, so a small buffer suffices; a 1 MiB buffer per
+                // slot cost as much memory as the rows themselves.
+                StreamWriter::try_new(BufWriter::with_capacity(SPILL_BUFFER, file), schema)
+                    .map_err(io)?,
+            );
+        }
+        if let Some(writer) = self.spill.as_mut() {
+            // The IPC writer writes a slice's own rows only.
+            writer.write(run).map_err(io)?;
+        }
+        Ok(())
+    }
+
+    /// The slot's sorted runs, read back; the stream is removed once read.
+    pub fn runs(&mut self) -> Result<Option<Vec<RecordBatch>>, DataError> {
+        let Some(mut writer) = self.spill.take() else {
+            return Ok(None);
+        };
+        writer
+            .finish()
+            .map_err(|e| DataError::file(&self.path, e))?;
+        drop(writer);
+        let file = File::open(&self.path).map_err(|source| DataError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let reader = StreamReader::try_new(BufReader::with_capacity(1 << 20, file), None)
+            .map_err(|e| DataError::file(&self.path, e))?;
+        let mut runs = Vec::new();
+        for run in reader {
+            runs.push(run.map_err(|e| DataError::file(&self.path, e))?);
+        }
+        super::shuffle::remove_if_present(&self.path)?;
+        Ok(Some(runs))
+    }
+}

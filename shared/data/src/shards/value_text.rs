@@ -2,19 +2,23 @@
 //! straight into the digest's bytes.
 //!
 //! Casting every column to strings first cost more than the Parquet encoding of the same rows
-//! (dates went through chrono's formatter one value at a time). Strings, integers, booleans and
-//! dates of years 0 to 9999 are written here, byte for byte as Arrow's cast writes them; any
-//! other column (floats, timestamps, dates outside those years) still goes through the cast.
+//! (dates went through chrono's formatter one value at a time). Strings, integers, floats (with
+//! ryu, the formatter Arrow's display calls), booleans and dates of years 0 to 9999 are written
+//! here, byte for byte as Arrow's cast writes them; any other column (timestamps, dates outside
+//! those years) still goes through the cast.
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Date32Array, Int64Array, StringArray};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Date32Array, Float64Array, Int64Array, StringArray,
+};
 use arrow::compute::{max, min};
-use arrow::datatypes::{DataType, Date32Type, Int64Type};
+use arrow::datatypes::{DataType, Date32Type, Float64Type, Int64Type};
 
 use crate::values::text_array;
 
 pub enum ValueText {
     Strings(StringArray),
     Int64(Int64Array),
+    Float64(Float64Array),
     Bool(BooleanArray),
     Date32(Date32Array),
     /// Anything else, cast to text by Arrow.
@@ -30,6 +34,7 @@ impl ValueText {
         match array.data_type() {
             DataType::Utf8 => ValueText::Strings(array.as_string::<i32>().clone()),
             DataType::Int64 => ValueText::Int64(array.as_primitive::<Int64Type>().clone()),
+            DataType::Float64 => ValueText::Float64(array.as_primitive::<Float64Type>().clone()),
             DataType::Boolean => ValueText::Bool(array.as_boolean().clone()),
             DataType::Date32 => {
                 let dates = array.as_primitive::<Date32Type>();
@@ -53,6 +58,7 @@ impl ValueText {
         let valid = match self {
             ValueText::Strings(a) | ValueText::Cast(a) => a.is_valid(row),
             ValueText::Int64(a) => a.is_valid(row),
+            ValueText::Float64(a) => a.is_valid(row),
             ValueText::Bool(a) => a.is_valid(row),
             ValueText::Date32(a) => a.is_valid(row),
         };
@@ -61,9 +67,11 @@ impl ValueText {
             return;
         }
         let mut digits = [0u8; 20];
+        let mut float = ryu::Buffer::new();
         let text: &[u8] = match self {
             ValueText::Strings(a) | ValueText::Cast(a) => a.value(row).as_bytes(),
             ValueText::Int64(a) => int_text(a.value(row), &mut digits),
+            ValueText::Float64(a) => float.format(a.value(row)).as_bytes(),
             ValueText::Bool(a) => {
                 if a.value(row) {
                     b"true"
@@ -87,6 +95,7 @@ impl ValueText {
                 (offsets[rows.end] - offsets[rows.start]) as usize
             }
             ValueText::Int64(_) | ValueText::Date32(_) => rows.len() * 8,
+            ValueText::Float64(_) => rows.len() * 12,
             ValueText::Bool(_) => rows.len() * 5,
         }
     }
@@ -230,12 +239,25 @@ mod tests {
             ])) as ArrayRef),
             "strings",
         );
-        let floats = Arc::new(arrow::array::Float64Array::from(vec![
+        // Floats: shortest round-trip digits, exponents both ways, signed zero, the subnormal
+        // edge and the values that are not numbers.
+        let floats = Arc::new(Float64Array::from(vec![
             Some(0.1),
             None,
             Some(-2.0),
+            Some(12.89),
+            Some(-0.0),
+            Some(1e21),
+            Some(1.5e-7),
+            Some(123_456_789.125),
+            Some(f64::MAX),
+            Some(f64::MIN_POSITIVE),
+            Some(5e-324),
+            Some(f64::NAN),
+            Some(f64::INFINITY),
+            Some(f64::NEG_INFINITY),
         ])) as ArrayRef;
-        assert!(matches!(ValueText::of(&floats), ValueText::Cast(_)));
+        assert!(matches!(ValueText::of(&floats), ValueText::Float64(_)));
         assert_same_as_cast(&floats, "floats");
     }
 }

@@ -4,6 +4,7 @@
 //! one entry to `timings`, and writes the record to stdout. Exit codes, error lines, atomic file
 //! writes and canonical JSON live here once so that every tool behaves the same way.
 
+pub mod allocator;
 pub mod atomic;
 pub mod canonical;
 pub mod cli;

@@ -134,6 +134,12 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 .clone()
                 .filter(|s| runfn_storage::is_remote(s))
         });
+    // Freed chunks and pages kept for reuse rather than unmapped and faulted in again; the
+    // free memory kept stays a quarter of the budget.
+    runfn_core::allocator::reuse_freed_blocks(
+        32 << 20,
+        (args.memory / 4).clamp(32 << 20, 256 << 20) as usize,
+    );
     let options = ShardOptions {
         out: local_out.clone(),
         source_name: snapshot_name,

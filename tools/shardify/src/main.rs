@@ -134,11 +134,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 .clone()
                 .filter(|s| runfn_storage::is_remote(s))
         });
-    // Freed chunks and pages kept for reuse rather than unmapped and faulted in again; the
-    // free memory kept stays a quarter of the budget.
+    // Freed chunks and pages kept for reuse rather than unmapped and faulted in again. Each
+    // thread's heap may keep that much free, so both stay a sixteenth of the budget (at
+    // `--memory 128M` a quarter, kept by several heaps, took the run over its budget).
+    let share = (args.memory / 16) as usize;
     runfn_core::allocator::reuse_freed_blocks(
-        32 << 20,
-        (args.memory / 4).clamp(32 << 20, 256 << 20) as usize,
+        share.clamp(4 << 20, 32 << 20),
+        share.clamp(4 << 20, 64 << 20),
     );
     let options = ShardOptions {
         out: local_out.clone(),

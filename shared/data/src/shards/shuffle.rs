@@ -75,8 +75,13 @@ pub fn shardify(
     let keyed_schema = keyed_schema(&snapshot.schema);
     let split_count = splits.splits.len();
     let chunk_bytes = chunk_bytes(options.memory_bytes);
-    let slots: Vec<Mutex<Slot>> = (0..split_count * buckets as usize)
-        .map(|i| Mutex::new(Slot::new(spill_dir.path().join(format!("slot-{i}.arrows")))))
+    let slot_count = split_count * buckets as usize;
+    let buffer_bytes = Slot::buffer_bytes(options.memory_bytes, slot_count);
+    let slots: Vec<Mutex<Slot>> = (0..slot_count)
+        .map(|i| {
+            let path = spill_dir.path().join(format!("slot-{i}.arrows"));
+            Mutex::new(Slot::new(path, buffer_bytes))
+        })
         .collect();
 
     let seed_mix = splitmix64(options.seed);

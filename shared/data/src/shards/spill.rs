@@ -23,8 +23,9 @@ use rayon::prelude::*;
 
 use crate::error::DataError;
 
-/// The write buffer of each spill file.
+/// The write buffer of each spill file, at most and at least (see `Slot::buffer_bytes`).
 const SPILL_BUFFER: usize = 64 << 10;
+const MIN_SPILL_BUFFER: usize = 4 << 10;
 
 /// A reading thread's keyed batches (key column last) not yet spilled, with each row's split.
 #[derive(Default)]
@@ -128,12 +129,24 @@ impl Chunk {
 /// One (split, bucket): its sorted runs, in an Arrow IPC stream.
 pub struct Slot {
     path: PathBuf,
+    buffer_bytes: usize,
     spill: Option<StreamWriter<BufWriter<File>>>,
 }
 
 impl Slot {
-    pub fn new(path: PathBuf) -> Slot {
-        Slot { path, spill: None }
+    pub fn new(path: PathBuf, buffer_bytes: usize) -> Slot {
+        Slot {
+            path,
+            buffer_bytes,
+            spill: None,
+        }
+    }
+
+    /// The write buffer of each of `slots` spill files: together a sixteenth of the budget. At
+    /// `--memory 128M` there are hundreds of slots, and 64 KiB each was a fifth of the budget.
+    pub fn buffer_bytes(memory_bytes: u64, slots: usize) -> usize {
+        let share = memory_bytes / (16 * slots.max(1) as u64);
+        (share.min(SPILL_BUFFER as u64) as usize).max(MIN_SPILL_BUFFER)
     }
 
     fn append(&mut self, run: &RecordBatch, schema: &SchemaRef) -> Result<(), DataError> {
@@ -144,9 +157,10 @@ impl Slot {
                 source,
             })?;
             self.spill = Some(
-                // A run is a few hundred KiB, so a small buffer suffices; a 1 MiB buffer per
-                // slot cost as much memory as the rows themselves.
-                StreamWriter::try_new(BufWriter::with_capacity(SPILL_BUFFER, file), schema)
+                // A run arrives whole, so a small buffer suffices (it only gathers the IPC
+                // writer's small writes); a 1 MiB buffer per slot cost as much memory as the
+                // rows themselves.
+                StreamWriter::try_new(BufWriter::with_capacity(self.buffer_bytes, file), schema)
                     .map_err(io)?,
             );
         }

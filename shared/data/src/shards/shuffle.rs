@@ -86,7 +86,7 @@ pub fn shardify(
 
     let seed_mix = splitmix64(options.seed);
     let read_rows = std::sync::atomic::AtomicU64::new(0);
-    let per_file: Vec<(BadValues, u64)> = (0..snapshot.files.len())
+    let per_file: Vec<(BadValues, u64, (u64, u64))> = (0..snapshot.files.len())
         .into_par_iter()
         .map(|file| {
             let mut bad = BadValues::default();
@@ -124,7 +124,7 @@ pub fn shardify(
                 );
             }
             chunk.spill(buckets, &slots, &keyed_schema)?;
-            Ok((bad, unassigned))
+            Ok((bad, unassigned, chunk.spilled()))
         })
         .collect::<Vec<Result<_, DataError>>>()
         // The first failing file in file order, so the error is the same on every run.
@@ -132,9 +132,12 @@ pub fn shardify(
         .collect::<Result<_, DataError>>()?;
     let mut bad_values = BadValues::default();
     let mut unassigned_rows = 0;
-    for (bad, unassigned) in &per_file {
+    let (mut spilled_rows, mut spilled_bytes) = (0, 0);
+    for (bad, unassigned, (rows, bytes)) in &per_file {
         bad_values.merge(bad);
         unassigned_rows += unassigned;
+        spilled_rows += rows;
+        spilled_bytes += bytes;
     }
 
     // Every row is read and placed: what could be wrong with the input (an unreadable file, a row
@@ -148,7 +151,7 @@ pub fn shardify(
         shard_rows: options.shard_rows,
         row_group_rows: options.row_group_rows,
         zstd_level: options.zstd_level,
-        background_row_groups: background_row_groups(snapshot, options),
+        background_row_groups: background_row_groups(spilled_bytes / spilled_rows.max(1), options),
     };
     let mut split_entries = BTreeMap::new();
     // The split written last, finished once the next one has rows under way: its last row
@@ -304,11 +307,13 @@ fn expansion(format: FileFormat) -> u64 {
 
 /// Row groups each shard may encode in the background (see `ColumnParallelWriter`): as many as
 /// fit, with the one being filled, in a third of the budget (the bucket being sorted has
-/// another third), two at most (two keep both halves of the work busy), none when even one
-/// does not fit.
-fn background_row_groups(snapshot: &Snapshot, options: &ShardOptions) -> usize {
+/// another third), two at most, none when even one does not fit. `row_bytes` is measured on the
+/// rows spilled: the estimate from the file's bytes (twice the CSV text) was twice the real size
+/// of the churn rows and allowed one group where two fit, and the encoding of each group's text
+/// column, one core's work, then set the pace of the whole write half.
+fn background_row_groups(row_bytes: u64, options: &ShardOptions) -> usize {
     let group_bytes = (options.row_group_rows as u64)
-        .saturating_mul(in_memory_row_bytes(snapshot, 0))
+        .saturating_mul(row_bytes)
         .max(1);
     ((options.memory_bytes / 3 / group_bytes) as usize)
         .saturating_sub(1)

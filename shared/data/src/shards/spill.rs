@@ -33,6 +33,8 @@ pub struct Chunk {
     batches: Vec<RecordBatch>,
     splits: Vec<Vec<Option<u8>>>,
     bytes: u64,
+    spilled_rows: u64,
+    spilled_bytes: u64,
 }
 
 impl Chunk {
@@ -45,6 +47,12 @@ impl Chunk {
     /// Bytes of the batches held.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Rows spilled so far and their bytes in memory without the key column, as gathered (the
+    /// size the writer will hold them at: the read batches' bytes count their builders' slack).
+    pub fn spilled(&self) -> (u64, u64) {
+        (self.spilled_rows, self.spilled_bytes)
     }
 
     /// Appends every assigned row to its slot (`split * buckets + bucket`, the bucket being the
@@ -116,6 +124,13 @@ impl Chunk {
         drop(batches);
         let gathered = RecordBatch::try_new(schema.clone(), columns)
             .map_err(|e| DataError::Other(e.to_string()))?;
+        self.spilled_rows += gathered.num_rows() as u64;
+        self.spilled_bytes += gathered
+            .columns()
+            .iter()
+            .take(key_index)
+            .map(|column| column.get_array_memory_size() as u64)
+            .sum::<u64>();
         for (slot, start, rows) in runs {
             slots[slot]
                 .lock()

@@ -151,7 +151,11 @@ pub fn shardify(
         shard_rows: options.shard_rows,
         row_group_rows: options.row_group_rows,
         zstd_level: options.zstd_level,
-        background_row_groups: background_row_groups(spilled_bytes / spilled_rows.max(1), options),
+        background_row_groups: background_row_groups(
+            spilled_bytes / spilled_rows.max(1),
+            snapshot.columns.len(),
+            options,
+        ),
     };
     let mut split_entries = BTreeMap::new();
     // The split written last, finished once the next one has rows under way: its last row
@@ -306,16 +310,22 @@ fn expansion(format: FileFormat) -> u64 {
 }
 
 /// Row groups each shard may encode in the background (see `ColumnParallelWriter`): as many as
-/// fit, with the one being filled, in a third of the budget (the bucket being sorted has
-/// another third), two at most, none when even one does not fit. `row_bytes` is measured on the
-/// rows spilled: the estimate from the file's bytes (twice the CSV text) was twice the real size
-/// of the churn rows and allowed one group where two fit, and the encoding of each group's text
-/// column, one core's work, then set the pace of the whole write half.
-fn background_row_groups(row_bytes: u64, options: &ShardOptions) -> usize {
-    let group_bytes = (options.row_group_rows as u64)
-        .saturating_mul(row_bytes)
+/// fit, with the one being filled, in half the budget (the bucket being merged has a third),
+/// two at most, none when even one does not fit. A group holds its rows (`row_bytes` is
+/// measured on the rows spilled: the estimate from the file's bytes, twice the CSV text, was
+/// twice the real size of the churn rows), the pieces its first and last rows share with its
+/// neighbours, its encoded pages (a third of the rows, at most) and a dictionary of up to 1 MiB
+/// per column. With one group where two fit, the encoding of each group's text column, one
+/// core's work, set the pace of the whole write half; with the rows alone counted, short rows
+/// at `--memory 128M` went a tenth over the budget.
+fn background_row_groups(row_bytes: u64, columns: usize, options: &ShardOptions) -> usize {
+    let rows_bytes = (options.row_group_rows as u64).saturating_mul(row_bytes);
+    let group_bytes = rows_bytes
+        .saturating_add(rows_bytes / 3)
+        .saturating_add(2 * GATHER_PIECE_BYTES as u64)
+        .saturating_add((columns as u64) << 20)
         .max(1);
-    ((options.memory_bytes / 3 / group_bytes) as usize)
+    ((options.memory_bytes / 2 / group_bytes) as usize)
         .saturating_sub(1)
         .min(2)
 }

@@ -21,7 +21,7 @@ use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEn
 use crate::shards::rows::RowsDigest;
 use crate::shards::runs::gather_by_key;
 use crate::shards::spill::{Chunk, Slot};
-use crate::shards::writer::{ShardWriterOptions, SplitWriter, sync_dir};
+use crate::shards::writer::{ShardWriterOptions, SplitWriter, remove_if_present, sync_dir};
 use crate::source::FileFormat;
 use crate::split::Splits;
 
@@ -160,9 +160,9 @@ pub fn shardify(
     let mut split_entries = BTreeMap::new();
     // The split written last, finished once the next one has rows under way: its last row
     // groups encode while the next split's first bucket is gathered, not with the cores idle.
-    let mut ending: Option<WrittenSplit> = None;
+    let mut ending: Option<OpenSplit> = None;
     for (index, split) in splits.splits.iter().enumerate() {
-        let mut written = WrittenSplit {
+        let mut open = OpenSplit {
             name: split.name.clone(),
             rule: split.rule.clone(),
             writer: SplitWriter::new(out, &split.name, snapshot.schema.clone(), &writer_options)?,
@@ -174,14 +174,14 @@ pub fn shardify(
                 .lock()
                 .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
             if let Some(runs) = slot.runs()? {
-                let lengths = written.writer.piece_lengths(
+                let lengths = open.writer.piece_lengths(
                     runs.iter().map(RecordBatch::num_rows).sum(),
                     piece_rows(&runs),
                 );
                 for piece in gather_by_key(&keyed_schema, runs, &lengths)? {
-                    written.rows += piece.num_rows() as u64;
+                    open.rows += piece.num_rows() as u64;
                     // The digest and the encoding read the same rows: side by side on the cores.
-                    let (digest, writer) = (&mut written.digest, &mut written.writer);
+                    let (digest, writer) = (&mut open.digest, &mut open.writer);
                     let ((), result) =
                         rayon::join(|| digest.update(&piece), || writer.write(&piece));
                     result?;
@@ -191,8 +191,8 @@ pub fn shardify(
                 }
             }
         }
-        written.writer.end()?;
-        if let Some(previous) = ending.replace(written) {
+        open.writer.end()?;
+        if let Some(previous) = ending.replace(open) {
             previous.finish(out, &mut split_entries)?;
         }
     }
@@ -227,8 +227,8 @@ pub fn shardify(
     Ok((index, blake3::hash(text.as_bytes()).to_hex().to_string()))
 }
 
-/// A split whose rows are all written, its last row groups possibly still encoding.
-struct WrittenSplit<'a> {
+/// A split being written, or written and ending: its last row groups possibly still encoding.
+struct OpenSplit<'a> {
     name: String,
     rule: String,
     writer: SplitWriter<'a>,
@@ -236,7 +236,7 @@ struct WrittenSplit<'a> {
     digest: RowsDigest,
 }
 
-impl WrittenSplit<'_> {
+impl OpenSplit<'_> {
     /// Waits for the last row groups, puts the shards in place and enters the split.
     fn finish(
         self,
@@ -367,16 +367,6 @@ fn with_keys(
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
     columns.push(Arc::new(UInt64Array::from(keys)));
     RecordBatch::try_new(schema.clone(), columns).map_err(|e| DataError::Other(e.to_string()))
-}
-
-pub(super) fn remove_if_present(path: &Path) -> Result<(), DataError> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(DataError::Io {
-            path: path.into(),
-            source: e,
-        }),
-        _ => Ok(()),
-    }
 }
 
 /// Part files of an earlier run that the new index does not list.

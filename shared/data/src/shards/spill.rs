@@ -22,6 +22,7 @@ use arrow::ipc::writer::StreamWriter;
 use rayon::prelude::*;
 
 use crate::error::DataError;
+use crate::shards::writer::remove_if_present;
 
 /// The write buffer of each spill file, at most and at least (see `Slot::buffer_bytes`).
 const SPILL_BUFFER: usize = 64 << 10;
@@ -93,7 +94,7 @@ impl Chunk {
                 }
             }
         }
-        let mut order: Vec<(usize, usize)> = Vec::new();
+        let mut order: Vec<(usize, usize)> = Vec::with_capacity(by_slot.iter().map(Vec::len).sum());
         let mut runs: Vec<(usize, usize, usize)> = Vec::new();
         for (slot, mut rows) in by_slot.into_iter().enumerate() {
             if rows.is_empty() {
@@ -205,7 +206,7 @@ impl Slot {
         for run in reader {
             runs.push(run.map_err(|e| DataError::file(&self.path, e))?);
         }
-        super::shuffle::remove_if_present(&self.path)?;
+        remove_if_present(&self.path)?;
         Ok(Some(runs))
     }
 }

@@ -310,6 +310,17 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
+/// Removes `path`; a file already gone is not an error.
+pub fn remove_if_present(path: &Path) -> Result<(), DataError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(DataError::Io {
+            path: path.into(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Fsyncs a folder so the renames inside it survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<(), DataError> {
     File::open(dir)

@@ -6,6 +6,7 @@
 //! at random across a bucket many times the size of the cache, and that gather (with the concat
 //! before it) was the largest cost of the write half after zstd.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
@@ -68,17 +69,7 @@ pub fn gather_by_key(
             parts.push(column);
         }
     }
-    let columns: Vec<Vec<ArrayRef>> = by_column
-        .into_par_iter()
-        .map(|parts| {
-            let parts: Vec<&dyn Array> = parts.iter().map(|part| part.as_ref()).collect();
-            ranges
-                .par_iter()
-                .map(|range| interleave(&parts, &indices[range.clone()]))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(other)?;
+    let columns = gather_columns(by_column, &indices, &ranges)?;
     let schema = Arc::new(
         schema
             .project(&(0..key_index).collect::<Vec<_>>())
@@ -96,6 +87,28 @@ pub fn gather_by_key(
             .map_err(other)
         })
         .collect()
+}
+
+/// Each column, given as its parts (one per batch), gathered at `indices` ((part, row) pairs)
+/// and cut into `ranges` of them: every (column, range) is its own task, and a column's parts
+/// are dropped once its pieces exist. The one gather of the shuffle, for the spill's runs and
+/// for a bucket's merge.
+pub fn gather_columns(
+    columns: Vec<Vec<ArrayRef>>,
+    indices: &[(usize, usize)],
+    ranges: &[Range<usize>],
+) -> Result<Vec<Vec<ArrayRef>>, DataError> {
+    columns
+        .into_par_iter()
+        .map(|parts| {
+            let parts: Vec<&dyn Array> = parts.iter().map(|part| part.as_ref()).collect();
+            ranges
+                .par_iter()
+                .map(|range| interleave(&parts, &indices[range.clone()]))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| DataError::Other(e.to_string()))
 }
 
 #[cfg(test)]

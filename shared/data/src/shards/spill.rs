@@ -14,14 +14,13 @@ use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::compute::interleave;
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{SchemaRef, UInt64Type};
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
-use rayon::prelude::*;
 
 use crate::error::DataError;
+use crate::shards::runs::gather_columns;
 use crate::shards::writer::remove_if_present;
 
 /// The write buffer of each spill file, at most and at least (see `Slot::buffer_bytes`).
@@ -111,18 +110,20 @@ impl Chunk {
         if order.is_empty() {
             return Ok(());
         }
-        let columns = (0..schema.fields().len())
-            .into_par_iter()
+        let parts: Vec<Vec<ArrayRef>> = (0..schema.fields().len())
             .map(|column| {
-                let parts: Vec<&dyn Array> = batches
+                batches
                     .iter()
-                    .map(|batch| batch.column(column).as_ref())
-                    .collect();
-                interleave(&parts, &order)
+                    .map(|batch| batch.column(column).clone())
+                    .collect()
             })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| DataError::Other(e.to_string()))?;
+            .collect();
         drop(batches);
+        let columns: Vec<ArrayRef> =
+            gather_columns(parts, &order, std::slice::from_ref(&(0..order.len())))?
+                .into_iter()
+                .flatten()
+                .collect();
         let gathered = RecordBatch::try_new(schema.clone(), columns)
             .map_err(|e| DataError::Other(e.to_string()))?;
         self.spilled_rows += gathered.num_rows() as u64;

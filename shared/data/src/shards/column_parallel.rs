@@ -8,10 +8,15 @@
 //! the time changes.
 //!
 //! Encoding one call's columns side by side still waits on the widest column (a long text
-//! column is most of the bytes, and of the zstd work), so with `background` row groups allowed
+//! column is most of the bytes, and of the zstd work), so with background slots allowed
 //! a full row group is encoded as a task of its own thread pool while the caller goes on
 //! producing rows; the groups are appended to the file in order as they finish. Each group has
 //! its own column writers, so encoding groups at the same time changes nothing in the bytes.
+//!
+//! Groups in the background hold their rows until encoded, so they are counted against one
+//! limit shared by every writer of a run (`GroupSlots`): a split's or a shard's last groups
+//! still encode while the next one's rows are gathered, and nobody waits for them until the
+//! file is finished, yet memory holds no more groups than the limit allows.
 //!
 //! The pool is not rayon's global one on purpose: the caller waits for the oldest group, and a
 //! wait on a global-pool thread deadlocked when that thread had itself stolen work from the
@@ -21,8 +26,8 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::OnceLock;
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -42,9 +47,10 @@ pub struct ColumnParallelWriter<W: Write + Send> {
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
     max_row_group_rows: usize,
-    /// Row groups that may be encoding in the background at once; 0 encodes each call on the
-    /// calling thread (and its cores) before `write` returns.
-    background: usize,
+    /// Row groups that may be encoding in the background at once, across the writers sharing
+    /// it; a limit of 0 encodes each call on the calling thread (and its cores) before `write`
+    /// returns.
+    slots: Arc<GroupSlots>,
     open: Option<OpenGroup>,
     /// Row groups handed to the background, oldest first.
     in_flight: VecDeque<Receiver<Result<Vec<ArrowColumnChunk>>>>,
@@ -63,7 +69,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
         sink: W,
         schema: SchemaRef,
         properties: WriterProperties,
-        background: usize,
+        slots: Arc<GroupSlots>,
     ) -> Result<ColumnParallelWriter<W>> {
         if properties.max_row_group_bytes().is_some() {
             return Err(ParquetError::General(
@@ -79,7 +85,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
             factory,
             schema,
             max_row_group_rows: max_row_group_rows.max(1),
-            background,
+            slots,
             open: None,
             in_flight: VecDeque::new(),
         })
@@ -104,7 +110,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
                 .min(self.max_row_group_rows - group.rows);
             let part = remaining.slice(0, take);
             remaining = remaining.slice(take, remaining.num_rows() - take);
-            if self.background == 0 {
+            if self.slots.limit == 0 {
                 encode_calls(
                     &self.schema,
                     &mut group.writers,
@@ -122,8 +128,8 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
     }
 
     /// Closes the open row group (short if it is not full): on this thread without background
-    /// encoding, else as a task of the encoding pool once fewer than `background` groups are in
-    /// flight. Rows written after it start a new group.
+    /// encoding, else as a task of the encoding pool once a slot is free. Rows written after it
+    /// start a new group.
     pub fn close_group(&mut self) -> Result<()> {
         let Some(OpenGroup {
             mut writers,
@@ -133,7 +139,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
         else {
             return Ok(());
         };
-        let pool = if self.background == 0 {
+        let pool = if self.slots.limit == 0 {
             None
         } else {
             encoding_pool()
@@ -144,9 +150,8 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
             let chunks = close_writers(writers)?;
             return self.append(chunks);
         };
-        while self.in_flight.len() >= self.background {
-            self.append_oldest()?;
-        }
+        self.poll()?;
+        let slot = self.slots.acquire();
         let schema = self.schema.clone();
         let (sender, receiver) = sync_channel(1);
         pool.spawn(move || {
@@ -160,6 +165,9 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
                     "encoding a row group panicked".into(),
                 ))
             });
+            // The rows are gone: the next group may start encoding while this one's pages wait
+            // to be appended.
+            drop(slot);
             // A writer dropped on an error elsewhere no longer waits for the group.
             let _ = sender.send(encoded);
         });
@@ -167,14 +175,28 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
         Ok(())
     }
 
+    /// Appends the background groups that are finished, in order, without waiting; true when
+    /// none is left in flight.
+    pub fn poll(&mut self) -> Result<bool> {
+        while let Some(receiver) = self.in_flight.front() {
+            match receiver.try_recv() {
+                Ok(encoded) => {
+                    self.in_flight.pop_front();
+                    self.append(encoded?)?;
+                }
+                Err(TryRecvError::Empty) => return Ok(false),
+                Err(TryRecvError::Disconnected) => return Err(ended_without_result()),
+            }
+        }
+        Ok(true)
+    }
+
     /// Waits for the oldest background group and appends it.
     fn append_oldest(&mut self) -> Result<()> {
         let Some(receiver) = self.in_flight.pop_front() else {
             return Ok(());
         };
-        let encoded = receiver.recv().map_err(|_| {
-            ParquetError::General("a row group's encoding task ended without a result".into())
-        })?;
+        let encoded = receiver.recv().map_err(|_| ended_without_result())?;
         self.append(encoded?)
     }
 
@@ -195,6 +217,62 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
             self.append_oldest()?;
         }
         self.file.into_inner()
+    }
+}
+
+fn ended_without_result() -> ParquetError {
+    ParquetError::General("a row group's encoding task ended without a result".into())
+}
+
+/// How many row groups may be encoding in the background at once, shared by the writers of one
+/// run: each group holds its rows until encoded.
+#[derive(Debug)]
+pub struct GroupSlots {
+    limit: usize,
+    busy: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl GroupSlots {
+    /// `limit` groups at once; 0 for none (every call is encoded before `write` returns).
+    pub fn new(limit: usize) -> Arc<GroupSlots> {
+        Arc::new(GroupSlots {
+            limit,
+            busy: Mutex::new(0),
+            freed: Condvar::new(),
+        })
+    }
+
+    /// Waits for a free slot. Slots are freed by encoding tasks, which never wait on the
+    /// caller, so the wait ends.
+    fn acquire(self: &Arc<GroupSlots>) -> SlotGuard {
+        let mut busy = self
+            .busy
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        while *busy >= self.limit {
+            busy = self
+                .freed
+                .wait(busy)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        *busy += 1;
+        SlotGuard(self.clone())
+    }
+}
+
+/// A taken slot, freed when dropped (also when its task panics).
+struct SlotGuard(Arc<GroupSlots>);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let mut busy = self
+            .0
+            .busy
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *busy -= 1;
+        self.0.freed.notify_all();
     }
 }
 
@@ -311,9 +389,13 @@ mod tests {
         }
         let expected = expected.into_inner().unwrap();
         for background in [0, 1, 2, 5] {
-            let mut parallel =
-                ColumnParallelWriter::try_new(Vec::new(), schema.clone(), properties(), background)
-                    .unwrap();
+            let mut parallel = ColumnParallelWriter::try_new(
+                Vec::new(),
+                schema.clone(),
+                properties(),
+                GroupSlots::new(background),
+            )
+            .unwrap();
             for (start, rows) in calls {
                 parallel.write(&batch(start, rows)).unwrap();
             }
@@ -338,7 +420,8 @@ mod tests {
             .unwrap();
         let written = pool.install(|| {
             let mut parallel =
-                ColumnParallelWriter::try_new(Vec::new(), schema, properties(), 1).unwrap();
+                ColumnParallelWriter::try_new(Vec::new(), schema, properties(), GroupSlots::new(1))
+                    .unwrap();
             for start in (0..6000).step_by(1500) {
                 parallel.write(&batch(start, 1500)).unwrap();
             }
@@ -347,13 +430,51 @@ mod tests {
         assert!(written.len() > 1000);
     }
 
+    /// Two writers sharing one background slot, written in turns with groups crossing calls:
+    /// each file gets exactly `ArrowWriter`'s bytes for its own rows, whether its groups were
+    /// appended by `poll` along the way or at the end.
+    #[test]
+    fn writers_sharing_a_slot_write_their_own_bytes() {
+        let schema = batch(0, 1).schema();
+        let expected = |first: i64| {
+            let mut writer =
+                ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties())).unwrap();
+            writer.write(&batch(first, 3500)).unwrap();
+            writer.into_inner().unwrap()
+        };
+        let slots = GroupSlots::new(1);
+        let open = || {
+            ColumnParallelWriter::try_new(Vec::new(), schema.clone(), properties(), slots.clone())
+                .unwrap()
+        };
+        let (mut a, mut b) = (open(), open());
+        for start in (0..3500).step_by(700) {
+            a.write(&batch(start, 700)).unwrap();
+            b.write(&batch(10_000 + start, 700)).unwrap();
+            a.poll().unwrap();
+        }
+        a.close_group().unwrap();
+        b.close_group().unwrap();
+        while !a.poll().unwrap() {
+            std::thread::yield_now();
+        }
+        assert_eq!(a.into_inner().unwrap(), expected(0));
+        assert_eq!(b.into_inner().unwrap(), expected(10_000));
+    }
+
     #[test]
     fn refuses_a_byte_limit() {
         let properties = WriterProperties::builder()
             .set_max_row_group_bytes(Some(1 << 20))
             .build();
         assert!(
-            ColumnParallelWriter::try_new(Vec::new(), batch(0, 1).schema(), properties, 0).is_err()
+            ColumnParallelWriter::try_new(
+                Vec::new(),
+                batch(0, 1).schema(),
+                properties,
+                GroupSlots::new(0)
+            )
+            .is_err()
         );
     }
 }

@@ -17,6 +17,7 @@ use rayon::prelude::*;
 
 use crate::error::DataError;
 use crate::read::{BadValues, Snapshot};
+use crate::shards::column_parallel::GroupSlots;
 use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEntry};
 use crate::shards::rows::RowsDigest;
 use crate::shards::runs::gather_by_key;
@@ -151,16 +152,17 @@ pub fn shardify(
         shard_rows: options.shard_rows,
         row_group_rows: options.row_group_rows,
         zstd_level: options.zstd_level,
-        background_row_groups: background_row_groups(
+        background: GroupSlots::new(background_row_groups(
             spilled_bytes / spilled_rows.max(1),
             snapshot.columns.len(),
             options,
-        ),
+        )),
     };
     let mut split_entries = BTreeMap::new();
-    // The split written last, finished once the next one has rows under way: its last row
-    // groups encode while the next split's first bucket is gathered, not with the cores idle.
-    let mut ending: Option<OpenSplit> = None;
+    // Splits whose rows are all written and whose last row groups may still be encoding: each
+    // is finished once its groups are done (looked at after every bucket), so the next split's
+    // rows are gathered meanwhile instead of the cores waiting on one group's widest column.
+    let mut ending: Vec<OpenSplit> = Vec::new();
     for (index, split) in splits.splits.iter().enumerate() {
         let mut open = OpenSplit {
             name: split.name.clone(),
@@ -186,17 +188,13 @@ pub fn shardify(
                         rayon::join(|| digest.update(&piece), || writer.write(&piece));
                     result?;
                 }
-                if let Some(previous) = ending.take() {
-                    previous.finish(out, &mut split_entries)?;
-                }
+                ending = finish_done(ending, out, &mut split_entries)?;
             }
         }
         open.writer.end()?;
-        if let Some(previous) = ending.replace(open) {
-            previous.finish(out, &mut split_entries)?;
-        }
+        ending.push(open);
     }
-    if let Some(last) = ending.take() {
+    for last in ending {
         last.finish(out, &mut split_entries)?;
     }
     drop(slots);
@@ -264,6 +262,24 @@ impl OpenSplit<'_> {
     }
 }
 
+/// Finishes the splits of `ending` whose row groups are all written, without waiting; returns
+/// the others.
+fn finish_done<'a>(
+    ending: Vec<OpenSplit<'a>>,
+    out: &Path,
+    entries: &mut BTreeMap<String, SplitEntry>,
+) -> Result<Vec<OpenSplit<'a>>, DataError> {
+    let mut still = Vec::with_capacity(ending.len());
+    for mut split in ending {
+        if split.writer.poll()? {
+            split.finish(out, entries)?;
+        } else {
+            still.push(split);
+        }
+    }
+    Ok(still)
+}
+
 /// Rows per read batch: while a batch is read, typed and keyed it is held about four times in
 /// memory, by each reading thread, so a batch gets a sixteenth of the budget shared by the
 /// threads (a quarter of it in all; the chunks get another, see `chunk_bytes`). And no more than `CACHE_BATCH_BYTES` in memory: the CSV decoder builds each column in one
@@ -309,8 +325,8 @@ fn expansion(format: FileFormat) -> u64 {
     }
 }
 
-/// Row groups each shard may encode in the background (see `ColumnParallelWriter`): as many as
-/// fit, with the one being filled, in half the budget (the bucket being merged has a third),
+/// Row groups the run may encode in the background at once, across its shards and splits (see
+/// `ColumnParallelWriter`): as many as fit, with the one being filled, in half the budget (the bucket being merged has a third),
 /// two at most, none when even one does not fit. A group holds its rows (`row_bytes` is
 /// measured on the rows spilled: the estimate from the file's bytes, twice the CSV text, was
 /// twice the real size of the churn rows), the pieces its first and last rows share with its

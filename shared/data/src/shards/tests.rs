@@ -251,7 +251,7 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
 
-    use super::column_parallel::ColumnParallelWriter;
+    use super::column_parallel::{ColumnParallelWriter, GroupSlots};
     use super::value_text::assert_same_as_cast;
 
     for table in ["telco", "email"] {
@@ -268,9 +268,13 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
         let mut expected =
             ArrowWriter::try_new(Vec::new(), snapshot.schema.clone(), Some(properties())).unwrap();
         // Two row groups in the background: the writer shardify uses when memory allows.
-        let mut parallel =
-            ColumnParallelWriter::try_new(Vec::new(), snapshot.schema.clone(), properties(), 2)
-                .unwrap();
+        let mut parallel = ColumnParallelWriter::try_new(
+            Vec::new(),
+            snapshot.schema.clone(),
+            properties(),
+            GroupSlots::new(2),
+        )
+        .unwrap();
         let mut rows = 0;
         for typed in snapshot.read_file_in(0, 1000).unwrap() {
             let batch = typed.unwrap().batch;
@@ -299,6 +303,7 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
 /// shard's end, and with shards that are not a whole number of calls.
 #[test]
 fn gather_pieces_end_where_the_writer_calls_end() {
+    use crate::shards::column_parallel::GroupSlots;
     use crate::shards::writer::{ShardWriterOptions, SplitWriter, WRITE_ROWS};
     use arrow::array::{ArrayRef, Int64Array, RecordBatch};
     use arrow::datatypes::{DataType, Field, Schema};
@@ -310,7 +315,7 @@ fn gather_pieces_end_where_the_writer_calls_end() {
         shard_rows,
         row_group_rows: 4096,
         zstd_level: 1,
-        background_row_groups: 0,
+        background: GroupSlots::new(0),
     };
     let call_ends_at = |row: usize| (row % shard_rows).is_multiple_of(WRITE_ROWS);
     for written in [0, 5_000, WRITE_ROWS, 19_999, 20_000, 33_333] {

@@ -1,8 +1,10 @@
 //! Writing one split's rows, already in shuffled order, as Parquet shards of a fixed row count.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
@@ -11,7 +13,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use crate::error::DataError;
-use crate::shards::column_parallel::ColumnParallelWriter;
+use crate::shards::column_parallel::{ColumnParallelWriter, GroupSlots};
 use crate::shards::index::ShardEntry;
 
 /// Stable across parquet crate upgrades that do not change the bytes otherwise.
@@ -27,9 +29,10 @@ pub struct ShardWriterOptions {
     pub shard_rows: usize,
     pub row_group_rows: usize,
     pub zstd_level: i32,
-    /// Row groups a shard may have encoding in the background at once (0: none, each call is
-    /// encoded before `write` returns). Each holds its rows until it is written.
-    pub background_row_groups: usize,
+    /// Row groups that may be encoding in the background at once, shared by every shard of
+    /// every split written with these options (a limit of 0: none, each call is encoded before
+    /// `write` returns). Each holds its rows until it is encoded.
+    pub background: Arc<GroupSlots>,
 }
 
 /// Cuts a stream of batches into shards `dir/<split>/part-NNNNN.parquet`, each written atomically
@@ -40,10 +43,11 @@ pub struct SplitWriter<'a> {
     schema: SchemaRef,
     options: &'a ShardWriterOptions,
     current: Option<OpenShard>,
-    /// The shard filled last, whose final row groups may still be encoding in the background:
-    /// finished once the next shard has a row group under way (or at the end), so the encoders
-    /// are not left idle at every shard boundary.
-    closing: Option<OpenShard>,
+    /// Shards filled, oldest first, whose last row groups may still be encoding in the
+    /// background: each is finished once its groups are done (see `poll`), or at the end.
+    /// Nobody waits for them at a shard's or a split's end, so the encoders are not left with
+    /// one group's widest column while the next rows could be gathered.
+    closing: VecDeque<OpenShard>,
     pub shards: Vec<ShardEntry>,
     /// Rows received but not yet written, in order.
     pending: Vec<RecordBatch>,
@@ -72,7 +76,7 @@ impl<'a> SplitWriter<'a> {
             schema,
             options,
             current: None,
-            closing: None,
+            closing: VecDeque::new(),
             shards: Vec::new(),
             pending: Vec::new(),
             pending_rows: 0,
@@ -137,15 +141,36 @@ impl<'a> SplitWriter<'a> {
                 .write(&chunk)
                 .map_err(|e| DataError::file(&shard.path, e))?;
             shard.rows += take;
-            let full = shard.rows == self.options.shard_rows;
-            if self.closing.is_some() && shard.rows >= self.options.row_group_rows {
-                let previous = self.closing.take().expect("checked above");
-                self.finalize(previous)?;
-            }
-            if full {
+            if shard.rows == self.options.shard_rows {
                 self.close_current()?;
             }
+            self.poll()?;
         }
+    }
+
+    /// Appends the finished background groups of the shards being written and closed, and
+    /// finishes the closed shards whose groups are all done, oldest first; never waits. True
+    /// when no shard is left closing and no group of the current one is in flight.
+    pub fn poll(&mut self) -> Result<bool, DataError> {
+        let current_done = match self.current.as_mut() {
+            Some(shard) => shard
+                .writer
+                .poll()
+                .map_err(|e| DataError::file(&shard.path, e))?,
+            None => true,
+        };
+        while let Some(shard) = self.closing.front_mut() {
+            let done = shard
+                .writer
+                .poll()
+                .map_err(|e| DataError::file(&shard.path, e))?;
+            if !done {
+                return Ok(false);
+            }
+            let shard = self.closing.pop_front().expect("looked at above");
+            self.finalize(shard)?;
+        }
+        Ok(current_done)
     }
 
     /// The first `rows` pending rows as one batch.
@@ -171,30 +196,25 @@ impl<'a> SplitWriter<'a> {
     }
 
     /// Writes what is pending and hands the last row group to the encoders without waiting for
-    /// it, so the encoding overlaps whatever the caller does before `finish`.
+    /// it, so the encoding overlaps whatever the caller does before `poll` or `finish`.
     pub fn end(&mut self) -> Result<(), DataError> {
         self.drain(true)?;
-        if let Some(shard) = self.current.as_mut() {
-            shard
-                .writer
-                .close_group()
-                .map_err(|e| DataError::file(&shard.path, e))?;
-        }
         self.close_current()
     }
 
-    /// Writes what is pending and closes the last shard. A split with no rows gets no shard.
+    /// Writes what is pending and closes the last shard, waiting for its groups. A split with
+    /// no rows gets no shard.
     pub fn finish(mut self) -> Result<Vec<ShardEntry>, DataError> {
         self.end()?;
-        if let Some(last) = self.closing.take() {
-            self.finalize(last)?;
+        while let Some(shard) = self.closing.pop_front() {
+            self.finalize(shard)?;
         }
         Ok(self.shards)
     }
 
     fn open(&self) -> Result<OpenShard, DataError> {
-        // The shard still closing has its number already.
-        let number = self.shards.len() + usize::from(self.closing.is_some());
+        // The shards still closing have their numbers already.
+        let number = self.shards.len() + self.closing.len();
         let relative = format!("{}/part-{number:05}.parquet", self.split);
         let path = self.dir.join(&relative);
         let parent = path.parent().unwrap_or(self.dir);
@@ -218,7 +238,7 @@ impl<'a> SplitWriter<'a> {
             sink,
             self.schema.clone(),
             properties,
-            self.options.background_row_groups,
+            self.options.background.clone(),
         )
         .map_err(|e| DataError::file(&path, e))?;
         Ok(OpenShard {
@@ -228,21 +248,18 @@ impl<'a> SplitWriter<'a> {
         })
     }
 
-    /// Ends the current shard: at once when nothing encodes in the background, else it becomes
-    /// the closing shard (after the one closing before it is finished).
+    /// Ends the current shard: its last group is handed to the encoders, and the shard is
+    /// finished once that group is done (see `poll`).
     fn close_current(&mut self) -> Result<(), DataError> {
-        let Some(shard) = self.current.take() else {
+        let Some(mut shard) = self.current.take() else {
             return Ok(());
         };
-        if let Some(previous) = self.closing.take() {
-            self.finalize(previous)?;
-        }
-        if self.options.background_row_groups == 0 {
-            self.finalize(shard)
-        } else {
-            self.closing = Some(shard);
-            Ok(())
-        }
+        shard
+            .writer
+            .close_group()
+            .map_err(|e| DataError::file(&shard.path, e))?;
+        self.closing.push_back(shard);
+        Ok(())
     }
 
     /// Waits for a shard's last row groups, writes its footer, fsyncs it and renames it into

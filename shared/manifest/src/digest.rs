@@ -183,16 +183,31 @@ fn list_files(root: &Path) -> Result<Vec<Entry>, DigestError> {
     Ok(entries)
 }
 
-/// Bytes of a large file mapped at once: the hash runs on every core over a window, and the
-/// window is unmapped before the next, so resident memory stays at one window however large the
-/// file (a whole-file map kept every page it touched resident until the end).
-const MAP_WINDOW: u64 = 64 << 20;
+/// Bytes of files mapped at once, over all the threads hashing files: a large file is mapped a
+/// window at a time, the hash runs on every core over the window, and the window is unmapped
+/// before the next (a whole-file map kept every page it touched resident until the end). Mapped
+/// pages count as resident memory: two threads with a 64 MiB window each took `shardify
+/// --memory 128M` to 133 MiB before it had read a row.
+const MAPPED_AT_ONCE: u64 = 32 << 20;
+const MIN_WINDOW: u64 = 1 << 20;
 
-fn hash_mapped(hasher: &mut blake3::Hasher, path: &Path, size: u64) -> std::io::Result<()> {
+/// Each hashing thread's window: its share of `MAPPED_AT_ONCE`, whole MiB (map offsets are
+/// multiples of the page size).
+fn map_window() -> u64 {
+    let threads = rayon::current_num_threads().max(1) as u64;
+    (MAPPED_AT_ONCE / threads).max(MIN_WINDOW) / MIN_WINDOW * MIN_WINDOW
+}
+
+fn hash_mapped(
+    hasher: &mut blake3::Hasher,
+    path: &Path,
+    size: u64,
+    window: u64,
+) -> std::io::Result<()> {
     let file = File::open(path)?;
     let mut offset = 0;
     while offset < size {
-        let len = MAP_WINDOW.min(size - offset);
+        let len = window.min(size - offset);
         // SAFETY: the map is read-only and dropped before the next window; a file truncated
         // meanwhile can fault the read (SIGBUS), the risk every mmap reader takes, and one
         // changed in place hashes differently, which the caller reports.
@@ -215,7 +230,7 @@ fn hash_file(entry: &Entry) -> Result<blake3::Hash, DigestError> {
     };
     let mut hasher = blake3::Hasher::new();
     if entry.size >= MMAP_THRESHOLD {
-        hash_mapped(&mut hasher, &entry.path, entry.size).map_err(io_error)?;
+        hash_mapped(&mut hasher, &entry.path, entry.size, map_window()).map_err(io_error)?;
     } else {
         hasher
             .update_reader(File::open(&entry.path).map_err(io_error)?)
@@ -234,6 +249,33 @@ fn hash_file(entry: &Entry) -> Result<blake3::Hash, DigestError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file hashed a window at a time, windows ending anywhere in it, hashes as its bytes do;
+    /// the window is a whole number of MiB, and all the threads' windows stay within
+    /// `MAPPED_AT_ONCE` wherever one MiB each fits.
+    #[test]
+    fn a_file_hashed_in_windows_hashes_as_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes: Vec<u8> = (0..(3 * MIN_WINDOW + 12_345) as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        write(dir.path(), "big.bin", &bytes);
+        for window in [MIN_WINDOW, 2 * MIN_WINDOW, 64 * MIN_WINDOW] {
+            let mut hasher = blake3::Hasher::new();
+            hash_mapped(
+                &mut hasher,
+                &dir.path().join("big.bin"),
+                bytes.len() as u64,
+                window,
+            )
+            .unwrap();
+            assert_eq!(hasher.finalize(), blake3::hash(&bytes), "window {window}");
+        }
+        let window = map_window();
+        assert_eq!(window % MIN_WINDOW, 0);
+        let threads = rayon::current_num_threads() as u64;
+        assert!(window * threads <= MAPPED_AT_ONCE.max(threads * MIN_WINDOW));
+    }
 
     fn write(dir: &Path, name: &str, bytes: &[u8]) {
         let path = dir.join(name);

@@ -21,3 +21,6 @@ email.to_csv(os.path.join(out, "email/snapshot/email.csv"), index=False)
 telco = read("modeldata/wa_churn").rename(columns={"rownames": "customer_id"})
 telco.insert(1, "churned", (telco.pop("churn") == "Yes").astype(int))
 telco.to_csv(os.path.join(out, "telco/snapshot/telco.csv"), index=False)
+
+economics = read("ggplot2/economics").rename(columns={"rownames": "month_id"})
+economics.to_csv(os.path.join(out, "economics/snapshot/economics.csv"), index=False)

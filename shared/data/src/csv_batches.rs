@@ -227,10 +227,11 @@ fn plain_date(text: &[u8]) -> Option<i32> {
     Some(era * 146_097 + day_of_era - 719_468)
 }
 
-/// What each column is decoded as: its own type where the decoder and the cast parse alike
-/// (`direct`), else text. A string column is read as the `Utf8` it stays; other text as
-/// `Utf8View`, which holds a value of up to 12 bytes (any number or date) in the view itself:
-/// building a `Utf8` array copied each value into a growing buffer.
+/// The batches' columns: their own type where the decoder and the cast parse alike (`direct`;
+/// `CsvBatches` decodes the dates of such a batch as text and parses them itself), else text.
+/// A string column is read as the `Utf8` it stays; other text as `Utf8View`, which holds a
+/// value of up to 12 bytes (any number or date) in the view itself: building a `Utf8` array
+/// copied each value into a growing buffer.
 pub fn schema(columns: &[Column], direct: bool) -> SchemaRef {
     Arc::new(Schema::new(
         columns

@@ -18,10 +18,10 @@
 //! still encode while the next one's rows are gathered, and nobody waits for them until the
 //! file is finished, yet memory holds no more groups than the limit allows.
 //!
-//! The pool is not rayon's global one on purpose: the caller waits for the oldest group, and a
-//! wait on a global-pool thread deadlocked when that thread had itself stolen work from the
-//! group it was waiting for. The encoding pool's threads never wait on anything of the
-//! caller's, so a wait from anywhere is safe.
+//! The pool is not rayon's global one on purpose: the caller waits for a free slot and, at a
+//! file's end, for its oldest group, and a wait on a global-pool thread deadlocked when that
+//! thread had itself stolen work from the group it was waiting for. The encoding pool's threads
+//! never wait on anything of the caller's, so a wait from anywhere is safe.
 
 use std::collections::VecDeque;
 use std::io::Write;

@@ -10,13 +10,15 @@
 //! (`runs::gather_by_key`) reads every run front to back.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::BufWriter;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::buffer::Buffer;
 use arrow::datatypes::{SchemaRef, UInt64Type};
-use arrow::ipc::reader::StreamReader;
+use arrow::ipc::reader::StreamDecoder;
 use arrow::ipc::writer::StreamWriter;
 
 use crate::error::DataError;
@@ -189,25 +191,53 @@ impl Slot {
     }
 
     /// The slot's sorted runs, read back; the stream is removed once read.
+    ///
+    /// The file is mapped, not read: the runs' arrays point into the page cache, so the bucket
+    /// is neither copied nor put in freshly zeroed heap pages (reading it was most of what the
+    /// main thread did between buckets, with the other cores waiting).
     pub fn runs(&mut self) -> Result<Option<Vec<RecordBatch>>, DataError> {
         let Some(mut writer) = self.spill.take() else {
             return Ok(None);
         };
-        writer
-            .finish()
-            .map_err(|e| DataError::file(&self.path, e))?;
-        drop(writer);
+        let io = |e: arrow::error::ArrowError| DataError::file(&self.path, e);
+        writer.finish().map_err(io)?;
+        let file = writer.into_inner().map_err(io)?;
+        file.into_inner()
+            .map_err(|e| DataError::file(&self.path, e.error()))?;
         let file = File::open(&self.path).map_err(|source| DataError::Io {
             path: self.path.clone(),
             source,
         })?;
-        let reader = StreamReader::try_new(BufReader::with_capacity(1 << 20, file), None)
-            .map_err(|e| DataError::file(&self.path, e))?;
+        // SAFETY: the spill file is this run's own, in its private temporary folder, and is
+        // never written again once finished above; it is unlinked below, which keeps the mapped
+        // pages until the last run pointing into them is dropped.
+        let map =
+            unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|source| {
+                DataError::Io {
+                    path: self.path.clone(),
+                    source,
+                }
+            })?;
+        let mut bytes = mapped_buffer(map);
+        let mut decoder = StreamDecoder::new();
         let mut runs = Vec::new();
-        for run in reader {
-            runs.push(run.map_err(|e| DataError::file(&self.path, e))?);
+        while let Some(run) = decoder.decode(&mut bytes).map_err(io)? {
+            runs.push(run);
         }
+        decoder.finish().map_err(io)?;
         remove_if_present(&self.path)?;
         Ok(Some(runs))
+    }
+}
+
+/// `map` as an Arrow buffer that owns it: arrays decoded from it point into the mapping, which
+/// is unmapped when the last of them is dropped.
+fn mapped_buffer(map: memmap2::Mmap) -> Buffer {
+    let len = map.len();
+    match NonNull::new(map.as_ptr().cast_mut()) {
+        // SAFETY: the pointer and length are the mapping's, and the mapping lives as long as
+        // the buffer's owner, which is the mapping itself.
+        Some(ptr) if len > 0 => unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(map)) },
+        _ => Buffer::from_vec(Vec::<u8>::new()),
     }
 }

@@ -40,9 +40,12 @@ impl ValueText {
     pub fn of(array: &ArrayRef) -> ValueText {
         match array.data_type() {
             DataType::Utf8 => ValueText::strings(array.as_string::<i32>(), false),
-            DataType::Int64 => written(array.as_primitive::<Int64Type>(), 8, |value, out| {
-                out.extend_from_slice(int_text(value, &mut [0; 20]));
-            }),
+            DataType::Int64 => {
+                let mut digits = itoa::Buffer::new();
+                written(array.as_primitive::<Int64Type>(), 8, move |value, out| {
+                    out.extend_from_slice(digits.format(value).as_bytes());
+                })
+            }
             DataType::Float64 => {
                 let mut float = ryu::Buffer::new();
                 written(
@@ -73,16 +76,27 @@ impl ValueText {
             }
             DataType::Date32 => {
                 let dates = array.as_primitive::<Date32Type>();
-                let plain = match (min(dates), max(dates)) {
-                    (Some(first), Some(last)) => first >= FIRST_PLAIN_DAY && last <= LAST_PLAIN_DAY,
-                    _ => true,
-                };
-                if plain {
-                    written(dates, 10, |days, out| {
-                        out.extend_from_slice(date_text(days, &mut [0; 20]));
-                    })
-                } else {
-                    ValueText::strings(&text_array(array), true)
+                match (min(dates), max(dates)) {
+                    (Some(first), Some(last))
+                        if first >= FIRST_PLAIN_DAY && last <= LAST_PLAIN_DAY =>
+                    {
+                        let span = (last - first) as usize + 1;
+                        if span * 4 <= dates.len() {
+                            // A window's dates usually cover a few hundred days: each day's
+                            // text is written once and copied for every row that has it.
+                            let table: Vec<[u8; 10]> = (first..=last).map(date_text).collect();
+                            written(dates, 10, |days, out| {
+                                out.extend_from_slice(&table[(days - first) as usize]);
+                            })
+                        } else {
+                            written(dates, 10, |days, out| {
+                                out.extend_from_slice(&date_text(days))
+                            })
+                        }
+                    }
+                    (Some(_), Some(_)) => ValueText::strings(&text_array(array), true),
+                    // Every row is null.
+                    _ => written(dates, 0, |_, _| {}),
                 }
             }
             _ => ValueText::strings(&text_array(array), true),
@@ -168,27 +182,10 @@ fn offset(values: &[u8]) -> i32 {
     i32::try_from(values.len()).expect("a window's value texts exceed 2 GiB")
 }
 
-fn int_text(value: i64, buffer: &mut [u8; 20]) -> &[u8] {
-    let mut rest = value.unsigned_abs();
-    let mut at = buffer.len();
-    loop {
-        at -= 1;
-        buffer[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if value < 0 {
-        at -= 1;
-        buffer[at] = b'-';
-    }
-    &buffer[at..]
-}
-
 /// `YYYY-MM-DD` of a day counted from 1970-01-01, for years 0 to 9999 (the civil-from-days
 /// algorithm of H. Hinnant, proleptic Gregorian as chrono).
-fn date_text(days: i32, buffer: &mut [u8; 20]) -> &[u8] {
+fn date_text(days: i32) -> [u8; 10] {
+    let mut buffer = [0u8; 10];
     let z = days as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
@@ -203,19 +200,19 @@ fn date_text(days: i32, buffer: &mut [u8; 20]) -> &[u8] {
         month_index - 9
     };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
-    let put = |buffer: &mut [u8; 20], at: usize, value: i64, width: usize| {
+    let put = |buffer: &mut [u8; 10], at: usize, value: i64, width: usize| {
         let mut value = value;
         for i in (0..width).rev() {
             buffer[at + i] = b'0' + (value % 10) as u8;
             value /= 10;
         }
     };
-    put(buffer, 0, year, 4);
+    put(&mut buffer, 0, year, 4);
     buffer[4] = b'-';
-    put(buffer, 5, month, 2);
+    put(&mut buffer, 5, month, 2);
     buffer[7] = b'-';
-    put(buffer, 8, day, 2);
-    &buffer[..10]
+    put(&mut buffer, 8, day, 2);
+    buffer
 }
 
 /// Asserts that every row of `array` gets the bytes the cast's text gives (`context` names the
@@ -278,6 +275,21 @@ mod tests {
         ])) as ArrayRef;
         assert!(ValueText::of(&far).cast_by_arrow());
         assert_same_as_cast(&far, "far dates");
+    }
+
+    /// Dates over a span much shorter than the rows (the table of day texts), with nulls, and
+    /// a column of nulls only.
+    #[test]
+    fn repeated_dates_are_written_as_arrow_writes_them() {
+        let days: Vec<Option<i32>> = (0..20_000)
+            .map(|i| (i % 13 != 0).then_some(18_000 + (i * 7_919) % 500))
+            .collect();
+        let dates = Arc::new(Date32Array::from(days)) as ArrayRef;
+        assert!(!ValueText::of(&dates).cast_by_arrow());
+        assert_same_as_cast(&dates, "repeated dates");
+        assert_same_as_cast(&dates.slice(7, 1_000), "a slice of repeated dates");
+        let nulls = Arc::new(Date32Array::from(vec![None::<i32>; 9])) as ArrayRef;
+        assert_same_as_cast(&nulls, "null dates");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::csv_batches::CsvBatches;
@@ -482,27 +483,26 @@ fn csv_columns(
         }
     }
     let mut votes = vec![TypeVotes::default(); names.len()];
-    let mut sampled = 0usize;
-    'files: for file in files {
-        let mut reader = csv::ReaderBuilder::new()
-            .flexible(true)
-            .from_path(&file.path)
-            .map_err(|e| DataError::file(&file.path, e))?;
-        for record in reader.records() {
-            let record = record.map_err(|e| DataError::file(&file.path, e))?;
-            if record.iter().all(str::is_empty) && record.len() <= 1 {
-                // A blank line is no row (arrow-csv skips it too).
-                continue;
-            }
-            for (vote, value) in votes.iter_mut().zip(record.iter()) {
-                vote.add(value);
-            }
-            sampled += 1;
-            if sampled >= SAMPLE_ROWS {
-                break 'files;
-            }
-        }
+    let mut sample = CsvSample::new(files);
+    let mut block = sample.next_block()?;
+    while !block.is_empty() {
+        // The next block is parsed while this one's values are voted on, column by column, on
+        // the other cores: sampling was the serial start of every run on a CSV snapshot.
+        let (next, ()) = rayon::join(
+            || sample.next_block(),
+            || {
+                votes.par_iter_mut().enumerate().for_each(|(column, vote)| {
+                    for record in &block {
+                        if let Some(value) = record.get(column) {
+                            vote.add(value);
+                        }
+                    }
+                })
+            },
+        );
+        block = next?;
     }
+    let sampled = sample.rows;
     let columns = names
         .into_iter()
         .zip(votes)
@@ -512,6 +512,59 @@ fn csv_columns(
         })
         .collect();
     Ok((columns, sampled > 0))
+}
+
+/// The first `SAMPLE_ROWS` rows of a CSV snapshot, over its files in order, in blocks.
+struct CsvSample<'a> {
+    files: std::slice::Iter<'a, SourceFile>,
+    reader: Option<(&'a SourceFile, csv::Reader<File>)>,
+    rows: usize,
+}
+
+/// Rows of the sample voted on at once.
+const SAMPLE_BLOCK_ROWS: usize = 8 << 10;
+
+impl<'a> CsvSample<'a> {
+    fn new(files: &'a [SourceFile]) -> CsvSample<'a> {
+        CsvSample {
+            files: files.iter(),
+            reader: None,
+            rows: 0,
+        }
+    }
+
+    /// The next rows (blank lines skipped, as arrow-csv skips them); none once the sample is
+    /// complete or the files are read.
+    fn next_block(&mut self) -> Result<Vec<csv::StringRecord>, DataError> {
+        let mut block = Vec::new();
+        while block.len() < SAMPLE_BLOCK_ROWS && self.rows < SAMPLE_ROWS {
+            let Some((file, reader)) = self.reader.as_mut() else {
+                let Some(file) = self.files.next() else {
+                    break;
+                };
+                let reader = csv::ReaderBuilder::new()
+                    .flexible(true)
+                    .from_path(&file.path)
+                    .map_err(|e| DataError::file(&file.path, e))?;
+                self.reader = Some((file, reader));
+                continue;
+            };
+            let mut record = csv::StringRecord::new();
+            if !reader
+                .read_record(&mut record)
+                .map_err(|e| DataError::file(&file.path, e))?
+            {
+                self.reader = None;
+                continue;
+            }
+            if record.iter().all(str::is_empty) && record.len() <= 1 {
+                continue;
+            }
+            block.push(record);
+            self.rows += 1;
+        }
+        Ok(block)
+    }
 }
 
 /// The columns, inferred from the first `SAMPLE_ROWS` lines over the files in order, and whether
@@ -632,6 +685,31 @@ mod tests {
             }
         }
         Ok(out)
+    }
+
+    #[test]
+    fn the_type_sample_spans_files_and_stops_at_sample_rows() {
+        let rows =
+            |count: usize, value: &str| format!("a,b\n{}", format!("1,{value}\n").repeat(count));
+        // The sample reaches into the second file (blank lines are no rows): text there.
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "part-0.csv", &(rows(9_000, "2") + "\n\n"));
+        write(dir.path(), "part-1.csv", &rows(9_000, "x"));
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        let types: Vec<_> = snapshot.columns.iter().map(|c| c.column_type).collect();
+        assert_eq!(types, [ColumnType::Int64, ColumnType::String]);
+        // Rows past the sample are not looked at: the text after `SAMPLE_ROWS` rows of numbers
+        // is a bad value when read, not the column's type.
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "part-0.csv", &rows(SAMPLE_ROWS - 5, "2"));
+        write(
+            dir.path(),
+            "part-1.csv",
+            &(rows(5, "3") + &"1,x\n".repeat(5_000)),
+        );
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        let types: Vec<_> = snapshot.columns.iter().map(|c| c.column_type).collect();
+        assert_eq!(types, [ColumnType::Int64, ColumnType::Int64]);
     }
 
     #[test]

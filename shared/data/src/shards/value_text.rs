@@ -30,6 +30,9 @@ pub struct ValueText {
     cast: bool,
 }
 
+/// Texts up to this long are copied as a fixed-size block (see `append`).
+const SHORT_TEXT: usize = 16;
+
 /// 0000-01-01 and 9999-12-31 as days from 1970-01-01: the years chrono writes as four digits.
 const FIRST_PLAIN_DAY: i32 = -719_528;
 const LAST_PLAIN_DAY: i32 = 2_932_896;
@@ -137,9 +140,32 @@ impl ValueText {
         }
         let start = self.offsets[row] as usize;
         let end = self.offsets[row + 1] as usize;
-        out.push(1);
-        out.extend_from_slice(&((end - start) as u32).to_le_bytes());
-        out.extend_from_slice(&self.values[start..end]);
+        let text = &self.values[start..end];
+        // Most texts are a few bytes, and a copy of a length known only here is a call to
+        // memcpy: with 16 bytes readable from the text's start (the column's later bytes), a
+        // fixed 16-byte copy is made instead and the length then set to the text's own.
+        let wide = (text.len() <= SHORT_TEXT)
+            .then(|| self.values.get(start..start + SHORT_TEXT))
+            .flatten();
+        out.reserve(5 + text.len().max(SHORT_TEXT));
+        let at = out.len();
+        // SAFETY: `reserve` made room for 5 + max(len, SHORT_TEXT) bytes after `at`; every
+        // byte up to the new length `at + 5 + len` is written here before `set_len`, and the
+        // sources are in bounds (`text` and `wide` are checked slices).
+        unsafe {
+            let dst = out.as_mut_ptr().add(at);
+            dst.write(1);
+            std::ptr::copy_nonoverlapping(
+                (text.len() as u32).to_le_bytes().as_ptr(),
+                dst.add(1),
+                4,
+            );
+            match wide {
+                Some(wide) => std::ptr::copy_nonoverlapping(wide.as_ptr(), dst.add(5), SHORT_TEXT),
+                None => std::ptr::copy_nonoverlapping(text.as_ptr(), dst.add(5), text.len()),
+            }
+            out.set_len(at + 5 + text.len());
+        }
     }
 
     /// The bytes of the texts of `rows`.

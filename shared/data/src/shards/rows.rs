@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use crate::error::DataError;
 use crate::read::Snapshot;
 use crate::shards::index::ShardIndex;
-use crate::shards::value_text::ValueText;
+use crate::shards::value_text::{SHORT_TEXT, ValueText};
 use crate::source::{FileFormat, SourceFile};
 use crate::types::{Column, arrow_schema};
 
@@ -81,7 +81,9 @@ impl RowsDigest {
 /// length and the text.
 fn encode_rows(texts: &[ValueText], rows: Range<usize>) -> Vec<u8> {
     let text_bytes: usize = texts.iter().map(|text| text.text_bytes(rows.clone())).sum();
-    let mut bytes = Vec::with_capacity(text_bytes + rows.len() * texts.len() * 5);
+    // The last value's fixed-size copy may reach SHORT_TEXT bytes past the end: room for it,
+    // so the buffer is never grown (and copied) for the last few bytes.
+    let mut bytes = Vec::with_capacity(text_bytes + rows.len() * texts.len() * 5 + SHORT_TEXT);
     for row in rows {
         for text in texts {
             text.append(row, &mut bytes);

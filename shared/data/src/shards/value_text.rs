@@ -31,7 +31,7 @@ pub struct ValueText {
 }
 
 /// Texts up to this long are copied as a fixed-size block (see `append`).
-const SHORT_TEXT: usize = 16;
+pub(crate) const SHORT_TEXT: usize = 16;
 
 /// 0000-01-01 and 9999-12-31 as days from 1970-01-01: the years chrono writes as four digits.
 const FIRST_PLAIN_DAY: i32 = -719_528;

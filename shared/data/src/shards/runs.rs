@@ -51,7 +51,7 @@ pub fn gather_by_key(
     }
     // A stable sort finds the runs already in order and merges them (O(n log runs)); the keys
     // are unique, so the order is the same whatever the sort. (rayon's parallel sort was
-    // tried: no gain measured, and 10 MiB more at the peak of `--memory 128M`.)
+    // tried here: no gain that alternating runs could measure.)
     order.sort_by_key(|&(key, _, _)| key);
     let indices: Vec<(usize, usize)> = order
         .into_iter()

@@ -2,6 +2,7 @@
 
 mod csv_batches;
 pub mod error;
+pub mod hashing_reader;
 pub mod infer;
 pub mod partitioned;
 pub mod read;

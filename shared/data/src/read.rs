@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::csv_batches::CsvBatches;
 use crate::error::DataError;
+use crate::hashing_reader::{HashingReader, ReadHash};
 use crate::infer::{SAMPLE_ROWS, TypeVotes};
 use crate::source::{FileFormat, SourceFile, list_snapshot};
 use crate::types::{Column, ColumnType, arrow_schema};
@@ -230,12 +231,29 @@ impl Snapshot {
         batch_rows: usize,
     ) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError>
     {
+        self.read_file_hashing(file, batch_rows, None)
+    }
+
+    /// Like `read_file_in`, and a CSV or JSON Lines file's bytes are hashed as they are read:
+    /// `hash` holds the file's blake3 once its last batch is read (a Parquet file is read in
+    /// pieces, not front to back, so `hash` stays empty).
+    pub fn read_file_hashing(
+        &self,
+        file: usize,
+        batch_rows: usize,
+        hash: Option<&ReadHash>,
+    ) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError>
+    {
         let batch_rows = batch_rows.max(1);
         let source = &self.files[file];
-        let open = || {
-            File::open(&source.path).map_err(|e| DataError::Io {
+        let open = || -> Result<Box<dyn std::io::Read + Send>, DataError> {
+            let file = File::open(&source.path).map_err(|e| DataError::Io {
                 path: source.path.clone(),
                 source: e,
+            })?;
+            Ok(match hash {
+                Some(hash) => Box::new(HashingReader::new(file, hash.clone())),
+                None => Box::new(file),
             })
         };
         let path = source.path.clone();

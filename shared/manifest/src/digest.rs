@@ -51,6 +51,7 @@ pub enum DigestError {
     },
 }
 
+#[derive(Debug)]
 struct Entry {
     relative: String,
     path: PathBuf,
@@ -81,39 +82,74 @@ pub fn digest_files(
     root: &Path,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(DataDigest, Vec<FileDigest>), DigestError> {
-    let entries = list_files(root)?;
-    let hashes: Vec<blake3::Hash> = entries
-        .par_iter()
-        .map(|entry| {
-            let hash = hash_file(entry)?;
-            progress(entry.size);
-            Ok(hash)
+    Listing::of(root)?.digest(&|_| None, progress)
+}
+
+/// A file's blake3 and the number of bytes it covers, computed by whoever read the file anyway.
+pub type KnownHash = (blake3::Hash, u64);
+
+/// The files of a snapshot, listed and checked (a FIFO or device refused), not yet hashed: a
+/// reader can list first, hash each file as it reads it, and finish the digest from those
+/// hashes, so a snapshot is read once instead of twice.
+#[derive(Debug)]
+pub struct Listing {
+    root: PathBuf,
+    entries: Vec<Entry>,
+}
+
+impl Listing {
+    pub fn of(root: &Path) -> Result<Listing, DigestError> {
+        Ok(Listing {
+            root: root.to_path_buf(),
+            entries: list_files(root)?,
         })
-        .collect::<Result<_, DigestError>>()?;
-    let mut combined = blake3::Hasher::new();
-    combined.update(FORMAT_TAG);
-    for (entry, hash) in entries.iter().zip(&hashes) {
-        combined.update(&(entry.relative.len() as u64).to_le_bytes());
-        combined.update(entry.relative.as_bytes());
-        combined.update(&entry.size.to_le_bytes());
-        combined.update(hash.as_bytes());
     }
-    let digest = DataDigest {
-        path: root.display().to_string(),
-        digest: format!("blake3:{}", combined.finalize().to_hex()),
-        files: entries.len() as u64,
-        bytes: entries.iter().map(|e| e.size).sum(),
-    };
-    let files = entries
-        .into_iter()
-        .zip(hashes)
-        .map(|(entry, hash)| FileDigest {
-            path: entry.relative,
-            bytes: entry.size,
-            blake3: hash.to_hex().to_string(),
-        })
-        .collect();
-    Ok((digest, files))
+
+    /// The digest, and each file's: a file's hash is taken from `known` (given the file's path
+    /// as listed) when it gives one covering the file's listed size, and computed now
+    /// otherwise. `progress` is called with the size of each file hashed now.
+    pub fn digest(
+        self,
+        known: &(dyn Fn(&Path) -> Option<KnownHash> + Sync),
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<(DataDigest, Vec<FileDigest>), DigestError> {
+        let entries = self.entries;
+        let hashes: Vec<blake3::Hash> = entries
+            .par_iter()
+            .map(|entry| match known(&entry.path) {
+                Some((hash, bytes)) if bytes == entry.size => Ok(hash),
+                _ => {
+                    let hash = hash_file(entry)?;
+                    progress(entry.size);
+                    Ok(hash)
+                }
+            })
+            .collect::<Result<_, DigestError>>()?;
+        let mut combined = blake3::Hasher::new();
+        combined.update(FORMAT_TAG);
+        for (entry, hash) in entries.iter().zip(&hashes) {
+            combined.update(&(entry.relative.len() as u64).to_le_bytes());
+            combined.update(entry.relative.as_bytes());
+            combined.update(&entry.size.to_le_bytes());
+            combined.update(hash.as_bytes());
+        }
+        let digest = DataDigest {
+            path: self.root.display().to_string(),
+            digest: format!("blake3:{}", combined.finalize().to_hex()),
+            files: entries.len() as u64,
+            bytes: entries.iter().map(|e| e.size).sum(),
+        };
+        let files = entries
+            .into_iter()
+            .zip(hashes)
+            .map(|(entry, hash)| FileDigest {
+                path: entry.relative,
+                bytes: entry.size,
+                blake3: hash.to_hex().to_string(),
+            })
+            .collect();
+        Ok((digest, files))
+    }
 }
 
 /// Total bytes under `root`, for a progress bar, without hashing.
@@ -285,6 +321,36 @@ mod tests {
 
     fn digest(dir: &Path) -> String {
         digest_path(dir, &|_| {}).unwrap().digest
+    }
+
+    /// A hash the reader already has is used when it covers the listed size, and ignored (the
+    /// file hashed again) when it does not, so a reader that stopped early cannot shorten a
+    /// file's share of the digest.
+    #[test]
+    fn hashes_known_from_reading_are_used_only_when_they_cover_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.csv", b"x\n1\n");
+        write(dir.path(), "sub/b.csv", b"x\n2\n3\n");
+        let plain = digest_files(dir.path(), &|_| {}).unwrap();
+        let b = dir.path().join("sub").join("b.csv");
+        let digest_with = |known: Option<KnownHash>| {
+            let hashed_now = std::sync::atomic::AtomicU64::new(0);
+            let digest = Listing::of(dir.path())
+                .unwrap()
+                .digest(&|path| if path == b { known } else { None }, &|bytes| {
+                    hashed_now.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+                })
+                .unwrap();
+            (digest, hashed_now.into_inner())
+        };
+        let right = (blake3::hash(b"x\n2\n3\n"), 6);
+        assert_eq!(digest_with(Some(right)), (plain.clone(), 4));
+        // A wrong hash of the right length is taken as given: proof the known hash is used.
+        let (wrong, hashed_now) = digest_with(Some((blake3::hash(b"other!"), 6)));
+        assert_ne!(wrong.0.digest, plain.0.digest);
+        assert_eq!(hashed_now, 4);
+        // Short of the listed size: hashed again, same digest as without it.
+        assert_eq!(digest_with(Some((blake3::hash(b"x\n2\n"), 4))), (plain, 10));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! increasing key ranges, so the concatenation is the full sort: the output is the same whatever
 //! the number of buckets, the memory budget or the thread timing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -16,6 +16,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
 
 use crate::error::DataError;
+use crate::hashing_reader::ReadHash;
 use crate::read::{BadValues, Snapshot};
 use crate::shards::column_parallel::GroupSlots;
 use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEntry};
@@ -61,9 +62,11 @@ pub fn shardify(
 ) -> Result<(ShardIndex, String), DataError> {
     let out = &options.out;
     runfn_core::paths::create_dir_all(out).map_err(|e| DataError::Other(e.to_string()))?;
-    // The digest refuses what the readers would (a FIFO, say) before any row is read.
-    let digest = runfn_manifest::digest::digest_path(&snapshot.root, &|_| {})
+    // The listing refuses what the readers would (a FIFO, say) before any row is read; the
+    // files are hashed as they are read (see `hashing_reader`).
+    let listing = runfn_manifest::digest::Listing::of(&snapshot.root)
         .map_err(|e| DataError::Other(e.to_string()))?;
+    let read_hashes: Vec<ReadHash> = snapshot.files.iter().map(|_| ReadHash::default()).collect();
 
     let buckets = bucket_count(snapshot, options.memory_bytes);
     let spill_dir = tempfile::Builder::new()
@@ -94,7 +97,7 @@ pub fn shardify(
             let mut unassigned = 0u64;
             let batch_rows = read_batch_rows(snapshot, file, options.memory_bytes);
             let mut chunk = Chunk::default();
-            for typed in snapshot.read_file_in(file, batch_rows)? {
+            for typed in snapshot.read_file_hashing(file, batch_rows, Some(&read_hashes[file]))? {
                 let typed = typed?;
                 bad.merge(&typed.bad_values);
                 let rows = typed.batch.num_rows();
@@ -131,6 +134,18 @@ pub fn shardify(
         // The first failing file in file order, so the error is the same on every run.
         .into_iter()
         .collect::<Result<_, DataError>>()?;
+    let by_path: HashMap<&Path, &ReadHash> = snapshot
+        .files
+        .iter()
+        .map(|f| f.path.as_path())
+        .zip(&read_hashes)
+        .collect();
+    let (digest, _) = listing
+        .digest(
+            &|path| by_path.get(path).and_then(|hash| hash.get().copied()),
+            &|_| {},
+        )
+        .map_err(|e| DataError::Other(e.to_string()))?;
     let mut bad_values = BadValues::default();
     let mut unassigned_rows = 0;
     let (mut spilled_rows, mut spilled_bytes) = (0, 0);

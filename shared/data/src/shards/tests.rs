@@ -297,6 +297,52 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
     }
 }
 
+/// The index names the snapshot by the digest `mf-hash` gives it, though shardify hashes the
+/// files as it reads their rows: on real tables, with a file the readers skip (hashed on its
+/// own), and on JSON Lines.
+#[test]
+fn the_index_digest_is_the_snapshots_digest_though_hashed_while_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut roots = Vec::new();
+    for table in ["economics", "telco", "email"] {
+        let real = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/real")
+            .join(table)
+            .join("snapshot");
+        let root = dir.path().join(table);
+        std::fs::create_dir_all(&root).unwrap();
+        for entry in std::fs::read_dir(&real).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, root.join(path.file_name().unwrap())).unwrap();
+        }
+        std::fs::write(root.join(".provenance"), format!("{table}\n")).unwrap();
+        roots.push(root);
+    }
+    let json = dir.path().join("json");
+    std::fs::create_dir_all(&json).unwrap();
+    let lines: String = (0..500)
+        .map(|i| format!("{{\"id\": {i}, \"day\": \"2026-0{}-01\"}}\n", 6 + i % 4))
+        .collect();
+    std::fs::write(json.join("part-0.jsonl"), lines).unwrap();
+    roots.push(json);
+
+    for root in roots {
+        let snapshot = Snapshot::open(&root, &BTreeMap::new()).unwrap();
+        let first = snapshot.columns[0].name.clone();
+        let rules = vec![("all".to_string(), format!("hash({first}) < 1.0"))];
+        let splits = Splits::parse(&rules, None, |c| snapshot.column_type(c)).unwrap();
+        let out = dir.path().join("out");
+        let (index, _) = shardify(&snapshot, &splits, &options(&out, 64 << 20), &|_| {}).unwrap();
+        let expected = runfn_manifest::digest::digest_path(&root, &|_| {}).unwrap();
+        assert_eq!(index.source.digest, expected.digest, "{}", root.display());
+        assert_eq!(
+            (index.source.files, index.source.bytes),
+            (expected.files, expected.bytes)
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}
+
 /// The pieces a bucket is gathered in end where the writer's calls end (every `WRITE_ROWS` rows
 /// from each shard's first row), so no call is concatenated from two pieces: checked against
 /// that rule itself, after rows already written that end mid-call, on a call's end and on a

@@ -26,10 +26,11 @@
 use std::collections::VecDeque;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::{
@@ -154,6 +155,12 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
         let slot = self.slots.acquire();
         let schema = self.schema.clone();
         let (sender, receiver) = sync_channel(1);
+        self.in_flight.push_back(receiver);
+        if writers.len() == schema.fields().len() {
+            spawn_column_tasks(pool, &schema, writers, queued, slot, sender);
+            return Ok(());
+        }
+        // A nested column has several writers: the group as one task.
         pool.spawn(move || {
             let encoded = catch_unwind(AssertUnwindSafe(|| {
                 encode_calls(&schema, &mut writers, &queued)?;
@@ -171,7 +178,6 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
             // A writer dropped on an error elsewhere no longer waits for the group.
             let _ = sender.send(encoded);
         });
-        self.in_flight.push_back(receiver);
         Ok(())
     }
 
@@ -288,6 +294,116 @@ fn encoding_pool() -> Option<&'static ThreadPool> {
             .ok()
     })
     .as_ref()
+}
+
+/// A closed row group's columns (one writer each), each fed its calls and closed as a task of
+/// its own on the encoding pool, widest first; the last to finish frees the group's slot and
+/// sends the chunks in column order.
+///
+/// The group was one task that encoded its columns with rayon's `par_iter`. A pool thread that
+/// waited there for a column stolen by the other thread picked up the next group's task
+/// meanwhile, so the first group stayed unfinished, holding its slot, until the second group's
+/// widest column was done: the caller waited for a slot and one core idled, a tenth of the
+/// write half on the 1 GiB churn CSV. Tasks that never wait cannot be stacked that way.
+fn spawn_column_tasks(
+    pool: &ThreadPool,
+    schema: &SchemaRef,
+    writers: Vec<ArrowColumnWriter>,
+    calls: Vec<RecordBatch>,
+    slot: SlotGuard,
+    sender: GroupSender,
+) {
+    let group = Arc::new(GroupTasks {
+        chunks: Mutex::new((0..writers.len()).map(|_| None).collect()),
+        left: AtomicUsize::new(writers.len()),
+        done: Mutex::new(Some((slot, sender))),
+    });
+    let mut columns: Vec<(usize, ArrowColumnWriter, Vec<ArrayRef>, usize)> = writers
+        .into_iter()
+        .enumerate()
+        .map(|(index, writer)| {
+            let arrays: Vec<ArrayRef> = calls
+                .iter()
+                .map(|call| call.column(index).clone())
+                .collect();
+            let bytes = arrays
+                .iter()
+                .map(|array| array.get_array_memory_size())
+                .sum();
+            (index, writer, arrays, bytes)
+        })
+        .collect();
+    drop(calls);
+    // The widest column first: the others fill the other cores around it.
+    columns.sort_by_key(|&(index, _, _, bytes)| (std::cmp::Reverse(bytes), index));
+    for (index, mut writer, arrays, _) in columns {
+        let field = schema.fields()[index].clone();
+        let group = group.clone();
+        pool.spawn(move || {
+            let chunk = catch_unwind(AssertUnwindSafe(move || {
+                for array in &arrays {
+                    for leaf in compute_leaves(field.as_ref(), array)? {
+                        writer.write(&leaf)?;
+                    }
+                }
+                drop(arrays);
+                writer.close()
+            }))
+            .unwrap_or_else(|_| {
+                Err(ParquetError::General(
+                    "encoding a column chunk panicked".into(),
+                ))
+            });
+            group.finish(index, chunk);
+        });
+    }
+}
+
+/// Where a background row group's column chunks go, in column order.
+type GroupSender = SyncSender<Result<Vec<ArrowColumnChunk>>>;
+
+/// The column tasks of one row group (see `spawn_column_tasks`).
+struct GroupTasks {
+    chunks: Mutex<Vec<Option<Result<ArrowColumnChunk>>>>,
+    left: AtomicUsize,
+    done: Mutex<Option<(SlotGuard, GroupSender)>>,
+}
+
+impl GroupTasks {
+    /// Enters column `index`'s chunk; the last column frees the slot and sends the group.
+    fn finish(&self, index: usize, chunk: Result<ArrowColumnChunk>) {
+        let mut chunks = self
+            .chunks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        chunks[index] = Some(chunk);
+        drop(chunks);
+        if self.left.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let chunks = std::mem::take(
+            &mut *self
+                .chunks
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        let group = chunks
+            .into_iter()
+            .map(|chunk| chunk.unwrap_or_else(|| Err(ended_without_result())))
+            .collect::<Result<Vec<_>>>();
+        let done = self
+            .done
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some((slot, sender)) = done {
+            // The rows are gone: the next group may start encoding while this one's pages
+            // wait to be appended.
+            drop(slot);
+            // A writer dropped on an error elsewhere no longer waits for the group.
+            let _ = sender.send(group);
+        }
+    }
 }
 
 /// Feeds each call's leaves to the column writers, every column writer on its own rayon task,

@@ -1,6 +1,7 @@
 //! Parquet shards: each split written as `OUT/<split>/part-NNNNN.parquet`, rows shuffled by a
 //! permutation derived from the seed, with `OUT/index.json` written last.
 
+mod cardinality;
 mod column_parallel;
 mod index;
 mod remote;

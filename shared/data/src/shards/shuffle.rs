@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use crate::error::DataError;
 use crate::hashing_reader::ReadHash;
 use crate::read::{BadValues, Snapshot};
+use crate::shards::cardinality::DistinctSample;
 use crate::shards::column_parallel::GroupSlots;
 use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEntry};
 use crate::shards::rows::RowsDigest;
@@ -90,12 +91,24 @@ pub fn shardify(
 
     let seed_mix = splitmix64(options.seed);
     let read_rows = std::sync::atomic::AtomicU64::new(0);
-    let per_file: Vec<(BadValues, u64, (u64, u64))> = (0..snapshot.files.len())
+    let row_bytes: Vec<u64> = (0..snapshot.files.len())
+        .into_par_iter()
+        .map(|file| snapshot.row_bytes(file).max(1))
+        .collect();
+    let estimated_rows: u64 = snapshot
+        .files
+        .iter()
+        .zip(&row_bytes)
+        .map(|(file, row)| file.bytes / row)
+        .sum();
+    let per_file: Vec<(BadValues, u64, (u64, u64), DistinctSample)> = (0..snapshot.files.len())
         .into_par_iter()
         .map(|file| {
             let mut bad = BadValues::default();
             let mut unassigned = 0u64;
-            let batch_rows = read_batch_rows(snapshot, file, options.memory_bytes);
+            let mut sample =
+                DistinctSample::new(estimated_rows, split_count, snapshot.columns.len());
+            let batch_rows = read_batch_rows(snapshot, file, row_bytes[file], options.memory_bytes);
             let mut chunk = Chunk::default();
             for typed in snapshot.read_file_hashing(file, batch_rows, Some(&read_hashes[file]))? {
                 let typed = typed?;
@@ -118,6 +131,7 @@ pub fn shardify(
                         splitmix64(seed_mix ^ ((file as u64) << 40 | (typed.first_row + row)))
                     })
                     .collect();
+                sample.observe(&typed.batch, &keys, &assignment);
                 chunk.push(with_keys(&typed.batch, &keyed_schema, keys)?, assignment);
                 if chunk.bytes() >= chunk_bytes {
                     chunk.spill(buckets, &slots, &keyed_schema)?;
@@ -128,7 +142,7 @@ pub fn shardify(
                 );
             }
             chunk.spill(buckets, &slots, &keyed_schema)?;
-            Ok((bad, unassigned, chunk.spilled()))
+            Ok((bad, unassigned, chunk.spilled(), sample))
         })
         .collect::<Vec<Result<_, DataError>>>()
         // The first failing file in file order, so the error is the same on every run.
@@ -149,12 +163,15 @@ pub fn shardify(
     let mut bad_values = BadValues::default();
     let mut unassigned_rows = 0;
     let (mut spilled_rows, mut spilled_bytes) = (0, 0);
-    for (bad, unassigned, (rows, bytes)) in &per_file {
-        bad_values.merge(bad);
+    let mut sample = DistinctSample::new(estimated_rows, split_count, snapshot.columns.len());
+    for (bad, unassigned, (rows, bytes), file_sample) in per_file {
+        bad_values.merge(&bad);
         unassigned_rows += unassigned;
         spilled_rows += rows;
         spilled_bytes += bytes;
+        sample.merge(file_sample);
     }
+    let group_rows = options.row_group_rows.min(options.shard_rows) as u64;
 
     // Every row is read and placed: what could be wrong with the input (an unreadable file, a row
     // in two splits) has been found, and the shards of an earlier run are still whole. Only now
@@ -182,7 +199,13 @@ pub fn shardify(
         let mut open = OpenSplit {
             name: split.name.clone(),
             rule: split.rule.clone(),
-            writer: SplitWriter::new(out, &split.name, snapshot.schema.clone(), &writer_options)?,
+            writer: SplitWriter::new(
+                out,
+                &split.name,
+                snapshot.schema.clone(),
+                &writer_options,
+                sample.plain_columns(index, group_rows),
+            )?,
             rows: 0,
             digest: RowsDigest::new(&snapshot.columns),
         };
@@ -300,9 +323,11 @@ fn finish_done<'a>(
 /// threads (a quarter of it in all; the chunks get another, see `chunk_bytes`). And no more than `CACHE_BATCH_BYTES` in memory: the CSV decoder builds each column in one
 /// pass over the batch, and batches that fit in the cache decoded 2.7 times faster than 64Ki
 /// rows of 300 bytes. 64Ki rows at most, 1Ki at least.
-fn read_batch_rows(snapshot: &Snapshot, file: usize, memory_bytes: u64) -> usize {
+fn read_batch_rows(snapshot: &Snapshot, file: usize, row_bytes: u64, memory_bytes: u64) -> usize {
     let threads = rayon::current_num_threads().max(1) as u64;
-    let row = in_memory_row_bytes(snapshot, file).max(1);
+    let row = row_bytes
+        .saturating_mul(expansion(snapshot.files[file].format))
+        .max(1);
     let rows = (memory_bytes / (16 * threads)).min(CACHE_BATCH_BYTES) / row;
     (rows as usize).clamp(1 << 10, crate::read::BATCH_ROWS)
 }
@@ -322,13 +347,6 @@ fn piece_rows(runs: &[RecordBatch]) -> usize {
     let bytes: usize = runs.iter().map(RecordBatch::get_array_memory_size).sum();
     let row = (bytes / rows.max(1)).max(1);
     (GATHER_PIECE_BYTES / row).max(1)
-}
-
-/// About the bytes a row of `file` takes in memory.
-fn in_memory_row_bytes(snapshot: &Snapshot, file: usize) -> u64 {
-    snapshot
-        .row_bytes(file)
-        .saturating_mul(expansion(snapshot.files[file].format))
 }
 
 /// Bytes in memory per byte of the file: Arrow holds about twice CSV or JSON text and five times

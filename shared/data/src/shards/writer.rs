@@ -11,6 +11,7 @@ use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use crate::error::DataError;
 use crate::shards::column_parallel::{ColumnParallelWriter, GroupSlots};
@@ -42,6 +43,8 @@ pub struct SplitWriter<'a> {
     split: &'a str,
     schema: SchemaRef,
     options: &'a ShardWriterOptions,
+    /// The columns written without a dictionary (see `cardinality`), by position.
+    plain: Vec<bool>,
     current: Option<OpenShard>,
     /// Shards filled, oldest first, whose last row groups may still be encoding in the
     /// background: each is finished once its groups are done (see `poll`), or at the end.
@@ -66,6 +69,7 @@ impl<'a> SplitWriter<'a> {
         split: &'a str,
         schema: SchemaRef,
         options: &'a ShardWriterOptions,
+        plain: Vec<bool>,
     ) -> Result<SplitWriter<'a>, DataError> {
         let split_dir = dir.join(split);
         runfn_core::paths::create_dir_all(&split_dir)
@@ -75,6 +79,7 @@ impl<'a> SplitWriter<'a> {
             split,
             schema,
             options,
+            plain,
             current: None,
             closing: VecDeque::new(),
             shards: Vec::new(),
@@ -228,11 +233,17 @@ impl<'a> SplitWriter<'a> {
             })?;
         let level = ZstdLevel::try_new(self.options.zstd_level)
             .map_err(|e| DataError::Other(format!("--zstd-level: {e}")))?;
-        let properties = WriterProperties::builder()
+        let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(level))
             .set_max_row_group_row_count(Some(self.options.row_group_rows))
-            .set_created_by(CREATED_BY.to_string())
-            .build();
+            .set_created_by(CREATED_BY.to_string());
+        for (field, &plain) in self.schema.fields().iter().zip(&self.plain) {
+            if plain {
+                properties = properties
+                    .set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
+            }
+        }
+        let properties = properties.build();
         let sink = HashingWriter::new(BufWriter::with_capacity(1 << 20, temp));
         let writer = ColumnParallelWriter::try_new(
             sink,

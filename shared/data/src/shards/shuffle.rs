@@ -213,7 +213,7 @@ pub fn shardify(
             let mut slot = slots[index * buckets as usize + bucket]
                 .lock()
                 .map_err(|_| DataError::Other("a shuffle thread panicked".into()))?;
-            if let Some(runs) = slot.runs()? {
+            if let Some(runs) = slot.runs(&keyed_schema)? {
                 let lengths = open.writer.piece_lengths(
                     runs.iter().map(RecordBatch::num_rows).sum(),
                     piece_rows(&runs),

@@ -1,6 +1,7 @@
 //! The data plane: snapshots read as typed Arrow batches, split expressions, Parquet shards.
 
 mod csv_batches;
+mod csv_fields;
 pub mod error;
 pub mod hashing_reader;
 pub mod infer;

@@ -371,33 +371,37 @@ fn parse_dates(text: &StringViewArray) -> Option<Date32Array> {
 }
 
 /// Days from 1970-01-01 of a valid `YYYY-MM-DD` (proleptic Gregorian, as chrono); `None` for
-/// any other text, which is left to arrow's parser.
+/// any other text, which is left to arrow's parser. Tables, not branches, for the month: with
+/// dates in random order a `match` on the month mispredicted (perf: 2.9% of a churn run with
+/// the `match`, 1.8% with the tables; no change alternating runs could see).
 fn plain_date(text: &[u8]) -> Option<i32> {
-    let &[y0, y1, y2, y3, b'-', m0, m1, b'-', d0, d1] = text else {
-        return None;
-    };
-    let digit = |c: u8| c.checked_sub(b'0').filter(|d| *d < 10).map(i32::from);
-    let year = ((digit(y0)? * 10 + digit(y1)?) * 10 + digit(y2)?) * 10 + digit(y3)?;
-    let month = digit(m0)? * 10 + digit(m1)?;
-    let day = digit(d0)? * 10 + digit(d1)?;
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let month_days = match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        1..=12 => 31,
-        _ => return None,
-    };
-    if !(1..=month_days).contains(&day) {
+    /// Days in each month of a common year, and before each month.
+    const MONTH_DAYS: [i32; 13] = [0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    const BEFORE_MONTH: [i32; 13] = [0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    /// Days from 0001-01-01 to 1970-01-01.
+    const BEFORE_1970: i32 = 719_162;
+    let bytes: &[u8; 10] = text.try_into().ok()?;
+    let digit = |i: usize| i32::from(bytes[i].wrapping_sub(b'0'));
+    let digits = [0, 1, 2, 3, 5, 6, 8, 9].map(digit);
+    if bytes[4] != b'-' || bytes[7] != b'-' || digits.iter().any(|&d| d > 9) {
         return None;
     }
-    // H. Hinnant's days-from-civil: years start in March, so the leap day ends a year.
-    let year = year - i32::from(month <= 2);
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    Some(era * 146_097 + day_of_era - 719_468)
+    let year = ((digits[0] * 10 + digits[1]) * 10 + digits[2]) * 10 + digits[3];
+    let month = (digits[4] * 10 + digits[5]) as usize;
+    let day = digits[6] * 10 + digits[7];
+    if !(1..=12).contains(&month) {
+        return None;
+    }
+    let leap = i32::from(year % 4 == 0 && (year % 100 != 0 || year % 400 == 0));
+    let february = i32::from(month == 2);
+    if day < 1 || day > MONTH_DAYS[month] + leap * february {
+        return None;
+    }
+    // Days before the year from 0001-01-01 (negative for year 0), then before the month.
+    let past = year - 1;
+    let before_year = past * 365 + past.div_euclid(4) - past.div_euclid(100) + past.div_euclid(400);
+    let leap_day = leap * i32::from(month > 2);
+    Some(before_year + BEFORE_MONTH[month] + leap_day + day - 1 - BEFORE_1970)
 }
 
 /// The batches' columns: their own type where the decoder and the cast parse alike (`direct`;

@@ -126,7 +126,8 @@ impl<R: Read> CsvBatches<R> {
         }
         let first = std::mem::replace(&mut self.first, false);
         self.position = end;
-        if self.fields.records == header {
+        // No rows: the input ended (at or before the header, for an empty file).
+        if self.fields.records <= header {
             return Ok(None);
         }
         match build_direct(&self.direct_schema, bytes, &self.fields, header) {
@@ -790,6 +791,23 @@ mod tests {
                     ),
                 }
             }
+        }
+    }
+
+    /// An empty file, a header alone (with or without its terminator) and a header with
+    /// blank lines give no batch, as arrow's decoder gives none.
+    #[test]
+    fn no_rows_give_no_batch() {
+        for text in [
+            "",
+            "id,x,day,flag,note",
+            "id,x,day,flag,note\n",
+            "id,x,day,flag,note\n\n\n",
+        ] {
+            let batches: Vec<RecordBatch> = CsvBatches::new(text.as_bytes(), &columns(), 8)
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(batches.is_empty(), "{text:?}");
         }
     }
 }

@@ -304,26 +304,12 @@ impl FieldValues<'_> {
                     })
                     .sum();
                 let mut builder = StringBuilder::with_capacity(self.rows, capacity);
-                for row in 0..self.rows {
-                    let text = self.text(row);
-                    if text.is_empty() {
-                        builder.append_null();
-                    } else {
-                        builder.append_value(text);
-                    }
-                }
+                self.each_text(|text| builder.append_option(text));
                 Arc::new(builder.finish())
             }
             DataType::Utf8View => {
                 let mut builder = StringViewBuilder::with_capacity(self.rows);
-                for row in 0..self.rows {
-                    let text = self.text(row);
-                    if text.is_empty() {
-                        builder.append_null();
-                    } else {
-                        builder.append_value(text);
-                    }
-                }
+                self.each_text(|text| builder.append_option(text));
                 Arc::new(builder.finish())
             }
             DataType::Int64 => Arc::new(self.parsed::<Int64Type>(Int64Type::parse)?),
@@ -333,6 +319,14 @@ impl FieldValues<'_> {
             })?),
             _ => return None,
         })
+    }
+
+    /// Calls `append` with each row's text in order, `None` for an empty one (a null).
+    fn each_text(&self, mut append: impl FnMut(Option<&str>)) {
+        for row in 0..self.rows {
+            let text = self.text(row);
+            append((!text.is_empty()).then_some(&*text));
+        }
     }
 
     /// The column parsed by `parse`, empty values null; `None` when a value does not parse.

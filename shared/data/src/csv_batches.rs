@@ -572,7 +572,8 @@ mod tests {
     }
 
     /// The real tables read as decoding all as text and casting reads them, also telco with a
-    /// bill typed by hand as `n/a` (the batch holding it comes back as text, the rest typed).
+    /// bill typed by hand as `n/a` (the batch holding it comes back as text, the rest typed),
+    /// telco with CRLF line ends, and email with every field quoted (as some exporters write).
     #[test]
     fn real_tables_read_as_text_and_cast_read_them() {
         let telco = std::fs::read(real("telco").join("telco.csv")).unwrap();
@@ -581,8 +582,17 @@ mod tests {
             .replacen(",29.85,29.85\n", ",29.85,n/a\n", 1)
             .into_bytes();
         assert_ne!(dirty, telco);
+        let crlf = text.replace('\n', "\r\n").into_bytes();
+        let email = String::from_utf8(std::fs::read(real("email").join("email.csv")).unwrap());
+        let quoted: String = email
+            .unwrap()
+            .lines()
+            .map(|line| format!("\"{}\"\n", line.replace(',', "\",\"")))
+            .collect();
         let cases = [
             ("telco", telco, 0),
+            ("telco crlf", crlf, 0),
+            ("email quoted", quoted.into_bytes(), 0),
             (
                 "email",
                 std::fs::read(real("email").join("email.csv")).unwrap(),
@@ -619,6 +629,12 @@ mod tests {
                         .all(|batch| batch.column(1).data_type() == &DataType::Date32)
                 );
             }
+            // Every real shape here is one the fast tokenizer takes (none left to arrow).
+            let mut fields = Fields::default();
+            let found = fields.scan(&bytes, true, columns.len(), usize::MAX);
+            assert_eq!(found, Scan::Done, "{table}");
+            let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+            assert_eq!(fields.records, lines, "{table}: records");
             let direct = schema(columns, true);
             let as_text = batches
                 .iter()

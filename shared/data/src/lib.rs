@@ -7,6 +7,7 @@ pub mod hashing_reader;
 pub mod infer;
 pub mod partitioned;
 pub mod read;
+pub mod row_scores;
 pub mod shards;
 pub mod source;
 pub mod spec;

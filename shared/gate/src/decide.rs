@@ -5,6 +5,7 @@ use serde::Serialize;
 use runfn_manifest::gates::{Direction, direction};
 
 use crate::evaluation::{Evaluation, Metrics};
+use crate::paired::PairedTest;
 use crate::policy::{Bound, Policy, Source};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -25,6 +26,9 @@ pub struct Check {
     pub passed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The paired test's numbers (absent from point comparisons and from absolute gates).
+    #[serde(flatten)]
+    pub test: Option<PairedTest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,6 +42,19 @@ pub struct Decision {
     pub gates_run: Vec<String>,
     pub checks: Vec<Check>,
     pub reasons: Vec<String>,
+    /// `paired` (per-row scores of both models on the same rows) or `point` (the evaluations'
+    /// metrics compared with fixed limits, for evaluations without per-row scores).
+    pub method: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<runfn_manifest::eval_settings::Rule>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resamples: Option<usize>,
+    /// Slices (`column=value`) whose test could not detect a drop of `max_slice_drop`.
+    pub underpowered: Vec<String>,
+    /// Slices whose metric is undefined there (one class).
+    pub undefined: Vec<String>,
 }
 
 /// Decides. `baseline` is `None` only when the caller allowed a first model without one.
@@ -72,10 +89,16 @@ pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluat
         gates_run,
         checks,
         reasons,
+        method: "point",
+        rule: None,
+        confidence: None,
+        resamples: None,
+        underpowered: Vec::new(),
+        undefined: Vec::new(),
     }
 }
 
-fn absolute(
+pub(crate) fn absolute(
     bound: &Bound,
     candidate: &Evaluation,
     suffix: &str,
@@ -102,12 +125,13 @@ fn absolute(
         note: value
             .is_none()
             .then(|| "missing from the candidate's evaluation".to_string()),
+        test: None,
     }
 }
 
 /// Comparing on different test data compares nothing: both evaluations must have scored the same
 /// rows. With both rows digests that is exact; equal counts alone only show the sizes agree.
-fn same_rows(candidate: &Evaluation, baseline: &Evaluation) -> Option<Check> {
+pub(crate) fn same_rows(candidate: &Evaluation, baseline: &Evaluation) -> Option<Check> {
     let (c, b) = (
         candidate.overall.get("rows").copied(),
         baseline.overall.get("rows").copied(),
@@ -157,6 +181,7 @@ fn same_rows(candidate: &Evaluation, baseline: &Evaluation) -> Option<Check> {
         comparison: "==",
         passed,
         note,
+        test: None,
     })
 }
 
@@ -167,7 +192,7 @@ fn short(digest: &str) -> &str {
 
 /// The bound on `delta` for a metric that may worsen by at most `allowed_worsening` (≥ 0 means
 /// it may get worse by that much), and the comparison, by the metric's direction.
-fn delta_bound(metric: &str, allowed_worsening: f64) -> (f64, &'static str) {
+pub(crate) fn delta_bound(metric: &str, allowed_worsening: f64) -> (f64, &'static str) {
     match direction(metric) {
         Some(Direction::LowerIsBetter) => (allowed_worsening, "<="),
         _ => (-allowed_worsening, ">="),
@@ -205,6 +230,7 @@ fn min_delta(bound: &Bound, candidate: &Metrics, baseline: &Metrics) -> Check {
         comparison,
         passed: delta.is_some_and(|d| compare(d, limit, comparison)),
         note,
+        test: None,
     }
 }
 
@@ -361,16 +387,35 @@ fn slice_check(
         comparison,
         passed,
         note,
+        test: None,
     }
 }
 
 /// One sentence a person can act on.
-fn reason(check: &Check) -> String {
+pub(crate) fn reason(check: &Check) -> String {
     let place = match &check.slice {
         Some(slice) => format!("slice {slice}"),
         None => "overall".to_string(),
     };
     let (metric, name, comparison) = (&check.metric, &check.name, check.comparison);
+    if let Some(test) = &check.test {
+        let note = check.note.as_deref().unwrap_or("not computable");
+        return match (check.candidate, check.baseline, check.delta, test.interval) {
+            (Some(c), Some(b), Some(d), Some([lo, hi])) => format!(
+                "{place}: {metric} went from {b:.4} to {c:.4} ({d:+.4}, interval [{lo:+.4}, {hi:+.4}], {} rows, {} positives); {name} limit {comparison} {:+.4}: {note}",
+                test.rows,
+                test.positives,
+                check.limit.unwrap_or(f64::NAN)
+            ),
+            _ => format!("{place}: {metric} {name}: {note}"),
+        };
+    }
+    if name == "baseline_comparable" {
+        return format!(
+            "baseline_comparable: {}",
+            check.note.as_deref().unwrap_or("not comparable")
+        );
+    }
     match (check.candidate, check.baseline, check.delta, check.limit) {
         (Some(c), Some(b), _, _) if name == "same_test_rows" && c != b => {
             format!(

@@ -16,6 +16,17 @@ pub struct Evaluation {
     /// The digest of the rows scored (`rows_blake3`); absent from evaluations made before it was
     /// recorded.
     pub rows_blake3: Option<String>,
+    /// The per-row scores file (`row_scores`), which a paired comparison needs.
+    pub row_scores: Option<RowScoresRef>,
+    /// Slice column or feature → share of the scored rows whose category the model never saw.
+    pub unseen: BTreeMap<String, f64>,
+}
+
+/// `row_scores`: where the per-row scores are and the blake3 they were written with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowScoresRef {
+    pub path: String,
+    pub blake3: String,
 }
 
 impl Evaluation {
@@ -70,10 +81,46 @@ impl Evaluation {
                 ));
             }
         };
+        let row_scores = match object.get("row_scores") {
+            None | Some(Value::Null) => None,
+            Some(value) => {
+                let field = format!("{origin}.row_scores");
+                let text = |key: &str| {
+                    value
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .ok_or_else(|| {
+                            InputError::field(format!("{field}.{key}"), "must be a string")
+                        })
+                };
+                Some(RowScoresRef {
+                    path: text("path")?,
+                    blake3: text("blake3")?,
+                })
+            }
+        };
+        let mut unseen = BTreeMap::new();
+        if let Some(Value::Object(columns)) = object.get("unseen") {
+            for (column, share) in columns {
+                let fraction = share
+                    .get("fraction")
+                    .and_then(Value::as_f64)
+                    .ok_or_else(|| {
+                        InputError::field(
+                            format!("{origin}.unseen.{column}.fraction"),
+                            "must be a number",
+                        )
+                    })?;
+                unseen.insert(column.clone(), fraction);
+            }
+        }
         Ok(Evaluation {
             overall,
             slices,
             rows_blake3,
+            row_scores,
+            unseen,
         })
     }
 }

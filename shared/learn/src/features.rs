@@ -357,6 +357,31 @@ impl Preprocess {
     }
 }
 
+impl Preprocess {
+    /// Per categorical feature, how many rows of `batch` hold a value (not null) outside its
+    /// vocabulary: rows the model scores as "unknown" because it never learned that value.
+    pub fn count_unseen(
+        &self,
+        lookup: &Lookup,
+        batch: &RecordBatch,
+        origin: &Path,
+    ) -> Result<Vec<u64>> {
+        let mut counts = Vec::with_capacity(self.categorical.len());
+        for (j, feature) in self.categorical.iter().enumerate() {
+            let column = string_column(batch, &feature.name, origin)?;
+            let strings = column.as_string::<i32>();
+            counts.push(
+                strings
+                    .iter()
+                    .flatten()
+                    .filter(|v| !lookup.maps[j].contains_key(*v))
+                    .count() as u64,
+            );
+        }
+        Ok(counts)
+    }
+}
+
 /// Category → index maps, built once per process.
 #[derive(Debug, Clone)]
 pub struct Lookup {

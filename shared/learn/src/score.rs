@@ -15,6 +15,8 @@ pub struct Scored {
     pub labels: Vec<bool>,
     /// Slice column → its value on each row, as text.
     pub slices: Vec<(String, Vec<String>)>,
+    /// Categorical feature → rows whose value the model's vocabulary lacks.
+    pub unseen: Vec<(String, u64)>,
 }
 
 /// Scores every row of `shards` (in index order) with `model` in evaluation mode.
@@ -34,6 +36,11 @@ pub fn score(
             .iter()
             .map(|c| (c.clone(), Vec::new()))
             .collect(),
+        unseen: preprocess
+            .categorical
+            .iter()
+            .map(|c| (c.name.clone(), 0))
+            .collect(),
         ..Scored::default()
     };
     let (n_num, n_cat) = (
@@ -44,6 +51,13 @@ pub fn score(
         let mut reader = ShardReader::open(path, &columns)?;
         while let Some((batch, first_row)) = reader.next_batch()? {
             let block = preprocess.apply(&lookup, &batch, path, first_row)?;
+            for (total, count) in out
+                .unseen
+                .iter_mut()
+                .zip(preprocess.count_unseen(&lookup, &batch, path)?)
+            {
+                total.1 += count;
+            }
             let rows = block.rows as i64;
             let numeric = if n_num == 0 {
                 Tensor::zeros([rows, 0], (Kind::Float, Device::Cpu))

@@ -1,6 +1,7 @@
 //! Run manifests: the declared inputs of a training run, and their identity.
 
 pub mod digest;
+pub mod eval_settings;
 pub mod gates;
 pub mod git;
 pub mod hash;

@@ -289,6 +289,11 @@ fn lint_eval(value: Option<&Value>, problems: &mut Problems) {
     let Some(eval) = problems.object("eval", Some(value)) else {
         return;
     };
+    if let Err(settings) = crate::eval_settings::EvalSettings::parse(eval) {
+        for problem in settings {
+            problems.add(problem.field, problem.message);
+        }
+    }
     if let Some(slices) = eval.get("slices") {
         match slices {
             Value::Array(columns) => {

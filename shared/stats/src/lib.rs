@@ -1,9 +1,13 @@
 //! Numerical pieces the tools share, free of I/O.
 
 pub mod auc;
+pub mod bootstrap;
 pub mod checkpoint;
+pub mod delong;
 pub mod drift;
+pub mod holm;
 pub mod minhash;
 mod mix;
 pub mod noise;
+pub mod normal;
 pub mod sketch;

@@ -10,9 +10,11 @@ use runfn_core::atomic::write_atomic;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
+use runfn_data::row_scores::RowScores;
 use runfn_learn::device::DeviceChoice;
 use runfn_learn::metrics::{self, Metrics};
 use runfn_learn::{inputs, score, weights};
+use runfn_manifest::eval_settings::EvalSettings;
 use runfn_registry::{ModelRef, Registry};
 use serde_json::{Map, Value, json};
 
@@ -35,7 +37,13 @@ manifest.config.keep_best (train.best.checkpoint): `model` is then that checkpoi
 
 Output: the input record plus, under `evaluate` (or `baseline` with --as baseline),
   {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\", \"model_manifest_hash\", \"split\",
-   \"shards_index_blake3\", \"rows_blake3\" (digest of the rows scored, as shardify's), \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}}}
+   \"shards_index_blake3\", \"rows_blake3\" (digest of the rows scored, as shardify's), \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}},
+   \"row_scores\": {\"path\", \"blake3\", \"rows\", \"key\": \"row\" or manifest.eval.row_key},
+   \"unseen\": {\"<categorical feature>\": {\"rows\", \"fraction\"}}}
+row_scores is a Parquet file (runfn-row-scores-v1) with a row per scored row in the rows-digest
+order: row (its position), key (the manifest.eval.row_key column's value, when declared), label,
+score, and slice:<column> for each slice column; gate pairs the candidate's and the baseline's.
+unseen counts the rows whose category the model's vocabulary lacks (scored as unknown).
 
 When the record's leaks section counts exact or near twins across splits (a tolerance or `off`
 let them through), the candidate's result adds
@@ -90,6 +98,10 @@ struct Args {
     /// Also write every row's label and score as CSV (row,label,score) to FILE.
     #[arg(long, value_name = "FILE")]
     predictions: Option<PathBuf>,
+    /// Where the per-row scores go (Parquet, for gate's paired test); a path or store URL.
+    /// Default: beside the scored model's training, row-scores-<evaluate|baseline>-<split>.parquet.
+    #[arg(long, value_name = "FILE|URL")]
+    row_scores: Option<String>,
     /// The shard folder (default: the record's shards.dir).
     #[arg(long, value_name = "DIR")]
     shards: Option<PathBuf>,
@@ -174,6 +186,23 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     } else {
         args.slices.clone()
     };
+    let row_key = match record.get_path("manifest.eval") {
+        Some(Value::Object(eval)) => {
+            EvalSettings::parse(eval)
+                .map_err(|problems| {
+                    InputError::field(
+                        format!("manifest.{}", problems[0].field),
+                        problems[0].message.clone(),
+                    )
+                })?
+                .row_key
+        }
+        _ => None,
+    };
+    let row_scores_at = match &args.row_scores {
+        Some(location) => location.clone(),
+        None => default_row_scores(&record, section, &args.split)?,
+    };
     let shards = inputs::shards(&record, args.shards)?;
     let Some(split) = shards.index.splits.get(&args.split) else {
         return Err(InputError::field(
@@ -205,6 +234,20 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             .into());
         }
     }
+    if let Some(column) = &row_key
+        && !shards.index.columns.iter().any(|c| &c.name == column)
+    {
+        return Err(InputError::field(
+            "manifest.eval.row_key",
+            format!("`{column}` is not a column of the shards"),
+        )
+        .into());
+    }
+    // The key column is read like a slice column and taken out again below.
+    let mut read_columns = slices.clone();
+    if let Some(column) = row_key.as_ref().filter(|c| !slices.contains(c)) {
+        read_columns.push(column.clone());
+    }
     let device = args.device.open().map_err(anyhow::Error::msg)?;
     let loaded = match &expected {
         _ if from_checkpoint => weights::load_checkpoint(&model_path, device)?,
@@ -222,13 +265,36 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         args.split,
         model_path.display()
     ));
-    let scored = score::score(
+    let mut scored = score::score(
         &loaded.model,
         &loaded.meta.preprocess,
         &paths,
-        &slices,
+        &read_columns,
         device,
     )?;
+    let keys = match &row_key {
+        Some(column) => {
+            let position = scored.slices.iter().position(|(c, _)| c == column);
+            let values = match position {
+                Some(i) if !slices.contains(column) => scored.slices.remove(i).1,
+                Some(i) => scored.slices[i].1.clone(),
+                None => Vec::new(),
+            };
+            let mut seen = std::collections::HashSet::with_capacity(values.len());
+            if let Some(duplicate) = values.iter().find(|v| !seen.insert(v.as_str())) {
+                return Err(InputError::field(
+                    "manifest.eval.row_key",
+                    format!(
+                        "`{column}` is not a key of `{}`: the value {duplicate} appears twice",
+                        args.split
+                    ),
+                )
+                .into());
+            }
+            Some(values)
+        }
+        None => None,
+    };
 
     // Recomputed from the rows scored, so a baseline scored elsewhere cannot claim these rows.
     let (rows_blake3, digested) =
@@ -249,6 +315,37 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             ),
         )
         .into());
+    }
+    let per_row = RowScores {
+        split: args.split.clone(),
+        rows_blake3: rows_blake3.clone(),
+        key_column: row_key.clone(),
+        rows: (0..scored.scores.len() as u64).collect(),
+        keys,
+        labels: scored.labels.clone(),
+        scores: scored.scores.clone(),
+        slices: scored.slices.clone(),
+    };
+    let row_scores_blake3 = write_row_scores(&per_row, &row_scores_at)?;
+    let rows_scored = scored.scores.len() as f64;
+    let unseen: Map<String, Value> = scored
+        .unseen
+        .iter()
+        .map(|(column, rows)| {
+            (
+                column.clone(),
+                json!({"rows": rows, "fraction": *rows as f64 / rows_scored}),
+            )
+        })
+        .collect();
+    for (column, share) in &unseen {
+        let fraction = share["fraction"].as_f64().unwrap_or(0.0);
+        if fraction > 0.0 {
+            tool.info(format!(
+                "{:.1}% of the rows have `{column}` values this model never saw (scored as unknown)",
+                fraction * 100.0
+            ));
+        }
     }
     let mut overall = metrics::compute(&scored.scores, &scored.labels);
     if args.bootstrap > 0 {
@@ -318,6 +415,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             "rows_blake3": rows_blake3,
             "overall": overall,
             "slices": by_slice,
+            "row_scores": {
+                "path": row_scores_at,
+                "blake3": row_scores_blake3,
+                "rows": per_row.len(),
+                "key": row_key.as_deref().unwrap_or("row"),
+            },
+            "unseen": unseen,
     });
     if let Some(contamination) = contamination {
         tool.info(format!(
@@ -331,6 +435,50 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         Role::Candidate => tool.finish(record, Exit::Passed),
         Role::Baseline => tool.finish_for(record, Exit::Passed, "baseline"),
     }
+}
+
+/// Beside the scored model's training (train.weights' folder), else beside the shards.
+fn default_row_scores(record: &Record, section: &str, split: &str) -> anyhow::Result<String> {
+    let name = format!("row-scores-{section}-{split}.parquet");
+    let folder = record
+        .get_path("train.weights")
+        .and_then(Value::as_str)
+        .and_then(|w| w.rsplit_once('/').map(|(folder, _)| folder.to_string()))
+        .or_else(|| {
+            record
+                .get_path("shards.dir")
+                .and_then(Value::as_str)
+                .and_then(|d| d.trim_end_matches('/').rsplit_once('/'))
+                .map(|(parent, _)| parent.to_string())
+        });
+    match folder {
+        Some(folder) => Ok(format!("{folder}/{name}")),
+        None => Err(InputError::field(
+            "--row-scores",
+            "is needed: the record has neither train.weights nor shards.dir to put the per-row scores beside",
+        )
+        .into()),
+    }
+}
+
+/// Writes the per-row scores (atomically; to a store through a local file) and returns their
+/// blake3.
+fn write_row_scores(scores: &RowScores, location: &str) -> anyhow::Result<String> {
+    if !runfn_storage::is_remote(location) {
+        return Ok(scores
+            .write(std::path::Path::new(location))
+            .map_err(|e| InputError::field("--row-scores", e.to_string()))?);
+    }
+    let local = runfn_storage::staged_path(location);
+    if let Some(parent) = local.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let digest = scores
+        .write(&local)
+        .map_err(|e| InputError::field("--row-scores", e.to_string()))?;
+    runfn_storage::Remote::parse(location)?.upload_file(&local)?;
+    Ok(digest)
 }
 
 /// Whether leak-check found exact or near twins across splits (tolerated, or its check off).

@@ -3,11 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
-use runfn_gate::{Evaluation, Policy, decide};
+use runfn_gate::policy::Source;
+use runfn_gate::{Evaluation, Policy, Settings, TrainingNoise, decide, decide_paired, pairing};
+use runfn_manifest::eval_settings::{EvalSettings, Rule, Underpowered};
 use serde_json::Value;
 
 const AFTER_HELP: &str = "\
@@ -59,8 +61,33 @@ struct Args {
     /// Slice columns to gate, overriding manifest.eval.slices.
     #[arg(long, value_delimiter = ',')]
     slices: Option<Vec<String>>,
+    /// The decision rule, overriding manifest.eval.rule.
+    #[arg(long, value_enum)]
+    rule: Option<RuleArg>,
+    /// The confidence of the paired test, overriding manifest.eval.confidence (0.5 to 1).
+    #[arg(long, value_parser = parse_confidence)]
+    confidence: Option<f64>,
+    /// Bootstrap resamples for the metrics other than AUC, overriding manifest.eval.resamples.
+    #[arg(long, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(100..=100_000))]
+    resamples: Option<usize>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RuleArg {
+    NoRegression,
+    NonInferiority,
+}
+
+fn parse_confidence(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(c) if c > 0.5 && c < 1.0 => Ok(c),
+        _ => Err(format!(
+            "`{text}` is not a confidence between 0.5 and 1, e.g. 0.95"
+        )),
+    }
 }
 
 fn main() -> ExitCode {
@@ -76,7 +103,9 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     };
     let mut record = Record::read(args.record.as_deref(), input)?;
     record.refuse_failed_checks("gate")?;
-    let policy = policy(&record, &args)?;
+    verify_manifest_hash(&record)?;
+    let mut policy = policy(&record, &args)?;
+    let settings = eval_settings(&record, &args)?;
 
     let candidate = match &args.candidate {
         Some(path) => {
@@ -106,7 +135,56 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         tool.warn("--no-baseline given, but a baseline exists: gating against it");
     }
 
-    let mut decision = decide(&policy, &candidate, baseline.as_ref());
+    let paired = match (&candidate.row_scores, baseline.as_ref()) {
+        (Some(c), Some(b)) if b.row_scores.is_some() => {
+            let b = b.row_scores.as_ref().expect("checked above");
+            let c_rows = pairing::load(&local(&c.path)?, &c.blake3, "evaluate")?;
+            let b_rows = pairing::load(&local(&b.path)?, &b.blake3, "baseline")?;
+            Some(pairing::pair(&c_rows, &b_rows)?)
+        }
+        (c, Some(_)) => {
+            tool.warn(format!(
+                "the {} has no per-row scores (row_scores; evaluated before they were recorded): point estimates compared with fixed limits, not a paired test",
+                if c.is_none() { "candidate" } else { "baseline" }
+            ));
+            None
+        }
+        _ => None,
+    };
+    let mut decision = match (&paired, &baseline) {
+        (Some(scores), Some(baseline)) => {
+            // The seeds' spread enters the test's variance; as a limit too it would count twice.
+            for bound in &mut policy.min_delta {
+                if bound.source == Source::NoiseFloor {
+                    bound.limit = 0.0;
+                }
+            }
+            let noise: Vec<TrainingNoise> = [
+                record.get("noise_floor"),
+                baseline_noise(&record, &args)?.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            .filter_map(training_noise)
+            .collect();
+            let seed = record
+                .get_path("manifest.seed")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            decide_paired(
+                &policy,
+                &Settings {
+                    eval: &settings,
+                    seed,
+                },
+                &candidate,
+                baseline,
+                scores,
+                &noise.iter().collect::<Vec<_>>(),
+            )
+        }
+        _ => decide(&policy, &candidate, baseline.as_ref()),
+    };
     if baseline.is_none() && !args.no_baseline {
         decision.passed = false;
         decision.reasons.push(
@@ -121,6 +199,22 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     }
     for reason in &decision.reasons {
         tool.info(format_args!("blocked: {reason}"));
+    }
+    if !decision.underpowered.is_empty() {
+        tool.warn(format!(
+            "underpowered (could not detect a drop of max_slice_drop; {}): {}",
+            match settings.underpowered {
+                Underpowered::Warn => "warned, not gated",
+                Underpowered::Block => "blocking",
+            },
+            decision.underpowered.join(", ")
+        ));
+    }
+    if !decision.undefined.is_empty() {
+        tool.warn(format!(
+            "undefined (one class only, nothing to compare): {}",
+            decision.undefined.join(", ")
+        ));
     }
     if decision.passed {
         let against = if decision.no_baseline {
@@ -181,6 +275,96 @@ fn policy(record: &Record, args: &Args) -> Result<Policy, InputError> {
         policy.apply_noise_floor(metric, floor);
     }
     Ok(policy)
+}
+
+/// The record's manifest must be the one its `manifest_hash` names: gates edited (or deleted)
+/// after hashing would otherwise decide under the old hash's name.
+fn verify_manifest_hash(record: &Record) -> Result<(), InputError> {
+    let (Some(manifest), Some(Value::String(recorded))) =
+        (record.get("manifest"), record.get("manifest_hash"))
+    else {
+        return Ok(());
+    };
+    let actual = runfn_manifest::manifest_hash(manifest)
+        .map_err(|e| InputError::field("manifest", e.to_string()))?;
+    if &actual != recorded {
+        return Err(InputError::field(
+            "manifest_hash",
+            format!(
+                "the record's manifest hashes to {}, not to its manifest_hash {}: the manifest was edited after hashing; run mf-hash again",
+                &actual[..12.min(actual.len())],
+                recorded.get(..12).unwrap_or(recorded)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// manifest.eval's rule settings, with the flags' overrides.
+fn eval_settings(record: &Record, args: &Args) -> Result<EvalSettings, InputError> {
+    let mut settings = match record.get_path("manifest.eval") {
+        Some(Value::Object(eval)) => EvalSettings::parse(eval).map_err(|problems| {
+            let first = &problems[0];
+            InputError::field(format!("manifest.{}", first.field), first.message.clone())
+        })?,
+        _ => EvalSettings::default(),
+    };
+    if let Some(rule) = args.rule {
+        settings.rule = match rule {
+            RuleArg::NoRegression => Rule::NoRegression,
+            RuleArg::NonInferiority => Rule::NonInferiority,
+        };
+    }
+    if let Some(confidence) = args.confidence {
+        settings.confidence = confidence;
+    }
+    if let Some(resamples) = args.resamples {
+        settings.resamples = resamples;
+    }
+    Ok(settings)
+}
+
+/// The baseline's own spread over seeds, when its evaluation recorded one.
+fn baseline_noise(record: &Record, args: &Args) -> Result<Option<Value>, InputError> {
+    match &args.baseline {
+        Some(path) => {
+            let value = Record::read(Some(path), RecordInput::Required)?.into_value();
+            Ok(value.get("noise_floor").cloned())
+        }
+        None => Ok(record.get_path("baseline.noise_floor").cloned()),
+    }
+}
+
+/// A `noise_floor` section as the standard deviations the paired test adds.
+fn training_noise(section: &Value) -> Option<TrainingNoise> {
+    let metric = section["metric"].as_str()?.rsplit('.').next()?.to_string();
+    let slices = section["slices"]
+        .as_object()
+        .map(|columns| {
+            columns
+                .iter()
+                .map(|(column, values)| {
+                    let stds = values
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|(v, s)| Some((v.clone(), s["std"].as_f64()?)))
+                        .collect();
+                    (column.clone(), stds)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(TrainingNoise {
+        metric,
+        overall: section["std"].as_f64(),
+        slices,
+    })
+}
+
+/// A row-scores path as a local file (a store URL is staged).
+fn local(path: &str) -> Result<PathBuf, InputError> {
+    runfn_storage::local_path(path).map_err(|e| InputError::field("row_scores.path", e.to_string()))
 }
 
 /// A record's `evaluate` section, or the value itself when it already is an evaluation.

@@ -2,6 +2,7 @@
 //! training curves, a self-contained HTML page and TensorBoard event files.
 
 pub mod curves;
+pub mod gate;
 pub mod html;
 pub mod plots;
 pub mod predictions;

@@ -2,7 +2,11 @@
 //! script draws anything, so the page shows the same in any browser, printed or offline.
 
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::gate::Status;
 
 /// One color per series, seeds in a stable order (colorblind-safe, from the Okabe-Ito set).
 const PALETTE: [RGBColor; 7] = [
@@ -116,52 +120,297 @@ pub fn slices(title: &str, metric: &str, rows: &[SliceRow]) -> String {
     });
     let (x0, x1) = padded(values, 0.05);
     let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
-    draw(category_size(rows.len()), |root| {
+    let mut keys = Vec::new();
+    if rows.iter().any(|r| r.band.is_some()) {
+        keys.push(Key::Band);
+    }
+    if rows.iter().any(|r| r.baseline.is_some()) {
+        keys.push(Key::Baseline);
+    }
+    keys.push(Key::Candidate);
+    above_legend(category_size(rows.len()), &keys, |root| {
         let mut chart = category_chart(root, title, metric, x0..x1, &labels)?;
         let at = |i: usize| SegmentValue::CenterOf(i as i32);
-        chart
-            .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
-                let (lo, hi) = r.band?;
-                let (lo, hi) = (lo.min(hi), hi.max(lo).max(lo + (x1 - x0) * 0.004));
-                Some(Rectangle::new(
-                    [
-                        (lo, SegmentValue::Exact(i as i32)),
-                        (hi, SegmentValue::Exact(i as i32 + 1)),
-                    ],
-                    RGBColor(200, 200, 200).mix(0.7).filled(),
-                ))
-            }))?
-            .label("noise floor (spread over seeds)")
-            .legend(|(x, y)| {
-                Rectangle::new(
-                    [(x, y - 5), (x + 18, y + 5)],
-                    RGBColor(200, 200, 200).filled(),
-                )
-            });
-        chart
-            .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
-                Some(Cross::new(
-                    (r.baseline?, at(i)),
-                    6,
-                    color(1).stroke_width(2),
-                ))
-            }))?
-            .label("baseline")
-            .legend(|(x, y)| Cross::new((x + 9, y), 5, color(1).stroke_width(2)));
-        chart
-            .draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
+        chart.draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
+            let (lo, hi) = r.band?;
+            let (lo, hi) = (lo.min(hi), hi.max(lo).max(lo + (x1 - x0) * 0.004));
+            Some(Rectangle::new(
+                [
+                    (lo, SegmentValue::Exact(i as i32)),
+                    (hi, SegmentValue::Exact(i as i32 + 1)),
+                ],
+                BAND.mix(0.7).filled(),
+            ))
+        }))?;
+        chart.draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
+            Some(Cross::new(
+                (r.baseline?, at(i)),
+                6,
+                color(1).stroke_width(2),
+            ))
+        }))?;
+        chart.draw_series(
+            rows.iter().enumerate().filter_map(|(i, r)| {
                 Some(Circle::new((r.candidate?, at(i)), 5, color(0).filled()))
-            }))?
-            .label("candidate")
-            .legend(|(x, y)| Circle::new((x + 9, y), 5, color(0).filled()));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
+            }),
+        )?;
         Ok(())
     })
+}
+
+/// The noise floor's band in the slices plot.
+const BAND: RGBColor = RGBColor(200, 200, 200);
+
+/// One row of a Δ plot: a place (overall or a slice) of the gate's paired test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaRow {
+    /// The place with its rows and positives: `tier=smb (93 rows, 8 pos)`.
+    pub label: String,
+    /// candidate − baseline; `None` where the metric is undefined.
+    pub delta: Option<f64>,
+    /// Δ's two-sided interval.
+    pub interval: Option<(f64, f64)>,
+    /// The bound Δ had to meet there.
+    pub limit: Option<f64>,
+    pub status: Status,
+    /// Written in the row where there is no Δ to draw (`undefined: one class only`).
+    pub note: Option<String>,
+}
+
+/// The color of a check's status: green passed, vermillion blocked, orange underpowered, grey
+/// undefined, sky blue not gated (Okabe-Ito, like the series).
+pub fn status_color(status: &Status) -> RGBColor {
+    match status {
+        Status::Passed => RGBColor(0, 158, 115),
+        Status::Blocked => RGBColor(213, 94, 0),
+        Status::Underpowered => RGBColor(230, 159, 0),
+        Status::Undefined => RGBColor(120, 120, 120),
+        Status::NotGated => RGBColor(86, 180, 233),
+        Status::Other(_) => RGBColor(204, 121, 167),
+    }
+}
+
+/// One entry of a legend drawn under its chart (see `above_legend`).
+#[derive(Debug, Clone, PartialEq)]
+enum Key {
+    /// A Δ plot's status: a dot in its color.
+    Status(Status),
+    /// A Δ plot's interval, named with its confidence.
+    Interval(String),
+    Limit,
+    Zero,
+    /// The slices plot's noise-floor band, baseline cross and candidate dot.
+    Band,
+    Baseline,
+    Candidate,
+}
+
+impl Key {
+    fn text(&self) -> &str {
+        match self {
+            Key::Status(status) => status.word(),
+            Key::Interval(text) => text,
+            Key::Limit => "limit",
+            Key::Zero => "zero",
+            Key::Band => "noise floor (spread over seeds)",
+            Key::Baseline => "baseline",
+            Key::Candidate => "candidate",
+        }
+    }
+}
+
+/// Width in pixels of `text` in the plots' 13-point labels (an estimate: the SVG backend has no
+/// font metrics), so legends and label areas can be laid out without measuring.
+fn text_width(text: &str) -> i32 {
+    (text.chars().count() as f64 * 5.6).ceil() as i32
+}
+
+/// The gate's Δ per place: the test's interval as a bar with end caps, Δ as a dot, both in the
+/// status's color, the limit as a black vertical line per row and zero dashed; overall on top.
+/// The legend has a strip of its own under the chart, so it never covers a point.
+pub fn deltas(title: &str, x_desc: &str, interval_label: &str, rows: &[DeltaRow]) -> String {
+    let values = rows.iter().flat_map(|r| {
+        [
+            r.delta,
+            r.interval.map(|i| i.0),
+            r.interval.map(|i| i.1),
+            r.limit,
+        ]
+        .into_iter()
+        .flatten()
+    });
+    let (x0, x1) = padded(values.chain([0.0]), 0.08);
+    let n = rows.len();
+    // Row i of `rows` is drawn at y = n - 1 - i, so the first (overall) is on top.
+    let y = |i: usize| (n - 1 - i) as i32;
+    let labels: Vec<String> = rows.iter().rev().map(|r| r.label.clone()).collect();
+
+    let mut keys: Vec<Key> = Vec::new();
+    for row in rows {
+        if !keys
+            .iter()
+            .any(|k| matches!(k, Key::Status(s) if *s == row.status))
+        {
+            keys.push(Key::Status(row.status.clone()));
+        }
+    }
+    let rank = |k: &Key| match k {
+        Key::Status(s) => Status::KNOWN
+            .iter()
+            .position(|known| known == s)
+            .unwrap_or(Status::KNOWN.len()),
+        _ => usize::MAX,
+    };
+    keys.sort_by_key(rank);
+    if rows.iter().any(|r| r.interval.is_some()) {
+        keys.push(Key::Interval(interval_label.to_string()));
+    }
+    if rows.iter().any(|r| r.limit.is_some()) {
+        keys.push(Key::Limit);
+    }
+    keys.push(Key::Zero);
+    above_legend(category_size(n), &keys, |root| {
+        let mut chart = category_chart(root, title, x_desc, x0..x1, &labels)?;
+        let (center, edge) = (SegmentValue::CenterOf, SegmentValue::Exact);
+        chart.draw_series(std::iter::once(DashedPathElement::new(
+            vec![(0.0, edge(0)), (0.0, edge(n as i32))],
+            4,
+            3,
+            RGBColor(90, 90, 90).stroke_width(1),
+        )))?;
+        chart.draw_series(rows.iter().enumerate().filter_map(|(i, r)| {
+            Some(PathElement::new(
+                vec![(r.limit?, edge(y(i))), (r.limit?, edge(y(i) + 1))],
+                BLACK.stroke_width(2),
+            ))
+        }))?;
+        for (i, r) in rows.iter().enumerate() {
+            let style = status_color(&r.status).stroke_width(2);
+            if let Some((lo, hi)) = r.interval {
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(lo, center(y(i))), (hi, center(y(i)))],
+                    style,
+                )))?;
+                chart.draw_series([lo, hi].map(|end| {
+                    EmptyElement::at((end, center(y(i))))
+                        + PathElement::new(vec![(0, -5), (0, 5)], style)
+                }))?;
+            }
+            match r.delta {
+                Some(delta) => {
+                    let at = || (delta, center(y(i)));
+                    if r.status == Status::Blocked {
+                        chart.draw_series(std::iter::once(Circle::new(
+                            at(),
+                            7,
+                            BLACK.stroke_width(1),
+                        )))?;
+                    }
+                    chart.draw_series(std::iter::once(Circle::new(
+                        at(),
+                        5,
+                        status_color(&r.status).filled(),
+                    )))?;
+                }
+                None => {
+                    let note = r.note.as_deref().unwrap_or("no Δ");
+                    chart.draw_series(std::iter::once(Text::new(
+                        note.to_string(),
+                        (x0 + (x1 - x0) * 0.01, center(y(i))),
+                        ("sans-serif", 13)
+                            .into_font()
+                            .color(&status_color(&r.status))
+                            .pos(Pos::new(HPos::Left, VPos::Center)),
+                    )))?;
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Draws a chart of `size` with `paint`, and under it a strip with the legend's `keys`, left to
+/// right and wrapping: a legend inside the chart would cover the points that fall under it.
+fn above_legend(
+    size: (u32, u32),
+    keys: &[Key],
+    paint: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult,
+) -> String {
+    let placed = legend_layout(keys, size.0 as i32 - 24);
+    let lines = placed.last().map_or(0, |p| p.1 + 1) as u32;
+    draw((size.0, size.1 + 12 + 22 * lines), |root| {
+        let (chart, legend) = root.split_vertically(size.1);
+        paint(&chart)?;
+        for (key, (x, line)) in keys.iter().zip(&placed) {
+            draw_key(&legend, key, *x + 12, 16 + 22 * *line as i32)?;
+        }
+        Ok(())
+    })
+}
+
+/// Each key's x offset and line: left to right, wrapping at `width`.
+fn legend_layout(keys: &[Key], width: i32) -> Vec<(i32, usize)> {
+    let mut placed = Vec::with_capacity(keys.len());
+    let (mut x, mut line) = (0, 0);
+    for key in keys {
+        let w = 24 + text_width(key.text()) + 12;
+        if x > 0 && x + w > width {
+            (x, line) = (0, line + 1);
+        }
+        placed.push((x, line));
+        x += w;
+    }
+    placed
+}
+
+fn draw_key(area: &DrawingArea<SVGBackend<'_>, Shift>, key: &Key, x: i32, y: i32) -> DrawResult {
+    let grey = RGBColor(90, 90, 90);
+    match key {
+        Key::Status(status) => {
+            area.draw(&Circle::new((x + 9, y), 5, status_color(status).filled()))?;
+            if *status == Status::Blocked {
+                area.draw(&Circle::new((x + 9, y), 7, BLACK.stroke_width(1)))?;
+            }
+        }
+        Key::Interval(_) => {
+            let style = grey.stroke_width(2);
+            area.draw(&PathElement::new(vec![(x, y), (x + 18, y)], style))?;
+            for end in [x, x + 18] {
+                area.draw(&PathElement::new(vec![(end, y - 5), (end, y + 5)], style))?;
+            }
+        }
+        Key::Limit => {
+            area.draw(&PathElement::new(
+                vec![(x + 9, y - 8), (x + 9, y + 8)],
+                BLACK.stroke_width(2),
+            ))?;
+        }
+        Key::Zero => {
+            area.draw(&DashedPathElement::new(
+                vec![(x + 9, y - 8), (x + 9, y + 8)],
+                4,
+                3,
+                grey.stroke_width(1),
+            ))?;
+        }
+        Key::Band => {
+            area.draw(&Rectangle::new(
+                [(x, y - 5), (x + 18, y + 5)],
+                BAND.filled(),
+            ))?;
+        }
+        Key::Baseline => area.draw(&Cross::new((x + 9, y), 5, color(1).stroke_width(2)))?,
+        Key::Candidate => area.draw(&Circle::new((x + 9, y), 5, color(0).filled()))?,
+    }
+    area.draw(&Text::new(
+        key.text().to_string(),
+        (x + 24, y),
+        ("sans-serif", 13)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center)),
+    ))?;
+    Ok(())
 }
 
 /// One bar of the drift plot: a column's drift as a multiple of its check's threshold.
@@ -243,8 +492,10 @@ fn category_chart<'a, 'b>(
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
-        .y_label_area_size(150)
-        .build_cartesian_2d(x, (0..n).into_segmented())?;
+        .y_label_area_size(label_area(labels))
+        // An integer range includes its end, and segmenting adds a dummy row after it: 0..n-1
+        // gives exactly the n rows, without an empty one on top.
+        .build_cartesian_2d(x, (0..n - 1).into_segmented())?;
     chart
         .configure_mesh()
         .x_desc(x_desc)
@@ -254,10 +505,18 @@ fn category_chart<'a, 'b>(
             _ => String::new(),
         })
         .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.08))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 13))
         .draw()?;
     Ok(chart)
+}
+
+/// Room for the longest of `labels` left of the axis: at least the 150 pixels short labels
+/// always had, at most half the chart.
+fn label_area(labels: &[String]) -> u32 {
+    let longest = labels.iter().map(|l| text_width(l)).max().unwrap_or(0);
+    (longest + 24).clamp(150, 360) as u32
 }
 
 /// Draws into an SVG string of `size` pixels (the page scales it to its column).
@@ -400,6 +659,174 @@ mod tests {
         assert!(
             svg.contains("fill=\"#D55E00\""),
             "the failed bar is in the alarm color"
+        );
+    }
+
+    /// The value of attribute `name` in one SVG tag's text.
+    fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+        let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(&tag[start..start + tag[start..].find('"')?])
+    }
+
+    fn number(tag: &str, name: &str) -> f64 {
+        attr(tag, name).unwrap().parse().unwrap()
+    }
+
+    /// Every `<kind ...>` tag of `svg`.
+    fn tags<'a>(svg: &'a str, kind: &str) -> Vec<&'a str> {
+        svg.split('<')
+            .filter(|t| t.starts_with(&format!("{kind} ")))
+            .collect()
+    }
+
+    /// The text a `<text ...>` tag holds (plotters puts it on a line of its own).
+    fn text_of(tag: &str) -> &str {
+        tag.split_once('>').map_or("", |(_, text)| text.trim())
+    }
+
+    fn hex(color: RGBColor) -> String {
+        format!("#{:02X}{:02X}{:02X}", color.0, color.1, color.2)
+    }
+
+    fn delta_rows() -> Vec<DeltaRow> {
+        let row = |label: &str, delta, interval, status| DeltaRow {
+            label: label.into(),
+            delta,
+            interval,
+            limit: Some(-0.01),
+            status,
+            note: None,
+        };
+        vec![
+            row(
+                "overall (500 rows, 60 pos)",
+                Some(0.002),
+                Some((-0.001, 0.005)),
+                Status::Passed,
+            ),
+            row(
+                "tier=<smb> (93 rows, 8 pos)",
+                Some(-0.01),
+                Some((-0.08, 0.06)),
+                Status::Underpowered,
+            ),
+            DeltaRow {
+                note: Some("undefined: one class only".into()),
+                ..row("tier=tiny (12 rows, 0 pos)", None, None, Status::Undefined)
+            },
+            row(
+                "region=north",
+                Some(-0.03),
+                Some((-0.05, -0.01)),
+                Status::Blocked,
+            ),
+        ]
+    }
+
+    /// Each interval is a horizontal bar in its status's color, spanning its data to scale, with
+    /// Δ's dot on it where Δ lies; the limit is a black line per row, and the legend, below the
+    /// chart, names every status drawn.
+    #[test]
+    fn the_delta_plot_draws_each_interval_to_scale_with_its_dot_and_a_legend_below() {
+        let rows = delta_rows();
+        let svg = deltas("gate", "Δ auc", "95% interval", &rows);
+        assert!(
+            svg.contains("tier=&lt;smb&gt; (93 rows, 8 pos)"),
+            "labels escaped"
+        );
+        assert!(svg.contains("undefined: one class only"));
+        let polylines = tags(&svg, "polyline");
+        let circles = tags(&svg, "circle");
+        // (pixel x of lo, of hi, of the dot, pixel y) per row with an interval.
+        let drawn: Vec<(f64, f64, f64, f64)> = rows
+            .iter()
+            .filter(|r| r.interval.is_some())
+            .map(|r| {
+                let color = hex(status_color(&r.status));
+                let bar = polylines
+                    .iter()
+                    .find(|t| {
+                        let points: Vec<&str> =
+                            attr(t, "points").unwrap().split_whitespace().collect();
+                        attr(t, "stroke") == Some(color.as_str())
+                            && points.len() == 2
+                            && points[0].split(',').nth(1) == points[1].split(',').nth(1)
+                            && points[0] != points[1]
+                    })
+                    .unwrap_or_else(|| panic!("no interval bar for {}", r.label));
+                let xy = |p: &str| -> (f64, f64) {
+                    let (x, y) = p.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                };
+                let points: Vec<(f64, f64)> = attr(bar, "points")
+                    .unwrap()
+                    .split_whitespace()
+                    .map(xy)
+                    .collect();
+                let y = points[0].1;
+                let dot = circles
+                    .iter()
+                    .find(|t| attr(t, "fill") == Some(color.as_str()) && number(t, "cy") == y)
+                    .unwrap_or_else(|| panic!("no dot on the bar of {}", r.label));
+                (points[0].0, points[1].0, number(dot, "cx"), y)
+            })
+            .collect();
+        assert_eq!(drawn.len(), 3);
+        let with: Vec<&DeltaRow> = rows.iter().filter(|r| r.interval.is_some()).collect();
+        let pixels_per_unit = (drawn[1].1 - drawn[1].0) / 0.14;
+        for (r, (lo, hi, dot, _)) in with.iter().zip(&drawn) {
+            let (a, b) = r.interval.unwrap();
+            assert!(
+                ((hi - lo) - (b - a) * pixels_per_unit).abs() <= 2.0,
+                "{}: bar {lo}..{hi} not to scale",
+                r.label
+            );
+            assert!(
+                (dot - lo - (r.delta.unwrap() - a) * pixels_per_unit).abs() <= 2.0,
+                "{}: dot at {dot} not at Δ on {lo}..{hi}",
+                r.label
+            );
+        }
+        assert!(
+            drawn[0].3 < drawn[1].3 && drawn[1].3 < drawn[2].3,
+            "overall on top, then the slices in order"
+        );
+        let limits = polylines
+            .iter()
+            .filter(|t| {
+                attr(t, "stroke") == Some("#000000") && attr(t, "stroke-width") == Some("2")
+            })
+            .count();
+        assert_eq!(limits, 4 + 1, "a limit per row, and the legend's");
+        assert!(
+            circles.iter().any(|t| attr(t, "stroke") == Some("#000000")),
+            "the blocked dot is ringed"
+        );
+
+        // The legend: every status drawn, below the lowest point.
+        let lowest = drawn.iter().map(|d| d.3).fold(0.0, f64::max);
+        let texts = tags(&svg, "text");
+        for word in [
+            "passed",
+            "underpowered",
+            "undefined",
+            "blocked",
+            "95% interval",
+            "limit",
+            "zero",
+        ] {
+            let key = texts
+                .iter()
+                .find(|t| text_of(t) == word)
+                .unwrap_or_else(|| panic!("no legend key {word}"));
+            assert!(
+                number(key, "y") > lowest + 10.0,
+                "the key {word} is in the chart"
+            );
+        }
+        assert!(
+            !texts.iter().any(|t| text_of(t) == "not gated"),
+            "only the statuses drawn are keys"
         );
     }
 

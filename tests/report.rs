@@ -7,17 +7,11 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::real_data::{TELCO, chain};
-use crate::util::{python_with_pyarrow, tool};
+use crate::util::{python_with_pyarrow, testdata, tool};
 
-/// The plots of a run with an evaluation: a later run adds `drift`.
-const CURVES_AND_SLICES: [&str; 6] = [
-    "loss",
-    "val",
-    "throughput",
-    "data_wait",
-    "checkpoint_age",
-    "slices",
-];
+/// The curves' plots; the gate's come after them (`slices`, or a paired gate's `gate_<metric>`),
+/// and a later run adds `drift`.
+const CURVES: [&str; 5] = ["loss", "val", "throughput", "data_wait", "checkpoint_age"];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -168,7 +162,7 @@ fn a_real_table_is_mapped_its_page_passes_a_browser_and_tensorboard_reads_its_cu
     // The page: every plot the data supports, none missing in a real browser.
     assert_eq!(
         report["plots"],
-        json!(CURVES_AND_SLICES),
+        json!([&CURVES[..], &["slices"]].concat()),
         "a first run has no drift to plot"
     );
     let screenshot = dir.path().join("report.png");
@@ -229,10 +223,10 @@ fn the_pipeline_writes_a_page_with_every_plot_and_the_browser_check_can_fail() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
             .unwrap();
     let report = &record["report"];
-    assert_eq!(
-        report["plots"],
-        json!([&CURVES_AND_SLICES[..], &["drift"]].concat())
-    );
+    let mut plots: Vec<String> = CURVES.iter().map(|p| p.to_string()).collect();
+    plots.extend(gate_plots(&record));
+    plots.push("drift".into());
+    assert_eq!(report["plots"], json!(plots));
     assert_eq!(
         record["register"]["version"], 2,
         "the report is of the second run"
@@ -278,6 +272,92 @@ fn the_pipeline_writes_a_page_with_every_plot_and_the_browser_check_can_fail() {
     .unwrap();
     let (code, _) = check_page(&erroring, &dir.path().join("erroring.png"));
     assert_ne!(code, 0, "a page with a script error passed");
+}
+
+/// The plots a record's gate gets: a Δ plot per metric a paired gate tested (in the order of
+/// its checks), else the noise floor's slices plot.
+fn gate_plots(record: &Value) -> Vec<String> {
+    if record["gate"]["method"] != "paired" {
+        return vec!["slices".into()];
+    }
+    let mut plots: Vec<String> = Vec::new();
+    for check in record["gate"]["checks"].as_array().unwrap() {
+        let metric = check["metric"].as_str().unwrap_or("rows");
+        let name = format!("gate_{metric}");
+        if check.get("status").is_some() && metric != "rows" && !plots.contains(&name) {
+            plots.push(name);
+        }
+    }
+    plots
+}
+
+/// A paired gate's page draws Δ with its interval per slice for each tested metric and says in
+/// words which slices were gated, underpowered and undefined; an old point gate's page keeps
+/// the noise floor's plot. Both pass the browser check.
+#[test]
+fn a_paired_gate_draws_its_intervals_and_lists_and_an_old_point_gate_still_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = [
+        ("paired-gate.json", &["gate_auc", "gate_logloss"][..]),
+        ("point-gate.json", &["slices"][..]),
+    ];
+    for (fixture, plots) in pages {
+        let record = testdata(&format!("report/{fixture}"));
+        let html = dir.path().join(fixture).with_extension("html");
+        let out = tool("report")
+            .args([record.as_os_str(), "--html".as_ref(), html.as_os_str()])
+            .run();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let written = out.json();
+        assert_eq!(written["report"]["plots"], json!(plots), "{fixture}");
+        assert_eq!(gate_plots(&written), plots, "{fixture}: the helper agrees");
+        let (code, stderr) = check_page(&html, &html.with_extension("png"));
+        assert_eq!(code, 0, "{fixture}: {stderr}");
+
+        let page = std::fs::read_to_string(&html).unwrap();
+        let gate = &page[page.find("<h2>Gate</h2>").unwrap()..];
+        if fixture == "point-gate.json" {
+            assert!(gate.contains("<th>passed</th>") && !gate.contains("Underpowered"));
+            continue;
+        }
+        // Each interval drawn: a bar and two end caps in its status's color (green passed,
+        // orange underpowered) for each of the 4 auc rows that have one.
+        let auc = &page[page.find("data-plot=\"gate_auc\"").unwrap()..];
+        let auc = &auc[..auc.find("</svg>").unwrap()];
+        let strokes = auc
+            .split("<polyline")
+            .filter(|p| p.contains("stroke=\"#009E73\"") || p.contains("stroke=\"#E69F00\""))
+            .count();
+        assert_eq!(strokes, 4 * 3, "interval bars and caps");
+        assert!(auc.contains("95% interval") && auc.contains("tier=smb (93 rows, 8 pos)"));
+        for (list, words) in [
+            (
+                "Gated",
+                "(4): overall (auc, logloss), tier=enterprise (auc, logloss)",
+            ),
+            (
+                "Underpowered",
+                "(1): tier=smb (auc, logloss) (93 rows, 8 positives;",
+            ),
+            ("Undefined", "(1): tier=trial (auc) (auc needs both classes"),
+        ] {
+            assert!(
+                gate.contains(&format!("{list}</b> {words}")),
+                "{list}: {gate}"
+            );
+        }
+        assert!(gate.contains("Warned about, not gated"));
+        for status in ["passed", "underpowered", "undefined", "not gated"] {
+            assert!(
+                gate.contains(&format!("\">{status}</td>")),
+                "status {status}"
+            );
+        }
+        assert!(
+            gate.contains("[-0.0904, 0.0664]"),
+            "the interval in the table"
+        );
+    }
 }
 
 /// Writes a metrics.jsonl of `steps` log windows and returns its path.

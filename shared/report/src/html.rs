@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::Report;
+use crate::gate::{Entry, Gate, Status};
 use crate::plots::{self, Bar, Series, SliceRow};
 use crate::predictions::Kind;
 
@@ -21,13 +22,16 @@ h2{font-size:17px;margin:26px 0 10px}
 .cards{display:flex;flex-wrap:wrap;gap:12px}
 .card{background:#fff;border:1px solid #dde1e8;border-radius:8px;padding:10px 14px;min-width:150px}
 .card b{display:block;font-size:20px}.card span{font-size:12px;color:#5b6474}
-.bad{color:#b33a00}.ok{color:#08754f}
+.bad{color:#b33a00}.ok{color:#08754f}.warn{color:#8a5a00}.muted{color:#5b6474}
 .plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:14px}
 figure{background:#fff;border:1px solid #dde1e8;border-radius:8px;margin:0;padding:8px}
 figcaption{font-size:12px;color:#5b6474;padding:4px 6px}
 table{border-collapse:collapse;background:#fff;font-size:13px}
 th,td{border:1px solid #dde1e8;padding:4px 8px;text-align:right}th{background:#eef0f4}
-td:first-child,th:first-child,td.text{text-align:left}tr.flag td{background:#fff1e8}
+td:first-child,th:first-child,td.text,th.text{text-align:left}tr.flag td{background:#fff1e8}tr.warned td{background:#fff8e1}
+ul.gate-lists{font-size:14px;padding-left:20px;max-width:1100px}ul.gate-lists li{margin:4px 0}
+.wide{overflow-x:auto}table.gate td{white-space:nowrap}table.gate td.wrap{white-space:normal;min-width:8em}
+table.gate td,table.gate th{padding:4px 6px}table.gate td.note-cell{white-space:normal;color:#5b6474;border-top:0}
 .note{font-size:13px;color:#5b6474}
 ";
 
@@ -106,17 +110,28 @@ pub fn page(report: &Report) -> (String, Vec<String>) {
         "Seconds of training since the last checkpoint was written: the work a crash there would lose.",
         curve_series(&|p| Some(p.since_checkpoint_s)),
     );
-    match slice_rows(latest) {
-        Some((metric, rows)) => {
-            let svg = plots::slices("Slices: candidate vs baseline", &metric, &rows);
-            let caption = if latest.get("baseline").is_some() {
-                "Per slice: the candidate (dot), the baseline (cross) and the noise floor's band (the spread over seeds)."
-            } else {
-                "Per slice: the candidate (dot) and the noise floor's band; no baseline yet (a first model)."
-            };
-            figures.push(("slices".into(), svg, caption.into()));
+    let gate = Gate::of(latest).and_then(Result::ok);
+    let paired = gate.as_ref().filter(|g| g.is_paired());
+    let gated_metrics = paired.map(Gate::plotted_metrics).unwrap_or_default();
+    for metric in &gated_metrics {
+        let gate = paired.expect("metrics come from a paired gate");
+        figures.push(delta_figure(gate, metric));
+    }
+    // A paired gate's Δ plots supersede the noise floor's band: its intervals carry the seeds'
+    // spread too. An old point gate, or none, keeps the candidate-vs-baseline view.
+    if gated_metrics.is_empty() {
+        match slice_rows(latest) {
+            Some((metric, rows)) => {
+                let svg = plots::slices("Slices: candidate vs baseline", &metric, &rows);
+                let caption = if latest.get("baseline").is_some() {
+                    "Per slice: the candidate (dot), the baseline (cross) and the noise floor's band (the spread over seeds)."
+                } else {
+                    "Per slice: the candidate (dot) and the noise floor's band; no baseline yet (a first model)."
+                };
+                figures.push(("slices".into(), svg, caption.into()));
+            }
+            None => notes.push("No slices: the record has no evaluation with slices.".into()),
         }
-        None => notes.push("No slices: the record has no evaluation with slices.".into()),
     }
     match drift_bars(latest) {
         Some(bars) => {
@@ -173,7 +188,7 @@ pub fn page(report: &Report) -> (String, Vec<String>) {
     workflow_table(&mut html, report);
     predictions_table(&mut html, report);
     alerts_table(&mut html, report);
-    gate_table(&mut html, latest);
+    gate_section(&mut html, latest);
     environment_table(&mut html, report);
     let _ = writeln!(html, "</main><script>{PAGE_CHECK}</script></body></html>");
     (html, names)
@@ -207,7 +222,25 @@ fn cards(html: &mut String, report: &Report) {
         } else {
             ("blocked", "bad")
         };
-        card(text.into(), "gate", class);
+        let gate = Gate::of(latest).and_then(Result::ok);
+        match gate.filter(Gate::is_paired) {
+            Some(gate) => {
+                card(
+                    text.into(),
+                    &format!("gate (paired test, {})", gate.confidence_label()),
+                    class,
+                );
+                let lists = gate.lists();
+                if !lists.underpowered.is_empty() {
+                    card(
+                        lists.underpowered.len().to_string(),
+                        "underpowered slices (see the gate)",
+                        "warn",
+                    );
+                }
+            }
+            None => card(text.into(), "gate", class),
+        }
     }
     if let Some(version) = latest["register"]["version"].as_u64() {
         let name = latest["register"]["name"].as_str().unwrap_or("model");
@@ -334,49 +367,330 @@ fn alerts_table(html: &mut String, report: &Report) {
     html.push_str("</table>");
 }
 
-fn gate_table(html: &mut String, latest: &Value) {
-    let Some(checks) = latest["gate"]["checks"].as_array() else {
-        return;
+/// The figure of the gate's Δ for `metric`: `(name, svg, caption)`.
+fn delta_figure(gate: &Gate, metric: &str) -> (String, String, String) {
+    let confidence = gate.confidence_label();
+    let lower = gate.lower_is_better(metric);
+    let x_desc = if lower {
+        format!("Δ {metric} = candidate − baseline (lower is better)")
+    } else {
+        format!("Δ {metric} = candidate − baseline")
     };
-    html.push_str("<h2>Gate</h2>");
-    if let Some(reasons) = latest["gate"]["reasons"]
-        .as_array()
-        .filter(|r| !r.is_empty())
-    {
-        for r in reasons {
+    let svg = plots::deltas(
+        &format!("The gate: Δ {metric} per slice"),
+        &x_desc,
+        &format!("{confidence} interval"),
+        &gate.delta_rows(metric),
+    );
+    let worse = if lower {
+        format!(" For {metric} lower is better: a worse candidate lies to the right.")
+    } else {
+        String::new()
+    };
+    let caption = format!(
+        "Δ {metric} overall and per slice (rows and positives in each label): the dot is Δ, the \
+         bar its {confidence} interval from the paired test, the black line the row's limit, the \
+         dashed line zero. Color is what the gate made of the row: passed, blocked, underpowered \
+         (warned, not gated), undefined (one class only) or not gated.{worse}"
+    );
+    let name: String = format!("gate_{metric}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    (name, svg, caption)
+}
+
+fn gate_section(html: &mut String, latest: &Value) {
+    let gate = match Gate::of(latest) {
+        None => return,
+        Some(Err(err)) => {
             let _ = write!(
                 html,
-                "<p class=\"bad\">{}</p>",
-                esc(r.as_str().unwrap_or(""))
+                "<h2>Gate</h2><p class=\"bad\">The gate's section cannot be read: {}</p>",
+                esc(&err)
             );
+            return;
         }
+        Some(Ok(gate)) => gate,
+    };
+    html.push_str("<h2>Gate</h2>");
+    for r in &gate.reasons {
+        let _ = write!(html, "<p class=\"bad\">{}</p>", esc(r));
     }
-    if checks.is_empty() {
+    if gate.checks.is_empty() {
         html.push_str(
             "<p class=\"note\">No gate compared anything (no baseline: a first model).</p>",
         );
         return;
     }
-    html.push_str("<table><tr><th>check</th><th>slice</th><th>baseline</th><th>candidate</th><th>delta</th><th>limit</th><th>passed</th></tr>");
-    for c in checks {
+    if gate.is_paired() {
+        paired_summary(html, &gate);
+        paired_table(html, &gate);
+    } else {
+        point_table(html, &gate);
+    }
+}
+
+/// The test and its rule in one sentence, then the places gated, underpowered, undefined and
+/// only reported, each with why.
+fn paired_summary(html: &mut String, gate: &Gate) {
+    let confidence = gate.confidence_label();
+    let mut methods: Vec<&str> = Vec::new();
+    for m in gate.checks.iter().filter_map(|c| c.method.as_deref()) {
+        if !methods.contains(&m) {
+            methods.push(m);
+        }
+    }
+    let rule = match gate.rule.as_deref() {
+        Some("non_inferiority") => format!(
+            "non-inferiority: a check passes only when Δ's one-sided {confidence} bound is within its limit"
+        ),
+        Some("no_regression") => format!(
+            "no regression: a check blocks only when Δ's one-sided {confidence} bound is beyond its limit"
+        ),
+        Some(other) => format!("{other} at {confidence} confidence"),
+        None => format!("unnamed rule at {confidence} confidence"),
+    };
+    let _ = write!(
+        html,
+        "<p class=\"note\">Paired test of candidate and baseline on the same test rows ({}); rule {}. \
+         p adjusted by Holm within each slice column.</p>",
+        esc(&if methods.is_empty() {
+            "method not stated".to_string()
+        } else {
+            methods.join(", ")
+        }),
+        esc(&rule)
+    );
+    let lists = gate.lists();
+    html.push_str("<ul class=\"gate-lists\">");
+
+    let gated: Vec<String> = lists
+        .gated
+        .iter()
+        .map(|e| {
+            if e.checks.iter().any(|c| c.status() == Status::Blocked) {
+                format!("{} (blocked)", lists.name(e))
+            } else {
+                lists.name(e)
+            }
+        })
+        .collect();
+    list_item(
+        html,
+        "ok",
+        "Gated",
+        &gated,
+        "the test could see a drop of the limit there, and its bound decided.",
+    );
+
+    let described: Vec<String> = lists
+        .underpowered
+        .iter()
+        .map(|e| {
+            let mut why: Vec<String> = e
+                .checks
+                .first()
+                .and_then(|c| c.counts(false))
+                .into_iter()
+                .collect();
+            for c in &e.checks {
+                let metric = if lists.several_metrics {
+                    format!("{}: ", c.metric.as_deref().unwrap_or("?"))
+                } else {
+                    String::new()
+                };
+                match (c.detectable_drop, c.limit) {
+                    (Some(d), Some(l)) => why.push(format!(
+                        "{metric}detects only a drop of {} or more, the limit is {}",
+                        num(d),
+                        num(l)
+                    )),
+                    (Some(d), None) => {
+                        why.push(format!("{metric}detects only a drop of {} or more", num(d)))
+                    }
+                    _ => {}
+                }
+            }
+            if why.is_empty() {
+                lists.name(e)
+            } else {
+                format!("{} ({})", lists.name(e), why.join("; "))
+            }
+        })
+        .collect();
+    let (blocked, warned): (Vec<&Entry<'_>>, Vec<&Entry<'_>>) = lists
+        .underpowered
+        .iter()
+        .partition(|e| gate.blocked_on(&e.place));
+    let names = |entries: &[&Entry<'_>]| {
+        words(&entries.iter().map(|e| e.place.clone()).collect::<Vec<_>>())
+    };
+    let verdict = match (warned.is_empty(), blocked.is_empty()) {
+        (_, true) => "warned about, not gated: the test could not have detected a drop of the limit there.".to_string(),
+        (true, false) => "the gate blocked on them, although the test could not have detected a drop of the limit there.".to_string(),
+        (false, false) => format!(
+            "{} warned about, not gated; the gate blocked on {}.",
+            names(&warned),
+            names(&blocked)
+        ),
+    };
+    list_item(html, "warn", "Underpowered", &described, &verdict);
+
+    let undefined: Vec<String> = lists
+        .undefined
+        .iter()
+        .map(|e| match e.checks.first() {
+            Some(c) => format!("{} ({})", lists.name(e), c.why_undefined()),
+            None => format!("{} (one class only)", e.place),
+        })
+        .collect();
+    list_item(
+        html,
+        "muted",
+        "Undefined",
+        &undefined,
+        "not gated: the metric has no value where the rows hold one class only.",
+    );
+
+    if !lists.not_gated.is_empty() {
+        let reported: Vec<String> = lists
+            .not_gated
+            .iter()
+            .map(|e| match e.checks.iter().find_map(|c| c.note.as_deref()) {
+                Some(note) => format!("{} ({note})", lists.name(e)),
+                None => lists.name(e),
+            })
+            .collect();
+        list_item(html, "muted", "Not gated", &reported, "reported only.");
+    }
+    html.push_str("</ul>");
+}
+
+/// `<li><b>Title</b> (count): a, b and c. Verdict</li>`, escaped; `none.` and no verdict for
+/// no items.
+fn list_item(html: &mut String, class: &str, title: &str, items: &[String], verdict: &str) {
+    let verdict = if items.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", capitalized(verdict))
+    };
+    let _ = write!(
+        html,
+        "<li><b class=\"{class}\">{}</b> ({}): {}.{}</li>",
+        esc(title),
+        items.len(),
+        esc(&words(items)),
+        esc(&verdict)
+    );
+}
+
+/// `a, b and c`; `none` for no items.
+fn words(items: &[String]) -> String {
+    match items {
+        [] => "none".into(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+fn paired_table(html: &mut String, gate: &Gate) {
+    let _ = write!(
+        html,
+        "<div class=\"wide\"><table class=\"gate\"><tr><th>check</th><th class=\"text\">slice</th>\
+         <th class=\"text\">status</th><th>baseline → candidate</th><th>Δ</th><th>interval ({})</th>\
+         <th>bound</th><th>limit</th><th>p (adjusted)</th><th>rows / positives</th><th>detectable drop</th>\
+         <th class=\"text\">test</th></tr>",
+        esc(&gate.confidence_label())
+    );
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".into(), fine);
+    for c in &gate.checks {
+        let status = c.status();
+        let (row_class, cell_class) = match status {
+            Status::Passed => ("", "ok"),
+            Status::Blocked => (" class=\"flag\"", "bad"),
+            Status::Underpowered => (" class=\"warned\"", "warn"),
+            _ => ("", "muted"),
+        };
+        let limit = match (&c.comparison, c.limit) {
+            (Some(cmp), Some(l)) => format!("{cmp} {}", fine(l)),
+            (_, l) => opt(l),
+        };
         let _ = write!(
             html,
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            if c["passed"] == Value::Bool(false) {
+            "<tr{row_class}><td>{}</td><td class=\"text\">{}</td><td class=\"text {cell_class}\">{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"text\">{}</td></tr>",
+            esc(&c.name),
+            esc(c.place()),
+            esc(status.word()),
+            match (c.baseline, c.candidate) {
+                (None, None) => "-".to_string(),
+                (b, c) => format!("{} → {}", opt(b), opt(c)),
+            },
+            opt(c.delta),
+            c.interval.map_or_else(
+                || "-".into(),
+                |(lo, hi)| format!("[{}, {}]", fine(lo), fine(hi))
+            ),
+            opt(c.bound),
+            esc(&limit),
+            match (c.p_value, c.p_adjusted) {
+                (Some(p), Some(adjusted)) => format!("{} ({})", fine(p), fine(adjusted)),
+                (p, _) => opt(p),
+            },
+            match (c.rows, c.positives) {
+                (Some(r), Some(p)) => format!("{r} / {p}"),
+                (Some(r), None) => format!("{r} / -"),
+                _ => "-".into(),
+            },
+            opt(c.detectable_drop),
+            esc(c.method.as_deref().unwrap_or("-")),
+        );
+        // A note is a sentence: on a line of its own under its check, not in a narrow column.
+        if let Some(note) = &c.note {
+            let _ = write!(
+                html,
+                "<tr{row_class}><td></td><td class=\"text note-cell\" colspan=\"11\">{}</td></tr>",
+                esc(note)
+            );
+        }
+    }
+    html.push_str("</table></div>");
+}
+
+/// An old point gate's checks: numbers and passed, no intervals.
+fn point_table(html: &mut String, gate: &Gate) {
+    html.push_str("<div class=\"wide\"><table class=\"gate\"><tr><th>check</th><th class=\"text\">slice</th><th>baseline</th><th>candidate</th><th>delta</th><th>limit</th><th>passed</th><th class=\"text\">note</th></tr>");
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".into(), num);
+    for c in &gate.checks {
+        let _ = write!(
+            html,
+            "<tr{}><td>{}</td><td class=\"text\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"text wrap\">{}</td></tr>",
+            if c.passed == Some(false) {
                 " class=\"flag\""
             } else {
                 ""
             },
-            esc(c["name"].as_str().unwrap_or("")),
-            esc(c["slice"].as_str().unwrap_or("overall")),
-            c["baseline"].as_f64().map_or_else(|| "-".into(), num),
-            c["candidate"].as_f64().map_or_else(|| "-".into(), num),
-            c["delta"].as_f64().map_or_else(|| "-".into(), num),
-            c["limit"].as_f64().map_or_else(|| "-".into(), num),
-            c["passed"],
+            esc(&c.name),
+            esc(c.place()),
+            opt(c.baseline),
+            opt(c.candidate),
+            opt(c.delta),
+            opt(c.limit),
+            c.passed.map_or("-", |p| if p { "true" } else { "false" }),
+            esc(c.note.as_deref().unwrap_or("")),
         );
     }
-    html.push_str("</table>");
+    html.push_str("</table></div>");
 }
 
 fn environment_table(html: &mut String, report: &Report) {
@@ -463,6 +777,16 @@ fn num(v: f64) -> String {
     }
 }
 
+/// A number in a metric's units to 4 decimals (an interval's end of -0.0001 reads better so
+/// than as -1.00e-4); smaller ones in exponent form.
+fn fine(v: f64) -> String {
+    if v != 0.0 && v.abs() < 1e-4 {
+        format!("{v:.2e}")
+    } else {
+        format!("{}", (v * 1e4).round() / 1e4)
+    }
+}
+
 /// Escapes text for HTML content and attribute values.
 pub fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -477,4 +801,133 @@ pub fn esc(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predictions::Limits;
+
+    fn page_of(record: &Value) -> (String, Vec<String>) {
+        page(&Report::build(std::slice::from_ref(record), Limits::default()).unwrap())
+    }
+
+    fn fixture(name: &str) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../testdata/report")
+            .join(name);
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// The figure named `name`, from its tag to its end.
+    fn figure<'a>(html: &'a str, name: &str) -> &'a str {
+        let start = html
+            .find(&format!("data-plot=\"{name}\""))
+            .unwrap_or_else(|| panic!("no figure {name}"));
+        &html[start..start + html[start..].find("</figure>").unwrap()]
+    }
+
+    #[test]
+    fn a_paired_gate_draws_delta_per_metric_and_lists_gated_underpowered_and_undefined() {
+        let (html, names) = page_of(&fixture("paired-gate.json"));
+        assert_eq!(
+            names,
+            ["gate_auc", "gate_logloss"],
+            "Δ plots instead of the band"
+        );
+        let auc = figure(&html, "gate_auc");
+        assert!(
+            auc.contains("95% interval"),
+            "the legend names the interval"
+        );
+        for label in [
+            "overall (20000 rows, 2600 pos)",
+            "tier=smb (93 rows, 8 pos)",
+            "tenure_bucket=&lt;30d (1800 rows, 410 pos)",
+            "undefined: one class only",
+        ] {
+            assert!(auc.contains(label), "{label} missing from the auc plot");
+        }
+        assert!(figure(&html, "gate_logloss").contains("lower is better"));
+
+        let gate = &html[html.find("<h2>Gate</h2>").unwrap()..];
+        assert!(gate.contains("rule non-inferiority: a check passes only when Δ&#39;s one-sided 95% bound is within its limit"));
+        assert!(gate.contains("(delong, bootstrap)"));
+        assert!(gate.contains(
+            "<b class=\"ok\">Gated</b> (4): overall (auc, logloss), tier=enterprise (auc, logloss), \
+             tenure_bucket=&lt;30d (auc, logloss) and tier=trial (logloss)."
+        ), "{gate}");
+        assert!(gate.contains(
+            "<b class=\"warn\">Underpowered</b> (1): tier=smb (auc, logloss) (93 rows, 8 positives; \
+             auc: detects only a drop of 0.113 or more, the limit is -0.01; logloss: detects only a \
+             drop of 0.098 or more, the limit is 0.01). Warned about, not gated"
+        ), "{gate}");
+        assert!(gate.contains(
+            "<b class=\"muted\">Undefined</b> (1): tier=trial (auc) (auc needs both classes: no \
+             positives among its 60 rows). Not gated"
+        ), "{gate}");
+        assert!(gate.contains(
+            "<b class=\"muted\">Not gated</b> (1): region=north (auc) (30 rows &lt; min_slice_rows 50: reported, not gated)"
+        ), "{gate}");
+        // The table: status words, the interval, p and its adjustment, counts and power.
+        assert!(gate.contains("<th>interval (95%)</th>") && gate.contains("<th>p (adjusted)</th>"));
+        assert!(gate.contains(
+            "<td class=\"text\">tier=smb</td><td class=\"text warn\">underpowered</td><td>0.8 → 0.788</td>\
+             <td>-0.012</td><td>[-0.0904, 0.0664]</td><td>-0.0778</td><td>&gt;= -0.01</td>\
+             <td>0.76 (1)</td><td>93 / 8</td><td>0.113</td>"
+        ), "{gate}");
+        for word in ["passed", "underpowered", "undefined", "not gated"] {
+            assert!(gate.contains(&format!("\">{word}</td>")), "status {word}");
+        }
+        assert!(
+            html.contains("gate (paired test, 95%)"),
+            "the card says how it was gated"
+        );
+    }
+
+    #[test]
+    fn an_old_point_gate_keeps_the_noise_floor_plot_and_its_table() {
+        let (html, names) = page_of(&fixture("point-gate.json"));
+        assert_eq!(names, ["slices"]);
+        assert!(figure(&html, "slices").contains("noise floor"));
+        assert!(!html.contains("interval ("), "no intervals to show");
+        assert!(!html.contains("class=\"gate-lists\""));
+        let gate = &html[html.find("<h2>Gate</h2>").unwrap()..];
+        assert!(gate.contains(
+            "<td>max_slice_drop</td><td class=\"text\">tenure_bucket=&lt;30d</td><td>0.79</td><td>0.786</td>\
+             <td>-0.004</td><td>-0.01</td><td>true</td>"
+        ), "{gate}");
+        assert!(gate.contains("limit from the noise floor"));
+    }
+
+    #[test]
+    fn blocking_on_an_underpowered_slice_is_said_and_injected_text_is_escaped() {
+        let mut record = fixture("paired-gate.json");
+        let checks = record["gate"]["checks"].as_array_mut().unwrap();
+        let smb = checks
+            .iter_mut()
+            .find(|c| c["slice"] == "tier=smb" && c["metric"] == "auc")
+            .unwrap();
+        smb["passed"] = Value::Bool(false);
+        smb["note"] = "<script>alert(1)</script>".into();
+        record["gate"]["rule"] = "<b>own</b>".into();
+        let mut html = String::new();
+        gate_section(&mut html, &record);
+        assert!(
+            html.contains("The gate blocked on them, although the test could not"),
+            "{html}"
+        );
+        assert!(!html.contains("<script>") && !html.contains("<b>own"));
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+
+        let mut html = String::new();
+        gate_section(
+            &mut html,
+            &serde_json::json!({"gate": {"checks": [{"interval": "wide"}]}}),
+        );
+        assert!(
+            html.contains("The gate's section cannot be read: gate.checks[0]: invalid type"),
+            "{html}"
+        );
+    }
 }

@@ -81,7 +81,7 @@ ONLY=""
 for b in ${ONLY_IN//,/ }; do
     case "$b" in
         train|ckpt) ONLY="${ONLY:+$ONLY,}$b" ;;
-        mf-hash|shardify|ds-validate|leak-check|ddp) ;;  # another script's benchmark
+        mf-hash|shardify|ds-validate|leak-check|ddp|gate) ;;  # another script's benchmark
         *) die "unknown benchmark in BENCH_ONLY: $b (this script has train, ckpt)" ;;
     esac
 done

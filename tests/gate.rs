@@ -158,8 +158,10 @@ fn a_missing_metric_or_slice_is_a_failure_not_a_pass() {
         .unwrap()
         .remove("tenure_bucket");
     record["manifest"]["eval"]["gates"]["brier_min_delta"] = json!(0.0);
+    // A manifest edited after hashing is refused (tested below); this record was never hashed.
+    record.as_object_mut().unwrap().remove("manifest_hash");
     let out = tool("gate").stdin(record.to_string()).run();
-    assert_eq!(out.code, 1);
+    assert_eq!(out.code, 1, "{}", out.stderr);
     let reasons: Vec<String> = out.json()["gate"]["reasons"]
         .as_array()
         .unwrap()
@@ -315,7 +317,29 @@ fn a_baseline_scored_on_other_rows_of_the_same_size_is_refused() {
     std::fs::write(&baseline, elsewhere.stdout).unwrap();
     let gated = tool("gate")
         .args(["--baseline".as_ref(), baseline.as_os_str(), "-q".as_ref()])
-        .stdin(candidate.stdout)
+        .stdin(candidate.stdout.clone())
+        .run();
+    // Per-row scores of other rows cannot be paired: refused as input, naming both digests.
+    assert_eq!(gated.code, 2, "{}", gated.stdout);
+    assert!(gated.stdout.is_empty());
+    assert!(
+        gated.stderr.starts_with(
+            "gate: row_scores: the candidate's scores are of the rows with rows_blake3 "
+        ),
+        "{}",
+        gated.stderr
+    );
+
+    // Without per-row scores (an evaluation from before they were recorded) the digests are
+    // compared as a check, which blocks.
+    let mut old_candidate = candidate.json();
+    old_candidate["evaluate"]
+        .as_object_mut()
+        .unwrap()
+        .remove("row_scores");
+    let gated = tool("gate")
+        .args(["--baseline".as_ref(), baseline.as_os_str(), "-q".as_ref()])
+        .stdin(old_candidate.to_string())
         .run();
     assert_eq!(gated.code, 1, "{}", gated.stdout);
     let reasons = gated.json()["gate"]["reasons"].clone();
@@ -325,5 +349,186 @@ fn a_baseline_scored_on_other_rows_of_the_same_size_is_refused() {
             .unwrap()
             .starts_with("overall: scored on different rows: rows_blake3 "),
         "{reasons}"
+    );
+}
+
+/// Per-row scores of two models on the same 400 rows in two tiers, and the record that names
+/// them, as evaluate writes them.
+fn paired_files(dir: &std::path::Path) -> Value {
+    use runfn_data::row_scores::RowScores;
+    let n = 400u64;
+    let labels: Vec<bool> = (0..n).map(|i| i % 3 == 0).collect();
+    let score = |shift: f64| -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                let y = if i % 3 == 0 { 0.3 } else { 0.0 };
+                (((i * 37 % 101) as f64 / 101.0) * 0.6 + y + shift).clamp(0.0, 1.0)
+            })
+            .collect()
+    };
+    let file = |name: &str, shift: f64| {
+        let path = dir.join(format!("{name}.parquet"));
+        let blake3 = RowScores {
+            split: "test".into(),
+            rows_blake3: "c".repeat(64),
+            rows: (0..n).collect(),
+            labels: labels.clone(),
+            scores: score(shift),
+            slices: vec![(
+                "tier".into(),
+                (0..n).map(|i| format!("t{}", i % 2)).collect(),
+            )],
+            ..RowScores::default()
+        }
+        .write(&path)
+        .unwrap();
+        json!({"overall": {"rows": n}, "rows_blake3": "c".repeat(64),
+               "row_scores": {"path": path, "blake3": blake3}})
+    };
+    json!({
+        "manifest": {"seed": 1, "eval": {"slices": ["tier"],
+            "gates": {"auc_min_delta": -0.002, "max_slice_drop": 0.01}}},
+        "evaluate": file("candidate", 0.01),
+        "baseline": file("baseline", 0.0),
+    })
+}
+
+#[test]
+fn a_paired_record_is_decided_by_the_test_and_schema_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tool("gate")
+        .stdin(paired_files(dir.path()).to_string())
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let record = out.json();
+    crate::schema::gate_matches_its_schema(&record);
+    let gate = &record["gate"];
+    assert_eq!(gate["method"], "paired");
+    assert_eq!(gate["rule"], "no_regression");
+    let overall = gate["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "auc_min_delta")
+        .unwrap();
+    assert_eq!(overall["status"], "passed");
+    assert_eq!(overall["method"], "delong");
+    assert_eq!(overall["rows"], 400);
+    assert!(overall["detectable_drop"].as_f64().unwrap() >= 0.002);
+}
+
+#[test]
+fn paired_bad_input_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = paired_files(dir.path());
+    let gate = |record: &Value| tool("gate").stdin(record.to_string()).run();
+
+    // Scores for other rows: the baseline's file holds 399 of the 400.
+    let mut other = good.clone();
+    let fewer = dir.path().join("fewer.parquet");
+    let mut scores = runfn_data::row_scores::RowScores::read(std::path::Path::new(
+        good["baseline"]["row_scores"]["path"].as_str().unwrap(),
+    ))
+    .unwrap();
+    scores.rows.pop();
+    scores.labels.pop();
+    scores.scores.pop();
+    scores.slices[0].1.pop();
+    let digest = scores.write(&fewer).unwrap();
+    other["baseline"]["row_scores"] = json!({"path": fewer, "blake3": digest});
+    gate(&other).assert_bad_input(
+        "gate",
+        "row_scores: the candidate's scores (400 rows) and the baseline's (399 rows) do not cover the same rows: row 399 is the candidate's only",
+    );
+
+    // A file changed after it was recorded, then one truncated (and recorded so).
+    let path = std::path::PathBuf::from(good["baseline"]["row_scores"]["path"].as_str().unwrap());
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let out = gate(&good);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("baseline.row_scores.blake3") && out.stderr.contains("changed after"),
+        "{}",
+        out.stderr
+    );
+    let mut truncated = good.clone();
+    truncated["baseline"]["row_scores"]["blake3"] =
+        json!(blake3::hash(&bytes[..bytes.len() / 2]).to_hex().to_string());
+    let out = gate(&truncated);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("not a readable Parquet file"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty());
+    std::fs::write(&path, &bytes).unwrap();
+
+    // NaN scores.
+    let mut nan = runfn_data::row_scores::RowScores::read(&path).unwrap();
+    nan.scores[7] = f64::NAN;
+    let nan_path = dir.path().join("nan.parquet");
+    let digest = nan.write(&nan_path).unwrap();
+    let mut with_nan = good.clone();
+    with_nan["baseline"]["row_scores"] = json!({"path": nan_path, "blake3": digest});
+    let out = gate(&with_nan);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("row 7: score is NaN"), "{}", out.stderr);
+
+    // The rule's settings.
+    let mut confidence = good.clone();
+    confidence["manifest"]["eval"]["confidence"] = json!(1.5);
+    let out = gate(&confidence);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("manifest.eval.confidence: must be a number between 0.5 and 1"),
+        "{}",
+        out.stderr
+    );
+    let mut rule = good.clone();
+    rule["manifest"]["eval"]["rule"] = json!("no_regresion");
+    let out = gate(&rule);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("manifest.eval.rule: must be `no_regression` or `non_inferiority`")
+            && out.stderr.contains("did you mean `no_regression`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_manifest_edited_after_hashing_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut record = paired_files(dir.path());
+    let hashed = tool("mf-hash")
+        .args(["-", "-q"])
+        .stdin(serde_json::to_string(&json!({
+            "run_id": "edited", "seed": 1,
+            "data": {"snapshot": "./s@snapshot=t", "label": "y", "splits": {"train": "id < 9", "test": "id >= 9"}},
+            "code": {"commit": "9c41be0", "image": format!("registry.example.com/t@sha256:{}", "a".repeat(64))},
+            "eval": record["manifest"]["eval"].clone(),
+        })).unwrap())
+        .run();
+    assert_eq!(hashed.code, 0, "{}", hashed.stderr);
+    let hashed = hashed.json();
+    record["manifest"] = hashed["manifest"].clone();
+    record["manifest_hash"] = hashed["manifest_hash"].clone();
+    let honest = tool("gate").stdin(record.to_string()).run();
+    assert_eq!(honest.code, 0, "{}\n{}", honest.stderr, honest.stdout);
+    record["manifest"]["eval"]
+        .as_object_mut()
+        .unwrap()
+        .remove("gates");
+    let out = tool("gate").stdin(record.to_string()).run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("gate: manifest_hash: the record's manifest hashes to"),
+        "{}",
+        out.stderr
     );
 }

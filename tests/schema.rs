@@ -368,7 +368,13 @@ struct SliceSpread {
 struct Gate {
     passed: bool,
     no_baseline: bool,
+    method: String,
+    rule: Option<String>,
+    confidence: Option<f64>,
+    resamples: Option<u64>,
     gates_run: Vec<String>,
+    underpowered: Vec<String>,
+    undefined: Vec<String>,
     checks: Vec<GateCheck>,
     reasons: Vec<String>,
 }
@@ -386,6 +392,19 @@ struct GateCheck {
     comparison: String,
     passed: bool,
     note: Option<String>,
+    // The paired test's numbers (absent from point comparisons and absolute gates).
+    status: Option<String>,
+    method: Option<String>,
+    se: Option<f64>,
+    se_rows: Option<f64>,
+    se_training: Option<f64>,
+    interval: Option<[f64; 2]>,
+    bound: Option<f64>,
+    p_value: Option<f64>,
+    p_adjusted: Option<f64>,
+    rows: Option<u64>,
+    positives: Option<u64>,
+    detectable_drop: Option<f64>,
 }
 
 /// The section `key` of `record`, which must match its struct and hold the README's fields.
@@ -399,6 +418,16 @@ fn section<T: serde::de::DeserializeOwned>(record: &Value, key: &str) -> T {
 /// For tests elsewhere whose records hold optional parts (evaluate's contamination).
 pub fn evaluate_matches_its_schema(record: &Value) {
     let _: Evaluate = section(record, "evaluate");
+}
+
+/// For the train tests whose records hold optional parts (early stopping).
+pub fn train_matches_its_schema(record: &Value) {
+    let _: Train = section(record, "train");
+}
+
+/// For the gate's tests: a paired decision's section.
+pub fn gate_matches_its_schema(record: &Value) {
+    let _: Gate = section(record, "gate");
 }
 
 fn timings(record: &Value) {
@@ -794,6 +823,7 @@ struct Train {
     final_loss: Option<f64>,
     val: Option<EvalMetrics>,
     best: Option<TrainBest>,
+    early_stopping: Option<TrainEarlyStopping>,
     shards_index_blake3: String,
     distributed: Option<TrainDistributed>,
     alerts: Vec<TrainAlert>,
@@ -805,6 +835,18 @@ struct TrainBest {
     step: u64,
     val_auc: f64,
     checkpoint: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainEarlyStopping {
+    patience: u64,
+    stopped_at_step: Option<u64>,
+    best_step: Option<u64>,
+    best_val_auc: Option<f64>,
+    evaluations_since_best: u64,
+    weights_step: u64,
+    note: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -866,7 +908,25 @@ struct Evaluate {
     rows_blake3: String,
     overall: EvalMetrics,
     slices: std::collections::BTreeMap<String, std::collections::BTreeMap<String, EvalMetrics>>,
+    row_scores: RowScoresRef,
+    unseen: std::collections::BTreeMap<String, Unseen>,
     contamination: Option<Contamination>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RowScoresRef {
+    path: String,
+    blake3: String,
+    rows: u64,
+    key: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Unseen {
+    rows: u64,
+    fraction: f64,
 }
 
 #[derive(Deserialize)]

@@ -9,6 +9,7 @@ mod ds_validate;
 mod evaluate;
 mod gate;
 mod gate_nights;
+mod gate_oracle;
 mod hostile;
 mod hosts;
 mod leak_check;

@@ -44,6 +44,17 @@ pub fn pair(candidate: &RowScores, baseline: &RowScores) -> Result<PairedScores,
             baseline.key_column.as_deref().unwrap_or("position")
         )));
     }
+    if !candidate.rows_blake3.is_empty()
+        && !baseline.rows_blake3.is_empty()
+        && candidate.rows_blake3 != baseline.rows_blake3
+    {
+        let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
+        return Err(refuse(format!(
+            "the candidate's scores are of the rows with rows_blake3 {} and the baseline's of {}: not the same test split",
+            short(&candidate.rows_blake3),
+            short(&baseline.rows_blake3)
+        )));
+    }
     let keys = |scores: &RowScores| -> Vec<String> {
         match &scores.keys {
             Some(keys) => keys.clone(),
@@ -169,6 +180,13 @@ mod tests {
                 .to_string()
                 .ends_with("row 3 is the baseline's only")
         );
+        let mut elsewhere = scores(&[0, 1, 2], &[true, false, true], &[0.6, 0.2, 0.7]);
+        elsewhere.rows_blake3 = "b".repeat(64);
+        let mut here = c.clone();
+        here.rows_blake3 = "a".repeat(64);
+        assert!(pair(&here, &elsewhere).unwrap_err().to_string().ends_with(
+            "rows_blake3 aaaaaaaaaaaa and the baseline's of bbbbbbbbbbbb: not the same test split"
+        ));
         let relabelled = scores(&[0, 1, 2], &[true, true, true], &[0.6, 0.2, 0.7]);
         assert_eq!(
             pair(&c, &relabelled).unwrap_err().to_string(),

@@ -99,7 +99,8 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     predictions: Option<PathBuf>,
     /// Where the per-row scores go (Parquet, for gate's paired test); a path or store URL.
-    /// Default: beside the scored model's training, row-scores-<evaluate|baseline>-<split>.parquet.
+    /// Default: beside the scored model's training,
+    /// row-scores-<evaluate|baseline>-<split>-<weights blake3>-<rows blake3>.parquet (12 hex each).
     #[arg(long, value_name = "FILE|URL")]
     row_scores: Option<String>,
     /// The shard folder (default: the record's shards.dir).
@@ -199,10 +200,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }
         _ => None,
     };
-    let row_scores_at = match &args.row_scores {
-        Some(location) => location.clone(),
-        None => default_row_scores(&record, section, &args.split)?,
-    };
+
     let shards = inputs::shards(&record, args.shards)?;
     let Some(split) = shards.index.splits.get(&args.split) else {
         return Err(InputError::field(
@@ -316,6 +314,10 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         )
         .into());
     }
+    let row_scores_at = match &args.row_scores {
+        Some(location) => location.clone(),
+        None => default_row_scores(&record, section, &args.split, &loaded.blake3, &rows_blake3)?,
+    };
     let per_row = RowScores {
         split: args.split.clone(),
         rows_blake3: rows_blake3.clone(),
@@ -437,9 +439,22 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     }
 }
 
-/// Beside the scored model's training (train.weights' folder), else beside the shards.
-fn default_row_scores(record: &Record, section: &str, split: &str) -> anyhow::Result<String> {
-    let name = format!("row-scores-{section}-{split}.parquet");
+/// Beside the scored model's training (train.weights' folder), else beside the shards, named by
+/// the model and the rows scored, so scoring other rows or another model never overwrites a file
+/// an earlier record names.
+fn default_row_scores(
+    record: &Record,
+    section: &str,
+    split: &str,
+    weights_blake3: &str,
+    rows_blake3: &str,
+) -> anyhow::Result<String> {
+    let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
+    let name = format!(
+        "row-scores-{section}-{split}-{}-{}.parquet",
+        short(weights_blake3),
+        short(rows_blake3)
+    );
     let folder = record
         .get_path("train.weights")
         .and_then(Value::as_str)

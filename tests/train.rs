@@ -511,6 +511,18 @@ fn asking_for_cuda_without_it_fails_cleanly() {
 
 /// A tiny CSV snapshot with a record to shard and train it: `rows` are `x,cat,y` values.
 pub fn tiny_run(dir: &Path, rows: &[(&str, &str, &str)], config: Value) -> String {
+    let n = rows.len();
+    let splits = serde_json::json!({"train": format!("id < {}", n * 3 / 4), "val": format!("id >= {}", n * 3 / 4)});
+    tiny_run_with_splits(dir, rows, config, splits)
+}
+
+/// `tiny_run` with the splits given.
+pub fn tiny_run_with_splits(
+    dir: &Path,
+    rows: &[(&str, &str, &str)],
+    config: Value,
+    splits: Value,
+) -> String {
     let snapshot = dir.join("snapshot");
     std::fs::create_dir_all(&snapshot).unwrap();
     let mut csv = String::from("id,x,cat,y\n");
@@ -518,13 +530,11 @@ pub fn tiny_run(dir: &Path, rows: &[(&str, &str, &str)], config: Value) -> Strin
         csv.push_str(&format!("{i},{x},{cat},{y}\n"));
     }
     std::fs::write(snapshot.join("data.csv"), csv).unwrap();
-    let n = rows.len();
     let record = serde_json::json!({
         "manifest": {
             "run_id": "tiny",
             "seed": 1,
-            "data": {"label": "y", "entity": "id",
-                     "splits": {"train": format!("id < {}", n * 3 / 4), "val": format!("id >= {}", n * 3 / 4)}},
+            "data": {"label": "y", "entity": "id", "splits": splits},
             "config": config,
         },
         "manifest_hash": "blake3:tiny",
@@ -864,7 +874,8 @@ fn val_aucs(out: &Path) -> Vec<(u64, f64)> {
 }
 
 /// A run that scores val every 25 steps with a learning rate high enough to overfit, so the
-/// best val AUC comes before the end.
+/// best val AUC comes before the end. Early stopping stays off (the fixture's patience 0): the
+/// run goes on to max_steps and its weights are the last step's.
 pub fn keep_best_record() -> String {
     edited(|r| {
         let config = &mut r["manifest"]["config"];
@@ -985,4 +996,179 @@ fn keep_best_with_two_ranks_checkpoints_a_new_best_with_both_ranks_places() {
             {"rank": 1, "epoch": state["epoch"], "position": state["position"], "rows": [64, 128]},
         ])
     );
+}
+
+/// The overfitting run of `keep_best_record` with early stopping instead: it ends three val
+/// evaluations (75 steps) after the best one.
+pub fn early_stopping_record() -> String {
+    edited(|r| {
+        let config = &mut r["manifest"]["config"];
+        config["patience"] = 3.into();
+        config["eval_every"] = 25.into();
+        config["max_steps"] = 400.into();
+        config["lr"] = 0.05.into();
+        config["hidden"] = serde_json::json!([64, 32]);
+        config["dropout"] = 0.into();
+    })
+}
+
+/// The (step, val AUC) of the best evaluation, the first of the highest.
+fn best_of(aucs: &[(u64, f64)]) -> (u64, f64) {
+    aucs.iter()
+        .fold((0, f64::MIN), |b, &(s, a)| if a > b.1 { (s, a) } else { b })
+}
+
+#[test]
+fn early_stopping_ends_the_run_after_patience_evaluations_and_writes_the_best_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let trained = train(&early_stopping_record(), &out, &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let record = trained.json();
+    crate::schema::train_matches_its_schema(&record);
+    let section = &record["train"];
+    let stopping = &section["early_stopping"];
+    let aucs = val_aucs(&out);
+    let (argmax, max) = best_of(&aucs);
+    let stopped = stopping["stopped_at_step"].as_u64().unwrap();
+    assert_eq!(
+        stopped,
+        argmax + 3 * 25,
+        "three evaluations after the best: {aucs:?}"
+    );
+    assert!(stopped < 400, "{aucs:?}");
+    assert_eq!(
+        aucs.last().unwrap().0,
+        stopped,
+        "no evaluation after the stop"
+    );
+    assert!(
+        aucs.iter().filter(|a| a.0 > argmax).all(|a| a.1 <= max),
+        "{aucs:?}"
+    );
+    assert_eq!(section["steps"], stopped);
+    assert_eq!(stopping["patience"], 3);
+    assert_eq!(stopping["best_step"], argmax);
+    assert_eq!(stopping["best_val_auc"], max);
+    assert_eq!(stopping["evaluations_since_best"], 3);
+    assert_eq!(stopping["weights_step"], argmax);
+    assert_eq!(stopping.get("note"), None, "{stopping}");
+    assert_eq!(
+        section["best"]["step"], argmax,
+        "the best checkpoint is kept"
+    );
+    // `evaluate` with no flags scores train.weights, which are the best step's.
+    let scored = tool("evaluate")
+        .args(["--split", "val", "-q"])
+        .stdin(trained.stdout.clone())
+        .run();
+    assert_eq!(scored.code, 0, "{}", scored.stderr);
+    let auc = scored.json()["evaluate"]["overall"]["auc"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (auc - max).abs() < 1e-9,
+        "the weights score val as the best evaluation did: {auc} vs {max}"
+    );
+    let best = tool("evaluate")
+        .args(["--checkpoint", "best", "--split", "val", "-q"])
+        .stdin(trained.stdout)
+        .run();
+    assert_eq!(
+        best.json()["evaluate"]["overall"]["auc"].as_f64().unwrap(),
+        auc
+    );
+}
+
+#[test]
+fn an_early_stopped_run_killed_and_resumed_stops_at_the_same_step_with_the_same_weights() {
+    let record = early_stopping_record();
+    let dir = tempfile::tempdir().unwrap();
+    let straight = train(&record, &dir.path().join("straight"), &[]);
+    let stopping = straight.json()["train"]["early_stopping"].clone();
+    let stopped = stopping["stopped_at_step"].as_u64().unwrap();
+    let out = dir.path().join("killed");
+    // Killed between the best and the stop, where the count of evaluations since the best comes
+    // from the checkpoint, or before the best.
+    let target = random_in(30, stopped - 5);
+    let mut child = start(&record, &out, &[], &[]);
+    wait_for_step(&out, target, &mut child);
+    signal(&child, "-KILL");
+    crate::util::wait_within(child, Duration::from_secs(30));
+    let resumed = train(&record, &out, &[]);
+    assert_eq!(
+        weights_hash(&resumed),
+        weights_hash(&straight),
+        "killed at step {target}"
+    );
+    assert_eq!(resumed.json()["train"]["early_stopping"], stopping);
+    // Run again once stopped: nothing to train, the same weights.
+    let again = train(&record, &out, &[]);
+    let section = &again.json()["train"];
+    assert_eq!(section["resumed_from"]["step"], stopped);
+    assert_eq!(section["steps_this_run"], 0);
+    assert_eq!(section["early_stopping"], stopping);
+    assert_eq!(weights_hash(&again), weights_hash(&straight));
+}
+
+#[test]
+fn without_a_val_split_early_stopping_trains_every_step_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = tiny_rows(200);
+    let as_refs: Vec<(&str, &str, &str)> =
+        rows.iter().map(|(x, c, y)| (x.as_str(), *c, *y)).collect();
+    let config = serde_json::json!({"hidden": [4], "global_batch": 16, "max_steps": 40});
+    let record = tiny_run_with_splits(
+        dir.path(),
+        &as_refs,
+        config,
+        serde_json::json!({"train": "id < 150", "test": "id >= 150"}),
+    );
+    let out = tool("train")
+        .args(["--out".as_ref(), dir.path().join("run").as_os_str()])
+        .args(["--threads", "1"])
+        .stdin(record)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "train: warning: no val split: early stopping (patience 10) has nothing to watch"
+        ),
+        "{}",
+        out.stderr
+    );
+    let section = &out.json()["train"];
+    assert_eq!(section["steps"], 40);
+    let stopping = &section["early_stopping"];
+    assert_eq!(stopping["stopped_at_step"], Value::Null);
+    assert_eq!(stopping["best_step"], Value::Null);
+    assert_eq!(stopping["weights_step"], 40);
+    assert!(
+        stopping["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("no val split"),
+        "{stopping}"
+    );
+    assert_eq!(section["best"], Value::Null);
+}
+
+#[test]
+fn early_stopping_with_two_ranks_stops_every_rank_at_rank_0s_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ranks");
+    let trained = train(
+        &early_stopping_record(),
+        &out,
+        &["--nproc-per-node", "2", "--dist-timeout", "20"],
+    );
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let section = &trained.json()["train"];
+    let stopping = &section["early_stopping"];
+    let aucs = val_aucs(&out);
+    let (argmax, _) = best_of(&aucs);
+    assert_eq!(stopping["best_step"], argmax, "{aucs:?}");
+    assert_eq!(stopping["stopped_at_step"], argmax + 75, "{aucs:?}");
+    assert_eq!(section["steps"], argmax + 75);
+    assert_eq!(stopping["weights_step"], argmax);
 }

@@ -2,8 +2,9 @@
 //! moments) written first, then `step-NNNNNNNNNN.json` (every counter and the tensors' blake3),
 //! each atomically. The JSON is the commit mark: a tensors file without one is an interrupted
 //! save and is removed; a JSON whose tensors do not match its checksum is skipped with a warning
-//! and the previous checkpoint is used. With `keep_best` the checkpoint of the best val AUC is
-//! kept beside the newest ones, and every later checkpoint names it.
+//! and the previous checkpoint is used. With `keep_best` (and early stopping, which implies it) the
+//! checkpoint of the best val AUC is kept beside the newest ones, and every later checkpoint names
+//! it.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -48,10 +49,14 @@ pub struct CheckpointState {
     /// The model's shape, so that one checkpoint can be scored on its own.
     #[serde(default)]
     pub architecture: Option<Architecture>,
-    /// With `keep_best`: the best checkpoint so far, carried so a resumed run knows what to beat
-    /// and pruning knows what to keep.
+    /// With `keep_best` (or early stopping): the best checkpoint so far, carried so a resumed run
+    /// knows what to beat and pruning knows what to keep.
     #[serde(default)]
     pub best: Option<Best>,
+    /// With early stopping: the val evaluations since the best one that did not beat it, so a
+    /// resumed run stops where an uninterrupted one does (at `patience` it has stopped).
+    #[serde(default)]
+    pub evaluations_since_best: u64,
 }
 
 /// The checkpoint with the highest val AUC so far.
@@ -435,6 +440,7 @@ pub(crate) mod tests {
             ranks: vec![],
             architecture: None,
             best: None,
+            evaluations_since_best: 0,
         }
     }
 

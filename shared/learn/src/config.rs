@@ -21,10 +21,15 @@ pub struct TrainConfig {
     /// Clip the global gradient norm to this (0: no clipping).
     pub grad_clip: f64,
     pub eval_every: u64,
+    /// Early stopping: the run ends after this many val evaluations in a row without a higher
+    /// val AUC than the best so far, and the weights written are the best evaluation's (0: off,
+    /// the last step's weights). Without a val split the run trains all max_steps.
+    pub patience: u64,
     pub ckpt_every: u64,
     pub keep_checkpoints: usize,
     /// Also keep the checkpoint with the highest val AUC, checkpointing every step whose val
-    /// AUC beats the best so far.
+    /// AUC beats the best so far. On whenever early stopping is, which writes that checkpoint's
+    /// weights.
     pub keep_best: bool,
     pub log_every: u64,
     pub embedding_dim: i64,
@@ -63,6 +68,7 @@ const KEYS: &[&str] = &[
     "min_lr_ratio",
     "grad_clip",
     "eval_every",
+    "patience",
     "ckpt_every",
     "keep_checkpoints",
     "keep_best",
@@ -248,6 +254,15 @@ impl TrainConfig {
             ),
         };
         let max_steps = int("max_steps", 2000, 1)?;
+        let patience = int("patience", 10, 0)?;
+        let keep_best = boolean("keep_best", patience > 0)?;
+        if patience > 0 && !keep_best {
+            return Err(format!(
+                "{}: early stopping (patience {patience}) writes the weights of the best val AUC, so it \
+                 keeps that checkpoint; set patience: 0 to turn early stopping off as well",
+                field("keep_best")
+            ));
+        }
         let config = TrainConfig {
             hidden,
             dropout: float("dropout", 0.1, |x| (0.0..1.0).contains(&x), "in [0, 1)")?,
@@ -263,10 +278,11 @@ impl TrainConfig {
                 "in [0, 1]",
             )?,
             grad_clip: float("grad_clip", 1.0, |x| x >= 0.0, ">= 0")?,
-            eval_every: int("eval_every", 500, 1)?,
+            eval_every: int("eval_every", 50, 1)?,
+            patience,
             ckpt_every: int("ckpt_every", 500, 1)?,
             keep_checkpoints: int("keep_checkpoints", 2, 1)? as usize,
-            keep_best: boolean("keep_best", false)?,
+            keep_best,
             log_every: int("log_every", 10, 1)?,
             embedding_dim: int("embedding_dim", 8, 1)? as i64,
             max_vocab: int("max_vocab", 1000, 1)? as usize,
@@ -306,11 +322,20 @@ mod tests {
         assert!(TrainConfig::from_json(None).unwrap().missing_indicators);
         let c = TrainConfig::from_json(Some(&json!({"missing_indicators": false}))).unwrap();
         assert!(!c.missing_indicators);
-        assert!(!c.keep_best);
+        assert!(c.patience > 0, "early stopping is on by default");
+        assert!(c.keep_best, "early stopping keeps the best checkpoint");
+        let off = TrainConfig::from_json(Some(&json!({"patience": 0}))).unwrap();
+        assert!(!off.keep_best, "off, it keeps no best unless asked");
         assert!(
-            TrainConfig::from_json(Some(&json!({"keep_best": true})))
+            TrainConfig::from_json(Some(&json!({"patience": 0, "keep_best": true})))
                 .unwrap()
                 .keep_best
+        );
+        assert_eq!(
+            TrainConfig::from_json(Some(&json!({"patience": 3})))
+                .unwrap()
+                .patience,
+            3
         );
         assert_eq!(c.alerts, AlertConfig::default());
         let c = TrainConfig::from_json(Some(&json!({"alerts": {
@@ -372,6 +397,19 @@ mod tests {
         let err = TrainConfig::from_json(Some(&json!({"alerts": [1]}))).unwrap_err();
         assert!(
             err.starts_with("manifest.config.alerts: must be an object"),
+            "{err}"
+        );
+        let err = TrainConfig::from_json(Some(&json!({"patient": 5}))).unwrap_err();
+        assert!(err.contains("did you mean `patience`"), "{err}");
+        let err = TrainConfig::from_json(Some(&json!({"patience": -1}))).unwrap_err();
+        assert_eq!(
+            err,
+            "manifest.config.patience: must be an integer >= 0, found -1"
+        );
+        let err = TrainConfig::from_json(Some(&json!({"keep_best": false}))).unwrap_err();
+        assert!(
+            err.starts_with("manifest.config.keep_best: early stopping")
+                && err.contains("patience: 0"),
             "{err}"
         );
         let err = TrainConfig::from_json(Some(&json!({"keep_best": 1}))).unwrap_err();

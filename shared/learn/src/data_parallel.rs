@@ -26,6 +26,8 @@ pub struct Start {
     pub samples: u64,
     pub optimizer_step: u64,
     pub threads: i32,
+    /// The checkpoint resumed from is the one where early stopping ended the run: no steps left.
+    pub stopped: bool,
 }
 
 /// Rank 0's `start` on every rank (others pass None).
@@ -53,6 +55,13 @@ pub fn share_parameters(group: &ProcessGroup, model: &Mlp, optimizer: &AdamW) ->
         }
     }
     Ok(())
+}
+
+/// Rank 0's `flag` on every rank: a decision only rank 0 can make (it alone scores val).
+pub fn share_flag(group: &ProcessGroup, flag: bool) -> Result<bool> {
+    let on_group = Tensor::from_slice(&[u8::from(flag)]).to_device(group.device());
+    group.broadcast(&on_group, 0)?;
+    Ok(on_group.to_device(tch::Device::Cpu).int64_value(&[0]) == 1)
 }
 
 /// Every rank's state at a checkpoint, in rank order.

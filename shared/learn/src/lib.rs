@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod data_parallel;
 pub mod device;
+pub mod early_stopping;
 pub mod features;
 pub mod inputs;
 pub mod loader;

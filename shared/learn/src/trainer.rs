@@ -1,6 +1,7 @@
-//! The training loop: resume from the newest valid checkpoint, train to `max_steps` with the
-//! input pipeline running ahead, evaluate on val, checkpoint by steps or seconds, and write the
-//! model file. Returns the report that becomes the record's `train` section.
+//! The training loop: resume from the newest valid checkpoint, train to `max_steps` (or until
+//! early stopping ends it) with the input pipeline running ahead, evaluate on val, checkpoint by
+//! steps or seconds, and write the model file: the best val AUC's weights with early stopping,
+//! else the last step's. Returns the report that becomes the record's `train` section.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -20,11 +21,10 @@ use tch::{Device, Kind, Reduction, Tensor};
 use crate::adamw::AdamW;
 use crate::alerts::{Alert, Detector, Notifier};
 use crate::async_checkpoint;
-use crate::checkpoint::{
-    self, Best, CheckpointState, OptimizerState, RankState, RngState, TensorsRef,
-};
+use crate::checkpoint::{self, CheckpointState, OptimizerState, RankState, RngState, TensorsRef};
 use crate::config::TrainConfig;
 use crate::data_parallel::{self, GradientSync, Start};
+use crate::early_stopping::{EarlyStoppingReport, ValWatch};
 use crate::features::{self, Preprocess, Reserved};
 use crate::loader::{Loader, LoaderOptions, ShardSet};
 use crate::metrics::{self, Metrics};
@@ -106,9 +106,11 @@ pub struct TrainReport {
     pub features: Value,
     pub final_loss: Option<f64>,
     pub val: Option<Metrics>,
-    /// With `keep_best`: the kept checkpoint of the highest val AUC (null: keep_best off, or no
-    /// val AUC yet).
+    /// With `keep_best` or early stopping: the kept checkpoint of the highest val AUC (null:
+    /// both off, or no val AUC yet).
     pub best: Option<BestReport>,
+    /// What early stopping did (null: `patience` 0).
+    pub early_stopping: Option<EarlyStoppingReport>,
     pub shards_index_blake3: String,
     /// The data-parallel job, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -202,6 +204,8 @@ fn train_job(
         );
     };
     let val_set = split_shards(job, "val");
+    // Early stopping watches the val AUC; with no val split there is nothing to watch.
+    let early = config.patience > 0 && val_set.is_some();
     let group = job.group.as_ref();
     let (rank, world) = group.map_or((0, 1), |g| (g.rank, g.world));
     let root = rank == 0;
@@ -249,6 +253,13 @@ fn train_job(
         for w in warnings {
             reporter.warn(w);
         }
+        if config.patience > 0 && val_set.is_none() {
+            reporter.warn(format!(
+                "no val split: early stopping (patience {}) has nothing to watch, so all max_steps = {} \
+                 steps are trained and the last step's weights written",
+                config.patience, config.max_steps
+            ));
+        }
         if let Some(l) = &loaded
             && l.state.world_size != world as u64
         {
@@ -284,6 +295,7 @@ fn train_job(
                 samples: l.state.samples,
                 optimizer_step: l.state.optimizer.step,
                 threads,
+                stopped: early && watch_of(config, Some(&l.state)).exhausted(),
             },
             None => Start {
                 preprocess,
@@ -293,6 +305,7 @@ fn train_job(
                 samples: 0,
                 optimizer_step: 0,
                 threads,
+                stopped: false,
             },
         });
     }
@@ -327,10 +340,8 @@ fn train_job(
         (start.step, start.epoch, start.position, start.samples);
     optimizer.step = start.optimizer_step;
     let mut resumed_from = None;
-    let mut best = loaded
-        .as_ref()
-        .and_then(|l| l.state.best)
-        .filter(|_| config.keep_best);
+    let mut watch = watch_of(config, loaded.as_ref().map(|l| &l.state));
+    let mut stopped_early = start.stopped;
     if let Some(l) = &loaded {
         let origin = l.path.display().to_string();
         model.load(&l.tensors, "model.", &origin)?;
@@ -413,7 +424,7 @@ fn train_job(
     let mut notifier = Notifier::from_env();
     let mut alerts = Vec::new();
 
-    while step < config.max_steps {
+    while step < config.max_steps && !stopped_early {
         // A failed background write ends the run at the next step rather than the next checkpoint.
         if let Some(written) = writer.poll()? {
             ckpt_times.push(written.seconds);
@@ -530,9 +541,11 @@ fn train_job(
             ));
             window = Window::default();
         }
+        let eval_now =
+            val_set.is_some() && (step % config.eval_every == 0 || step == config.max_steps);
         if root
+            && eval_now
             && let Some(val) = &val_set
-            && (step % config.eval_every == 0 || step == config.max_steps)
         {
             let scored = score::score(&model, &preprocess, &val.paths, &[], job.device)?;
             let m = metrics::compute(&scored.scores, &scored.labels);
@@ -544,17 +557,38 @@ fn train_job(
                 m.auc.map_or("null".into(), |a| format!("{a:.4}")),
                 m.logloss
             ));
-            if config.keep_best
-                && let Some(auc) = m.auc
-                && best.is_none_or(|b| auc > b.val_auc)
-            {
-                best = Some(Best { step, val_auc: auc });
-                improved = true;
+            if config.keep_best {
+                improved = watch.observe(step, m.auc);
             }
             last_val = Some(m);
         }
-        let scheduled =
-            step % config.ckpt_every == 0 || by_time || stop.is_some() || step == config.max_steps;
+        // Rank 0 alone scores val, so every rank learns its verdict at the same step.
+        if early && eval_now && step < config.max_steps {
+            let verdict = root && watch.exhausted();
+            stopped_early = match group {
+                Some(g) => match data_parallel::share_flag(g, verdict) {
+                    Ok(verdict) => verdict,
+                    Err(e) => {
+                        failure = Some(format!("{e:#} (early-stopping verdict at step {step})"));
+                        break;
+                    }
+                },
+                None => verdict,
+            };
+            if stopped_early && let Some(b) = watch.best {
+                reporter.info(format!(
+                    "early stopping at step {step}: {} val evaluations without an AUC above {:.4} (step {})",
+                    watch.since_best, b.val_auc, b.step
+                ));
+            }
+        }
+        // A stop request at the step where early stopping ends the run changes nothing.
+        let stop = stop.filter(|_| !stopped_early);
+        let scheduled = step % config.ckpt_every == 0
+            || by_time
+            || stop.is_some()
+            || stopped_early
+            || step == config.max_steps;
         if scheduled || improved {
             let mine = RankState {
                 rank,
@@ -614,7 +648,8 @@ fn train_job(
                     },
                     ranks,
                     architecture: Some(model.arch.clone()),
-                    best,
+                    best: watch.best,
+                    evaluations_since_best: watch.since_best,
                 };
                 let moments = optimizer.named(&model);
                 let mut named: Vec<(String, &Tensor)> = model
@@ -701,6 +736,9 @@ fn train_job(
 
     let loop_s = loop_start.elapsed().as_secs_f64();
     let steps_this_run = step - start_step;
+    // Early stopping writes the best evaluation's weights, from its kept checkpoint.
+    let weights_from = watch.best.filter(|b| early && b.step != step);
+    let weights_step = weights_from.map_or(step, |b| b.step);
     let rate = |x: f64| if loop_s > 0.0 { x / loop_s } else { 0.0 };
     let preempted = failure.is_none() && stopped_by.is_some();
     let mut report = TrainReport {
@@ -740,12 +778,35 @@ fn train_job(
         }),
         final_loss: last_loss,
         val: last_val,
-        best: best.map(|b| BestReport {
+        best: watch.best.map(|b| BestReport {
             step: b.step,
             val_auc: b.val_auc,
             checkpoint: checkpoint::json_path(&ckpt_dir, b.step)
                 .display()
                 .to_string(),
+        }),
+        early_stopping: (config.patience > 0).then(|| EarlyStoppingReport {
+            patience: config.patience,
+            stopped_at_step: stopped_early.then_some(step),
+            best_step: watch.best.map(|b| b.step),
+            best_val_auc: watch.best.map(|b| b.val_auc),
+            evaluations_since_best: watch.since_best,
+            weights_step,
+            note: if val_set.is_none() {
+                Some(
+                    "no val split: nothing to stop on, so every step up to max_steps was trained \
+                     and the last step's weights written"
+                        .into(),
+                )
+            } else if watch.best.is_none() {
+                Some(
+                    "no val AUC (val holds one class, or no evaluation yet): the last step's \
+                     weights were written"
+                        .into(),
+                )
+            } else {
+                None
+            },
         }),
         shards_index_blake3: job.index_blake3.clone(),
         distributed: group.zip(sync.as_ref()).map(|(g, sync)| {
@@ -766,6 +827,20 @@ fn train_job(
     if !report.passed || !root {
         return Ok(report);
     }
+    if let Some(b) = weights_from {
+        let path = checkpoint::json_path(&ckpt_dir, b.step);
+        let kept = checkpoint::load_file(&path).with_context(|| {
+            format!(
+                "reading the best checkpoint (step {}), whose weights early stopping writes",
+                b.step
+            )
+        })?;
+        model.load(&kept.tensors, "model.", &path.display().to_string())?;
+        reporter.info(format!(
+            "writing the weights of step {}, the best val AUC ({:.4})",
+            b.step, b.val_auc
+        ));
+    }
     let weights_path = job.out.join(weights::FILE_NAME);
     let meta = ModelMeta {
         format: weights::FORMAT.into(),
@@ -774,7 +849,7 @@ fn train_job(
         manifest_hash: job.manifest_hash.clone(),
         run_id: job.run_id.clone(),
         seed: job.seed,
-        steps: step,
+        steps: weights_step,
         shards_index_blake3: Some(job.index_blake3.clone()),
     };
     report.weights_blake3 = Some(weights::save(&weights_path, &model, &meta)?);
@@ -785,6 +860,16 @@ fn train_job(
 
 fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// The best val AUC (tracked with keep_best, which early stopping implies) and the evaluations
+/// since it, as the checkpoint resumed from left them; none on a fresh run.
+fn watch_of(config: &TrainConfig, state: Option<&CheckpointState>) -> ValWatch {
+    ValWatch {
+        best: state.and_then(|s| s.best).filter(|_| config.keep_best),
+        since_best: state.map_or(0, |s| s.evaluations_since_best),
+        patience: config.patience,
+    }
 }
 
 /// Faults for the tests, from environment variables that real runs leave unset.

@@ -38,10 +38,19 @@ bucket), trains an MLP with AdamW (warmup then cosine decay, gradient clipping),
 val split every eval_every steps, and checkpoints every ckpt_every steps and, when the record has a
 `ckpt_interval` section, every ckpt_interval.interval_s seconds. Settings come from
 manifest.config: hidden, dropout, lr, weight_decay, global_batch, max_steps, warmup_steps,
-min_lr_ratio, grad_clip, eval_every, ckpt_every, keep_checkpoints, keep_best, log_every, embedding_dim,
+min_lr_ratio, grad_clip, eval_every, patience, ckpt_every, keep_checkpoints, keep_best, log_every, embedding_dim,
 max_vocab, features {numeric, categorical}, stall_timeout_s, missing_indicators, alerts
 {throughput_fraction, min_window_s, warmup_windows, loss_spike_sigmas, loss_window,
 checkpoint_age_s, data_wait_fraction}.
+
+Early stopping is on by default (patience 10, eval_every 50): the run ends after `patience` val
+evaluations in a row without a val AUC above the best so far, and model.safetensors holds the
+weights of the best evaluation (its checkpoint is kept: train.best), so `evaluate` scores the best
+model. train.early_stopping says where it stopped and which step's weights were written. With no
+val split there is nothing to watch: every step up to max_steps is trained, the last step's
+weights are written, and a warning and early_stopping.note say so. patience: 0 turns it off (the
+last step's weights; keep_best: true still keeps the best checkpoint for `evaluate --checkpoint
+best`). Resumed after a kill, the run stops at the same step with the same weights.
 
 Live alerts (throughput_drop, loss_spike, checkpoint_age, input_bound) never stop the run: each
 is a metrics.jsonl line, a `train: alert:` line on stderr (not with -q), an entry in train.alerts
@@ -50,8 +59,9 @@ and, with RUNFN_LIVE_ALERT_CMD set, a background `sh -c` of it with the alert's 
 Killed at any point, `train` run again with the same record resumes from the newest valid
 checkpoint in OUT/checkpoints and ends with the same weights, bit for bit, on the same machine.
 A checkpoint of another manifest or seed is refused (exit 2) unless --fresh. With
-keep_best: true, a step whose val AUC beats the best so far is checkpointed too, and that
-checkpoint is kept beside the newest keep_checkpoints (train.best; `evaluate --checkpoint best`).
+keep_best (on with early stopping), a step whose val AUC beats the best so far is checkpointed
+too, and that checkpoint is kept beside the newest keep_checkpoints (train.best; `evaluate
+--checkpoint best`).
 A checkpoint is copied to host memory and written by a background thread while training goes
 on (one write at a time; every exit waits for it); --sync-checkpoints makes the loop wait for
 each whole save instead. The files are the same either way.
@@ -74,8 +84,11 @@ Output: the input record plus
             \"steps_this_run\", \"seed\", \"device\", \"threads\", \"wall_s\", \"samples_per_s\",
             \"data_wait_fraction\", \"step_time_s\", \"ckpt_mean_s\", \"ckpt_async\",
             \"ckpt_blocking_s\", \"checkpoints_written\",
-            \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\",
-            \"best\" ({step, val_auc, checkpoint} with keep_best, else null),
+            \"resumed_from\" ({checkpoint, step, load_s} or null), \"metrics\", \"parameters\", \"features\", \"final_loss\", \"val\" (the last evaluation's),
+            \"best\" ({step, val_auc, checkpoint} with keep_best or early stopping, else null),
+            \"early_stopping\" ({patience, stopped_at_step (null: ran to max_steps), best_step,
+            best_val_auc, evaluations_since_best, weights_step, note (why the last step's weights:
+            no val split or no val AUC)} or null: patience 0),
             \"shards_index_blake3\", \"distributed\" (with ranks: {world_size, backend, buckets,
             bucket_bytes, allreduce_s_per_step, allreduce_fraction, cpus}),
             \"alerts\" ([{kind, step, value, threshold, message}])}

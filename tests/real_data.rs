@@ -1,7 +1,8 @@
 //! The whole chain on real public tables (testdata/real), as a user runs it on their own data:
 //! the pinned snapshot verified, profiled, split, trained and scored, and the model compared with
 //! a logistic regression fitted by scikit-learn on the same train split and scored on the same
-//! test rows.
+//! test rows: with each manifest's own config, and with the default config (early stopping on
+//! the val AUC), which has to come within 0.01 of it on every table.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -61,6 +62,11 @@ pub const TELCO: Table = Table {
     label: "churned",
     not_features: "customer_id",
 };
+pub const RESUME: Table = Table {
+    name: "resume",
+    label: "received_callback",
+    not_features: "job_ad_id",
+};
 
 pub fn manifest(table: &Table) -> PathBuf {
     crate::util::testdata(&format!("real/{}/manifest.yaml", table.name))
@@ -72,14 +78,38 @@ fn stage(name: &str, args: &[&std::ffi::OsStr], stdin: String) -> Output {
     out
 }
 
+/// `table`'s manifest with its `config` reduced to `{model: mlp}`, written to `dir`. The snapshot
+/// path in it stays relative to the repository root, where the tools run.
+fn default_config_manifest(table: &Table, dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(manifest(table)).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("config:") {
+                "config: {model: mlp}"
+            } else {
+                l
+            }
+        })
+        .collect();
+    assert!(lines.contains(&"config: {model: mlp}"), "{text}");
+    let path = dir.join("manifest.yaml");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
 /// mf-hash (verifying the pinned digest), ds-validate, leak-check, shardify, ckpt-interval,
 /// train, evaluate: the pipeline's stages, as a user chains them.
 pub fn chain(table: &Table, dir: &Path) -> Value {
+    chain_from(&manifest(table), table, dir)
+}
+
+fn chain_from(manifest: &Path, table: &Table, dir: &Path) -> Value {
     let snapshot = format!("testdata/real/{}/snapshot", table.name);
     let hashed = stage(
         "mf-hash",
         &[
-            manifest(table).as_os_str(),
+            manifest.as_os_str(),
             "--data-digest".as_ref(),
             snapshot.as_ref(),
         ],
@@ -189,4 +219,47 @@ fn email_spam_learns_as_well_as_a_logistic_regression() {
 #[test]
 fn telco_churn_learns_as_well_as_a_logistic_regression() {
     learns_as_well_as_a_logistic_regression(&TELCO);
+}
+
+/// The default config (a manifest whose config is only `model: mlp`) on `table`: test AUC within
+/// 0.01 of the logistic regression, the weights of the best val AUC.
+fn default_config_does_as_well_as_a_logistic_regression(table: &Table) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = default_config_manifest(table, dir.path());
+    let record = chain_from(&manifest, table, dir.path());
+    assert_eq!(
+        record["manifest"]["config"],
+        serde_json::json!({"model": "mlp"})
+    );
+    let stopping = &record["train"]["early_stopping"];
+    assert_eq!(
+        stopping["weights_step"], stopping["best_step"],
+        "the weights are the best val AUC's: {stopping}"
+    );
+    let auc = record["evaluate"]["overall"]["auc"].as_f64().unwrap();
+    let reference = logistic_auc(table, &dir.path().join("shards"));
+    eprintln!(
+        "{}: default config test AUC {auc:.4} (weights of step {} of {}), logistic regression {reference:.4}",
+        table.name, stopping["weights_step"], record["train"]["steps"]
+    );
+    assert!(
+        auc >= reference - 0.01,
+        "{}: default config test AUC {auc:.4}, logistic regression {reference:.4}",
+        table.name
+    );
+}
+
+#[test]
+fn email_spam_default_config_does_as_well_as_a_logistic_regression() {
+    default_config_does_as_well_as_a_logistic_regression(&EMAIL);
+}
+
+#[test]
+fn telco_churn_default_config_does_as_well_as_a_logistic_regression() {
+    default_config_does_as_well_as_a_logistic_regression(&TELCO);
+}
+
+#[test]
+fn resume_callback_default_config_does_as_well_as_a_logistic_regression() {
+    default_config_does_as_well_as_a_logistic_regression(&RESUME);
 }

@@ -754,6 +754,13 @@ fn trapped() -> &'static Trapped {
         );
         let mut without: Value = serde_json::from_str(&record).unwrap();
         without["manifest"]["config"]["missing_indicators"] = false.into();
+        // Another manifest, so another hash: gate refuses a manifest edited after hashing.
+        let rehashed = tool("mf-hash")
+            .args(["-", "--format", "json", "-q"])
+            .stdin(without["manifest"].to_string())
+            .run();
+        assert_eq!(rehashed.code, 0, "{}", rehashed.stderr);
+        without["manifest_hash"] = rehashed.json()["manifest_hash"].clone();
         Trapped {
             record,
             record_without: without.to_string(),

@@ -87,10 +87,7 @@ pub fn paired_bootstrap(
 ) -> PairedBootstrap {
     assert!(!rows.is_empty(), "a bootstrap needs rows");
     let resample_seed = |k: usize| finalize(seed ^ finalize(k as u64 + 1));
-    let draw = |rng: &mut SplitMix64| {
-        // Lemire's multiply-shift: a uniform index with a bias below 2^-32 for any slice size.
-        rows[((rng.next_u64() >> 32) * rows.len() as u64 >> 32) as usize] as usize
-    };
+    let draw = |rng: &mut SplitMix64| rows[index(rng, rows.len())] as usize;
     let deltas: Vec<f64>;
     let (value_a, value_b);
     if metric == RowMetric::Ece {
@@ -136,7 +133,7 @@ pub fn paired_bootstrap(
                 let mut rng = SplitMix64::new(resample_seed(k));
                 let mut sum = 0.0;
                 for _ in 0..diffs.len() {
-                    sum += diffs[((rng.next_u64() >> 32) * diffs.len() as u64 >> 32) as usize];
+                    sum += diffs[index(&mut rng, diffs.len())];
                 }
                 sum / n
             })
@@ -148,6 +145,12 @@ pub fn paired_bootstrap(
         se: standard_deviation(&deltas),
         resamples,
     }
+}
+
+/// A uniform index below `n` by Lemire's multiply-shift on 32 random bits: no division, and a
+/// bias of at most n / 2^32 (under 0.03% for a million rows), far below a bootstrap's own noise.
+fn index(rng: &mut SplitMix64, n: usize) -> usize {
+    (((rng.next_u64() >> 32) * n as u64) >> 32) as usize
 }
 
 #[derive(Default)]

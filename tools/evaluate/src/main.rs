@@ -56,7 +56,7 @@ preprocessing, NaN features or labels, an empty split).";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Checkpoint {
-    /// The model file train wrote at the end (train.weights).
+    /// The model file train wrote (train.weights): under early stopping, the best val AUC's.
     Final,
     /// The kept checkpoint of the best val AUC (train.best.checkpoint).
     Best,

@@ -47,7 +47,7 @@ PYTHON="$(scripts/python-env.sh)"
 LIBTORCH="${LIBTORCH:-$(scripts/setup-libtorch.sh)}"
 export LIBTORCH
 log "building gate (release)"
-cargo build --release --quiet --bin gate
+cargo build --release --quiet -p gate
 GATE=target/release/gate
 mkdir -p "$WORK"
 

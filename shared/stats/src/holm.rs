@@ -31,7 +31,8 @@ mod tests {
         for (a, e) in adjusted.iter().zip(expected) {
             assert!((a - e).abs() < 1e-12, "{adjusted:?}");
         }
-        assert_eq!(holm(&[0.9, 0.8]), [0.9, 0.9]);
+        // 0.8 first, times 2 (capped at 1); 0.9 then keeps the running maximum.
+        assert_eq!(holm(&[0.9, 0.8]), [1.0, 1.0]);
         let with_nan = holm(&[f64::NAN, 0.2]);
         assert!(with_nan[0].is_nan());
         assert_eq!(with_nan[1], 0.2);

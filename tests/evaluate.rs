@@ -5,7 +5,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::train::{fixture, tiny_run, train};
-use crate::util::{python_with_pyarrow, tool};
+use crate::util::{Output, python_with_pyarrow, tool};
 
 /// scikit-learn's metrics (and ECE over 10 equal-width bins in numpy) from evaluate's CSV.
 const REFERENCE: &str = r#"
@@ -512,4 +512,144 @@ fn checkpoint_best_scores_the_kept_best_weights_and_needs_keep_best() {
         .stdin(plain.stdout)
         .run()
         .assert_bad_input("evaluate", "--checkpoint: best needs train.best");
+}
+
+/// The record with `edit` applied to its manifest and the manifest hashed again, as mf-hash
+/// would: gate refuses a manifest edited after hashing.
+fn rehashed(record: &str, edit: impl FnOnce(&mut Value)) -> String {
+    let mut record: Value = serde_json::from_str(record).unwrap();
+    edit(&mut record["manifest"]);
+    let hashed = tool("mf-hash")
+        .args(["-", "--format", "json", "-q"])
+        .stdin(record["manifest"].to_string())
+        .run();
+    assert_eq!(hashed.code, 0, "{}", hashed.stderr);
+    record["manifest_hash"] = hashed.json()["manifest_hash"].clone();
+    record.to_string()
+}
+
+/// The user renamed the `tier` values `basic` → `standard` and retrained: the model in
+/// production never saw `standard` and scores those rows as unknown. evaluate counts them, and
+/// gate refuses to call the comparison fair (it would hand the candidate a fake win) unless the
+/// manifest accepts it with a reason.
+#[test]
+fn a_renamed_category_makes_the_baseline_not_comparable() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = train(&fixture().record, &dir.path().join("prod"), &[]);
+    assert_eq!(baseline.code, 0, "{}", baseline.stderr);
+    let renamed = dir.path().join("renamed");
+    std::fs::create_dir_all(&renamed).unwrap();
+    for part in ["part-00000.csv", "part-00001.csv"] {
+        let text = std::fs::read_to_string(fixture().dir.join("snapshot").join(part)).unwrap();
+        std::fs::write(renamed.join(part), text.replace(",basic,", ",standard,")).unwrap();
+    }
+    let record = crate::train::shards_record(
+        "testdata/train/manifest.yaml",
+        &renamed,
+        &dir.path().join("shards"),
+    );
+    let gate_renamed = |record: &str, prod: &Output, out: &str| {
+        let candidate = train(record, &dir.path().join(out), &[]);
+        assert_eq!(candidate.code, 0, "{}", candidate.stderr);
+        let evaluated = tool("evaluate").args(["-q"]).stdin(candidate.stdout).run();
+        assert_eq!(evaluated.code, 0, "{}", evaluated.stderr);
+        let model = prod.json()["train"]["weights"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let compared = tool("evaluate")
+            .args(["--as", "baseline", "--model", &model])
+            .stdin(evaluated.stdout)
+            .run();
+        assert_eq!(compared.code, 0, "{}", compared.stderr);
+        (compared.json(), tool("gate").stdin(compared.stdout).run())
+    };
+    let (compared, gated) = gate_renamed(&record, &baseline, "candidate");
+    let share = |section: &str| {
+        compared[section]["unseen"]["tier"]["fraction"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        share("baseline") > 0.2,
+        "{}",
+        compared["baseline"]["unseen"]
+    );
+    assert_eq!(share("evaluate"), 0.0, "{}", compared["evaluate"]["unseen"]);
+    crate::schema::evaluate_matches_its_schema(&compared);
+    assert_eq!(gated.code, 1, "{}", gated.stderr);
+    let reasons = gated.json()["gate"]["reasons"].clone();
+    assert!(
+        reasons[0]
+            .as_str()
+            .unwrap()
+            .starts_with("baseline_comparable: ")
+            && reasons[0]
+                .as_str()
+                .unwrap()
+                .contains("`tier` values the baseline's preprocessing never saw"),
+        "{reasons}"
+    );
+
+    let accepted = rehashed(&record, |manifest| {
+        manifest["eval"]["unseen_reason"] = "tier basic was renamed standard".into()
+    });
+    let (_, gated) = gate_renamed(&accepted, &baseline, "accepted");
+    let check = gated.json()["gate"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "baseline_comparable")
+        .unwrap()
+        .clone();
+    assert_eq!(check["passed"], true, "{check}");
+    assert!(
+        check["note"]
+            .as_str()
+            .unwrap()
+            .contains("accepted: tier basic was renamed")
+    );
+}
+
+#[test]
+fn a_declared_row_key_keys_the_per_row_scores_and_must_be_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(&fixture().record, &dir.path().join("run"), &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let keyed = rehashed(&trained.stdout, |m| {
+        m["eval"]["row_key"] = "customer_id".into()
+    });
+    let out = tool("evaluate").args(["-q"]).stdin(keyed).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let section = out.json()["evaluate"].clone();
+    assert_eq!(section["row_scores"]["key"], "customer_id");
+    let path = section["row_scores"]["path"].as_str().unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(
+        section["row_scores"]["blake3"],
+        blake3::hash(&bytes).to_hex().to_string()
+    );
+    let scores = runfn_data::row_scores::RowScores::read(std::path::Path::new(path)).unwrap();
+    let keys = scores.keys.unwrap();
+    assert_eq!(
+        keys.len() as u64,
+        section["overall"]["rows"].as_u64().unwrap()
+    );
+    assert!(keys.iter().all(|k| k.starts_with('C')), "{:?}", &keys[..3]);
+    assert_eq!(
+        scores.slices.len(),
+        2,
+        "region and tier, the key not among them"
+    );
+
+    let not_a_key = rehashed(&trained.stdout, |m| m["eval"]["row_key"] = "region".into());
+    let out = tool("evaluate").args(["-q"]).stdin(not_a_key).run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(
+            "evaluate: manifest.eval.row_key: `region` is not a key of `test`: the value"
+        ),
+        "{}",
+        out.stderr
+    );
 }

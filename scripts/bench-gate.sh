@@ -10,6 +10,7 @@
 #   BENCH_GATE_ROWS  test rows (default 100000)
 #   BENCH_RUNS       timed runs per tool (default 5); the median is reported
 #   BENCH_ONLY       comma list of benchmarks; this script runs when it names gate (or is unset)
+#   BENCH_GATE_BIN   a gate binary to time instead of building target/release/gate (recorded)
 #
 # What is timed (wall clock; files in the page cache):
 #   gate    target/release/gate -q < record.json   (the record names both per-row score files)
@@ -46,9 +47,13 @@ fi
 PYTHON="$(scripts/python-env.sh)"
 LIBTORCH="${LIBTORCH:-$(scripts/setup-libtorch.sh)}"
 export LIBTORCH
-log "building gate (release)"
-cargo build --release --quiet -p gate
-GATE=target/release/gate
+if [[ -n "${BENCH_GATE_BIN:-}" ]]; then
+    GATE="$BENCH_GATE_BIN"
+else
+    log "building gate (release)"
+    cargo build --release --quiet -p gate
+    GATE=target/release/gate
+fi
 mkdir -p "$WORK"
 
 # Two models' scores on the same rows, written as evaluate writes them.
@@ -123,7 +128,7 @@ median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+
 # One timed run: wall seconds and peak RSS (KiB) of a command.
 timed() { /usr/bin/time -f '%e %M' -o "$WORK/time.txt" "$@" > /dev/null 2> "$WORK/stderr.txt" || {
     code=$?; [[ $code == 1 && "$1" == "$GATE" ]] || { cat "$WORK/stderr.txt" >&2; die "$* exited $code"; }; }
-    cat "$WORK/time.txt"; }
+    tail -n 1 "$WORK/time.txt"; }
 
 DATA="$WORK/rows-$ROWS"
 DOUBLE="$WORK/rows-$((ROWS * 2))"
@@ -144,7 +149,7 @@ rss_kib=$(printf '%s\n' "${gate_rss[@]}" | median)
 # The decision itself, to show the run compared something.
 "$GATE" -q --record "$DATA/record.json" > "$WORK/gated.json" || true
 
-"$PYTHON" - "$OUT" "$ROWS" "$RUNS" "$gate_s" "$numpy_s" "$rss_kib" "$double_rss" "$WORK/gated.json" \
+GATE_USED="${GATE#"$PWD"/}" "$PYTHON" - "$OUT" "$ROWS" "$RUNS" "$gate_s" "$numpy_s" "$rss_kib" "$double_rss" "$WORK/gated.json" \
     "${gate_times[*]}" "${numpy_times[*]}" <<'PY'
 import json, os, sys, datetime, platform
 out, rows, runs, gate_s, numpy_s, rss, rss2, gated, gate_all, numpy_all = sys.argv[1:]
@@ -160,6 +165,7 @@ result = {
         "gate": {"median_s": float(gate_s), "all_s": [float(x) for x in gate_all.split()],
                  "peak_rss_mib": round(int(rss) / 1024, 1),
                  "peak_rss_mib_at_twice_the_rows": round(int(rss2) / 1024, 1),
+                 "binary": os.environ.get("GATE_USED", ""),
                  "checks": len(gate["checks"]), "passed": gate["passed"]},
         "numpy": {"median_s": float(numpy_s), "all_s": [float(x) for x in numpy_all.split()]},
     },

@@ -57,8 +57,9 @@ pub struct Decision {
     pub undefined: Vec<String>,
 }
 
-/// Decides. `baseline` is `None` only when the caller allowed a first model without one.
-pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluation>) -> Decision {
+/// The absolute bounds on the candidate (`<metric>_min`, `<metric>_max`), which need no
+/// baseline, and the names of the gates they are.
+pub(crate) fn absolute_gates(policy: &Policy, candidate: &Evaluation) -> (Vec<Check>, Vec<String>) {
     let mut checks = Vec::new();
     let mut gates_run = Vec::new();
     for bound in &policy.min {
@@ -69,6 +70,12 @@ pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluat
         checks.push(absolute(bound, candidate, "_max", "<="));
         gates_run.push(format!("{}_max", bound.metric));
     }
+    (checks, gates_run)
+}
+
+/// Decides. `baseline` is `None` only when the caller allowed a first model without one.
+pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluation>) -> Decision {
+    let (mut checks, mut gates_run) = absolute_gates(policy, candidate);
     if let Some(baseline) = baseline {
         if let Some(check) = same_rows(candidate, baseline) {
             checks.push(check);

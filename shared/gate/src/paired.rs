@@ -22,7 +22,7 @@ use runfn_stats::bootstrap::{RowMetric, paired_bootstrap};
 use runfn_stats::delong::paired_auc;
 use runfn_stats::{holm::holm, normal};
 
-use crate::decide::{Check, Decision, absolute, delta_bound, reason, same_rows};
+use crate::decide::{Check, Decision, absolute_gates, delta_bound, reason, same_rows};
 use crate::evaluation::Evaluation;
 use crate::policy::Policy;
 
@@ -103,16 +103,7 @@ pub fn decide_paired(
     scores: &PairedScores,
     noise: &[&TrainingNoise],
 ) -> Decision {
-    let mut checks = Vec::new();
-    let mut gates_run = Vec::new();
-    for bound in &policy.min {
-        checks.push(absolute(bound, candidate, "_min", ">="));
-        gates_run.push(format!("{}_min", bound.metric));
-    }
-    for bound in &policy.max {
-        checks.push(absolute(bound, candidate, "_max", "<="));
-        gates_run.push(format!("{}_max", bound.metric));
-    }
+    let (mut checks, mut gates_run) = absolute_gates(policy, candidate);
     if let Some(check) = same_rows(candidate, baseline) {
         checks.push(check);
     }

@@ -18,17 +18,23 @@ pub enum AucError {
     OneClass { positives: usize, negatives: usize },
 }
 
-/// ROC AUC of `scores` against `labels` (true = positive). ±∞ scores are fine; NaN is not.
-pub fn auc(scores: &[f64], labels: &[bool]) -> Result<f64, AucError> {
+/// As many scores as labels, none of them NaN.
+pub(crate) fn check_scores(scores: &[f64], labels: &[bool]) -> Result<(), AucError> {
     if scores.len() != labels.len() {
         return Err(AucError::LengthMismatch {
             scores: scores.len(),
             labels: labels.len(),
         });
     }
-    if let Some(index) = scores.iter().position(|s| s.is_nan()) {
-        return Err(AucError::NanScore { index });
+    match scores.iter().position(|s| s.is_nan()) {
+        Some(index) => Err(AucError::NanScore { index }),
+        None => Ok(()),
     }
+}
+
+/// ROC AUC of `scores` against `labels` (true = positive). ±∞ scores are fine; NaN is not.
+pub fn auc(scores: &[f64], labels: &[bool]) -> Result<f64, AucError> {
+    check_scores(scores, labels)?;
     let positives = labels.iter().filter(|&&l| l).count();
     let negatives = labels.len() - positives;
     if positives == 0 || negatives == 0 {

@@ -6,7 +6,7 @@
 //! within its own class; the covariance of those placements across the two models gives the
 //! variance of the difference.
 
-use crate::auc::AucError;
+use crate::auc::{AucError, check_scores};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PairedAuc {
@@ -29,17 +29,8 @@ impl PairedAuc {
 /// DeLong's estimate for `a` and `b` scored on the same rows against `labels`. Needs at least
 /// two rows of each class (one gives no spread to estimate).
 pub fn paired_auc(a: &[f64], b: &[f64], labels: &[bool]) -> Result<PairedAuc, AucError> {
-    for scores in [a, b] {
-        if scores.len() != labels.len() {
-            return Err(AucError::LengthMismatch {
-                scores: scores.len(),
-                labels: labels.len(),
-            });
-        }
-        if let Some(index) = scores.iter().position(|s| s.is_nan()) {
-            return Err(AucError::NanScore { index });
-        }
-    }
+    check_scores(a, labels)?;
+    check_scores(b, labels)?;
     let positives = labels.iter().filter(|&&l| l).count();
     let negatives = labels.len() - positives;
     if positives < 2 || negatives < 2 {

@@ -30,3 +30,16 @@ resume.to_csv(os.path.join(out, "resume/snapshot/resume.csv"), index=False)
 
 economics = read("ggplot2/economics").rename(columns={"rownames": "month_id"})
 economics.to_csv(os.path.join(out, "economics/snapshot/economics.csv"), index=False)
+
+# Minneapolis police stops in 2017. Only the stops logged from a squad car's computer (`MDC`):
+# the others record no search, so their label is empty. The label stays YES/NO as published
+# (manifests say `label_positive: "YES"`), and the R row names stay a column, `rownames`, as a
+# user's export would carry them.
+stops = read("carData/MplsStops")
+stops = stops[stops["MDC"] == "MDC"]
+stops.to_csv(os.path.join(out, "stops/snapshot/stops.csv"), index=False)
+
+# Credit applications with a good/bad status; `Time` (the loan's term in months) takes a handful
+# of values, the case where a distance between distributions meets ties.
+credit = read("modeldata/credit_data").rename(columns={"rownames": "application_id"})
+credit.to_csv(os.path.join(out, "credit/snapshot/credit.csv"), index=False)

@@ -4,7 +4,9 @@
 # failed on bad input, which writes no record) and in the environment:
 #
 #   RUNFN_ALERT_SUMMARY  one line: which model, which stage, which exit code and what it means,
-#                        the stage's last message on stderr (RUN_DIR/failed.err) when it left one
+#                        and why: the failed checks the stage named on stderr (RUN_DIR/failed.err:
+#                        `leak-check: failed: entity_overlap job_ad_id: 954 of 963 ...`, up to
+#                        three, then how many more), else its last message
 #   RUNFN_ALERT_STAGE    the stage (manifest, validate, leaks, shards, train-seed7, gate, ...),
 #                        or `make` when the run failed before any stage did
 #   RUNFN_ALERT_EXIT     the stage's exit code (1 a check failed, 2 bad input, 3 preempted)
@@ -32,9 +34,19 @@ case $code in
   3) meaning="training was preempted" ;;
   *) meaning="an error" ;;
 esac
-# The stage's last message on stderr says why (a bad input's one line, the last failed check).
+# Why: the checks the stage says failed (tools print them even under -q), else its last message
+# (a bad input's one line).
 reason=""
-[[ -f $run_dir/failed.err ]] && reason=$(tail -n 1 "$run_dir/failed.err" | tr -d '\r')
+if [[ -f $run_dir/failed.err ]]; then
+  mapfile -t failures < <(grep -E '^[a-z][a-z-]*: (failed|blocked): ' "$run_dir/failed.err" | tr -d '\r')
+  if (( ${#failures[@]} > 0 )); then
+    reason=$(printf '%s; ' "${failures[@]:0:3}")
+    reason=${reason%; }
+    (( ${#failures[@]} > 3 )) && reason+="; and $(( ${#failures[@]} - 3 )) more in $run_dir/failed.err"
+  else
+    reason=$(tail -n 1 "$run_dir/failed.err" | tr -d '\r')
+  fi
+fi
 summary="runfn: $model run failed at stage $stage (exit $code: $meaning)"
 [[ -n $reason ]] && summary+=": $reason"
 summary+="; manifest $manifest"

@@ -4,19 +4,24 @@
 # so), 0 when the run passed, else the failing stage's exit code (1 a check failed, the gate
 # blocking included; 2 bad input; 3 training preempted), or make's own when no stage had failed.
 # A failed run also runs the alert command (scripts/alert.sh). Arguments are passed to make (for
-# example MANIFEST=... RUN_DIR=...).
+# example MANIFEST=... RUN_DIR=...). Relative paths are the caller's: the script runs make in the
+# folder it was started from, wherever the clone is.
 #
-#   RETRAIN_LOG            the log file (default runs/retrain.log)
-#   RETRAIN_LOCK           the lock file (default runs/.retrain.lock)
+#   RETRAIN_LOG            the log file (default RUN_DIR/retrain.log)
+#   RETRAIN_LOCK           the lock file (default RUN_DIR/.retrain.lock)
 #   RETRAIN_LOG_MAX_BYTES  rotate the log when a run starts and it holds at least this many bytes
 #                          (default 10485760, 10 MiB): retrain.log -> retrain.log.1 -> ... -> .N
 #   RETRAIN_LOG_KEEP       how many rotated logs to keep (default 5)
-#   crontab:  17 3 * * *  cd /srv/runfn && make retrain
+#   crontab:  17 3 * * *  cd /srv/models && /srv/runfn/scripts/retrain.sh MANIFEST=churn.yaml RUN_DIR=runs/churn
 set -uo pipefail
-cd "$(dirname "$0")/.."
-mkdir -p runs
-LOG="${RETRAIN_LOG:-runs/retrain.log}"
-LOCK="${RETRAIN_LOCK:-runs/.retrain.lock}"
+root=$(cd "$(dirname "$0")/.." && pwd)
+run_dir=${RUN_DIR:-runs/demo}
+for arg in "$@"; do
+  [[ $arg == RUN_DIR=* ]] && run_dir=${arg#RUN_DIR=}
+done
+mkdir -p "$run_dir"
+LOG="${RETRAIN_LOG:-$run_dir/retrain.log}"
+LOCK="${RETRAIN_LOCK:-$run_dir/.retrain.lock}"
 MAX_BYTES="${RETRAIN_LOG_MAX_BYTES:-10485760}"
 KEEP="${RETRAIN_LOG_KEEP:-5}"
 if ! [[ $MAX_BYTES =~ ^[0-9]+$ && $KEEP =~ ^[0-9]+$ ]] || (( KEEP < 1 )); then
@@ -38,11 +43,7 @@ if (( size >= MAX_BYTES && size > 0 )); then
 fi
 stamp() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 echo "== retrain started $(stamp) ==" >> "$LOG"
-run_dir=runs/demo
-for arg in "$@"; do
-  [[ $arg == RUN_DIR=* ]] && run_dir=${arg#RUN_DIR=}
-done
-make --no-print-directory run "$@" >> "$LOG" 2>&1
+make --no-print-directory -f "$root/Makefile" run RUN_DIR="$run_dir" "$@" >> "$LOG" 2>&1
 code=$?
 # make says 2 for any failed recipe; the stage's own code is in failed.stage (`run` clears it first).
 if (( code != 0 )) && [[ -f $run_dir/failed.stage ]]; then

@@ -13,7 +13,7 @@ use crate::timings::Stopwatch;
 /// Flags every tool takes.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommonArgs {
-    /// Print nothing on stderr but errors.
+    /// Print nothing on stderr but errors and failed checks.
     #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Indent the JSON on stdout (default: one line).
@@ -46,6 +46,13 @@ impl Tool {
         if !self.common.quiet {
             eprintln!("{}: warning: {message}", self.name);
         }
+    }
+
+    /// Why the run is failing or losing data (a failed check, rows left out of every split), on
+    /// stderr even under `-q`: like an error, it is the message a person must see, and a
+    /// pipeline run quietly keeps it in its log and its alert.
+    pub fn notice(&self, message: impl std::fmt::Display) {
+        eprintln!("{}: {message}", self.name);
     }
 
     /// A progress bar over `len` units, drawn only when stderr is a terminal and not `-q`.

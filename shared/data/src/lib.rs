@@ -7,12 +7,14 @@ pub mod hashing_reader;
 pub mod infer;
 pub mod partitioned;
 pub mod read;
+pub mod rolling;
 pub mod row_scores;
 pub mod shards;
 pub mod source;
 pub mod spec;
 pub mod split;
 pub mod types;
+pub mod unsplit;
 pub mod values;
 
 pub use error::DataError;

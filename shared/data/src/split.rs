@@ -7,7 +7,9 @@
 //! - entity-hash fractions for data without time: `hash(customer_id) < 0.8`,
 //!   `hash(customer_id) >= 0.9`, `0.8 <= hash(customer_id) < 0.9`;
 //! - a column's own values: `split == test`, `region != east`, `region in (north, "south west")`
-//!   (strings bare or quoted, numbers, dates, `true`/`false`; a null matches none of these).
+//!   (strings bare or quoted, numbers, dates, `true`/`false`; a null matches none of these);
+//! - rolling windows over `manifest.data.time`, counted back from the snapshot's latest time:
+//!   `last 1 month`, `1 month before test`, `before val` (see [`crate::rolling`]).
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
@@ -15,6 +17,7 @@ use arrow::compute::kernels::cast_utils::Parser;
 use arrow::datatypes::{DataType, Date32Type, Float64Type, TimeUnit, TimestampMicrosecondType};
 
 use crate::error::DataError;
+use crate::rolling::{Rolling, check_time_column, format_point};
 use crate::types::ColumnType;
 
 const MICROS_PER_DAY: f64 = 86_400_000_000.0;
@@ -24,6 +27,30 @@ pub struct Split {
     pub name: String,
     pub rule: String,
     condition: Condition,
+    /// For a rolling window, what it was resolved against.
+    pub window: Option<Window>,
+}
+
+/// A rolling window resolved against one snapshot: its time column, the latest time value it
+/// counts back from, and the column's type (how its bounds are written).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub column: String,
+    pub anchor: f64,
+    pub column_type: ColumnType,
+}
+
+/// A rolling split as it was resolved, for the record: the rule, the fixed rule it became, and
+/// its bounds written as the column's values.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ResolvedSplit {
+    pub rule: String,
+    pub resolved: String,
+    pub column: String,
+    /// The oldest time the window holds (exclusive); `None` when it reaches back to the start.
+    pub after: Option<String>,
+    /// The newest time it holds (inclusive).
+    pub until: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -86,15 +113,28 @@ pub struct Overlap {
 
 impl Splits {
     /// Parses `(name, rule)` pairs; `time` is `manifest.data.time`, `column_type` looks up columns.
+    /// Rolling windows are refused here: they need the snapshot's latest time ([`Splits::parse_at`]).
     pub fn parse(
         rules: &[(String, String)],
         time: Option<&str>,
         column_type: impl Fn(&str) -> Option<ColumnType>,
     ) -> Result<Splits, DataError> {
+        Splits::parse_at(rules, time, column_type, None)
+    }
+
+    /// Like [`Splits::parse`], with rolling windows counted back from `anchor`, the latest value
+    /// of the time column (see [`crate::rolling::latest_time`]).
+    pub fn parse_at(
+        rules: &[(String, String)],
+        time: Option<&str>,
+        column_type: impl Fn(&str) -> Option<ColumnType>,
+        anchor: Option<f64>,
+    ) -> Result<Splits, DataError> {
         if rules.len() > u8::MAX as usize {
             return Err(DataError::Other("too many splits (at most 255)".into()));
         }
         let mut splits: Vec<Split> = Vec::new();
+        let mut rolling: Vec<(usize, Rolling)> = Vec::new();
         for (name, rule) in rules {
             let field = format!("manifest.data.splits.{name}");
             check_name(name)
@@ -114,6 +154,23 @@ impl Splits {
                     )
                 };
                 return Err(DataError::Other(message));
+            }
+            if let Some(window) = Rolling::parse(rule) {
+                let window = window
+                    .map_err(|message| DataError::Other(format!("{field}: `{rule}`: {message}")))?;
+                rolling.push((splits.len(), window));
+                // A placeholder until the windows are placed, below.
+                splits.push(Split {
+                    name: name.clone(),
+                    rule: rule.clone(),
+                    condition: Condition::Range {
+                        column: String::new(),
+                        lower: None,
+                        upper: None,
+                    },
+                    window: None,
+                });
+                continue;
             }
             let mut condition = parse_rule(rule, time)
                 .map_err(|message| DataError::Other(format!("{field}: `{rule}`: {message}")))?;
@@ -138,9 +195,64 @@ impl Splits {
                 name: name.clone(),
                 rule: rule.clone(),
                 condition,
+                window: None,
             });
         }
+        if !rolling.is_empty() {
+            place_windows(&mut splits, rolling, time, &column_type, anchor)?;
+        }
         Ok(Splits { splits })
+    }
+
+    /// The rolling splits as resolved (rule, fixed rule, bounds), in manifest order.
+    pub fn resolved(&self) -> Vec<(String, ResolvedSplit)> {
+        self.splits
+            .iter()
+            .filter_map(|split| {
+                let window = split.window.as_ref()?;
+                let Condition::Range {
+                    column,
+                    lower,
+                    upper,
+                } = &split.condition
+                else {
+                    return None;
+                };
+                let point = |v: f64| format_point(v, window.column_type);
+                let mut parts = Vec::new();
+                if let Some((value, inclusive)) = lower {
+                    parts.push(format!(
+                        "{column} {} {}",
+                        if *inclusive { ">=" } else { ">" },
+                        point(*value)
+                    ));
+                }
+                let until = match upper {
+                    Some((value, inclusive)) => {
+                        parts.push(format!(
+                            "{column} {} {}",
+                            if *inclusive { "<=" } else { "<" },
+                            point(*value)
+                        ));
+                        point(*value)
+                    }
+                    None => {
+                        parts.push(format!("{column} <= {}", point(window.anchor)));
+                        point(window.anchor)
+                    }
+                };
+                Some((
+                    split.name.clone(),
+                    ResolvedSplit {
+                        rule: split.rule.clone(),
+                        resolved: parts.join(" and "),
+                        column: column.clone(),
+                        after: lower.map(|(value, _)| point(value)),
+                        until,
+                    },
+                ))
+            })
+            .collect()
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -174,12 +286,131 @@ impl Splits {
         self.splits.iter().map(|s| s.condition.column()).collect()
     }
 
+    /// True when `rules` are all time ranges over `time` (rolling windows included), without
+    /// reading the snapshot: the windows' bounds do not matter here, so they are placed against
+    /// an arbitrary anchor.
+    pub fn ordered_in_time(
+        rules: &[(String, String)],
+        time: &str,
+        column_type: impl Fn(&str) -> Option<ColumnType>,
+    ) -> bool {
+        Splits::parse_at(rules, Some(time), column_type, Some(0.0))
+            .is_ok_and(|s| s.is_time_split(time))
+    }
+
     /// True when every rule is a time range over `time`, so splits have a time order.
     pub fn is_time_split(&self, time: &str) -> bool {
         self.splits
             .iter()
             .all(|s| matches!(&s.condition, Condition::Range { column, .. } if column == time))
     }
+}
+
+/// Turns each rolling window into a range of the time column: `last` windows count back from
+/// `anchor`; `before` windows end where the split they name starts, so windows are placed in
+/// the order they depend on each other (any order in the manifest).
+fn place_windows(
+    splits: &mut [Split],
+    mut pending: Vec<(usize, Rolling)>,
+    time: Option<&str>,
+    column_type: &impl Fn(&str) -> Option<ColumnType>,
+    anchor: Option<f64>,
+) -> Result<(), DataError> {
+    let field = |split: &Split| format!("manifest.data.splits.{}: `{}`", split.name, split.rule);
+    let first = &splits[pending[0].0];
+    let Some(time) = time else {
+        return Err(DataError::Other(format!(
+            "{}: a rolling window needs manifest.data.time to name the time column",
+            field(first)
+        )));
+    };
+    let time_type = column_type(time).ok_or_else(|| {
+        DataError::Other(format!(
+            "{}: the time column `{time}` (manifest.data.time) is not a column of the snapshot",
+            field(first)
+        ))
+    })?;
+    check_time_column(time, time_type)
+        .map_err(|message| DataError::Other(format!("{}: {message}", field(first))))?;
+    let Some(anchor) = anchor else {
+        return Err(DataError::Other(format!(
+            "{}: the time column `{time}` holds no value to count back from",
+            field(first)
+        )));
+    };
+    let window = Window {
+        column: time.to_string(),
+        anchor,
+        column_type: time_type,
+    };
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut waiting = Vec::new();
+        for (index, rule) in pending {
+            let (lower, upper) = match &rule {
+                Rolling::Last(span) => (span.before(anchor), None),
+                Rolling::Before { span, split } => {
+                    let Some(other) = splits.iter().find(|s| s.name == *split) else {
+                        return Err(DataError::Other(format!(
+                            "{}: there is no split `{split}` (splits: {})",
+                            field(&splits[index]),
+                            splits.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                        )));
+                    };
+                    let placed = other.window.is_some() || Rolling::parse(&other.rule).is_none();
+                    if !placed {
+                        waiting.push((index, rule));
+                        continue;
+                    }
+                    let start = match &other.condition {
+                        Condition::Range {
+                            column,
+                            lower: Some(start),
+                            ..
+                        } if column == time => *start,
+                        _ => {
+                            return Err(DataError::Other(format!(
+                                "{}: `{split}` has no start in time to be placed before (it must be a window or a range of `{time}` with a lower bound)",
+                                field(&splits[index])
+                            )));
+                        }
+                    };
+                    // The complement of the other split's start, so the two share no row.
+                    let end = (start.0, !start.1);
+                    match span {
+                        Some(span) => (span.before(start.0), Some(end)),
+                        None => (None, Some(end)),
+                    }
+                }
+            };
+            let lower = match (&rule, lower) {
+                (Rolling::Before { span: None, .. }, _) => None,
+                (_, Some(value)) => Some((value, false)),
+                (_, None) => {
+                    return Err(DataError::Other(format!(
+                        "{}: the window reaches before the calendar starts",
+                        field(&splits[index])
+                    )));
+                }
+            };
+            let split = &mut splits[index];
+            split.condition = Condition::Range {
+                column: time.to_string(),
+                lower,
+                upper,
+            };
+            split.window = Some(window.clone());
+        }
+        if waiting.len() == before {
+            let names: Vec<&str> = waiting.iter().map(|(i, _)| splits[*i].name.as_str()).collect();
+            return Err(DataError::Other(format!(
+                "manifest.data.splits: the windows of {} are placed before each other in a circle",
+                names.join(", ")
+            )));
+        }
+        pending = waiting;
+    }
+    Ok(())
 }
 
 /// A split's name becomes a folder under the shards' output: no separators, no `.`/`..`, nothing

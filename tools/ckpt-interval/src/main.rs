@@ -17,9 +17,13 @@ Examples:
   ckpt-interval --cost 90 --mtbf 43200 --step-time 0.4
   ckpt-interval --cost 90 --node-mtbf 2592000 --nodes 64 --restart 300 --method young
   ckpt-interval --failures failures.txt < runs/churn/train.json   # cost and step time from `train`
+  ckpt-interval --measured runs/churn/nights/2026-12-02T031700Z/train-seed7.json --mtbf 43200 \
+                < runs/churn/shards.json   # before tonight's training: what last night measured
 
 Without --cost or --step-time, the values come from the record's `train.ckpt_mean_s` and
-`train.step_time_s`. Young: sqrt(2CM). Daly (2006): sqrt(2CM)[1 + sqrt(C/2M)/3 + (C/2M)/9] - C
+`train.step_time_s`, else from the training record given with --measured (an earlier run of the
+same job: the nightly loop plans tonight's checkpoints from last night's), so the plan is made
+of measurements, not guesses; inputs.cost_source says which. Young: sqrt(2CM). Daly (2006): sqrt(2CM)[1 + sqrt(C/2M)/3 + (C/2M)/9] - C
 for C < 2M, else M. With --blocking only the blocking part of an asynchronous checkpoint counts,
 and the interval is never shorter than the full write. Without --blocking, a record whose train
 wrote checkpoints in the background (train.ckpt_async) gives train.ckpt_blocking_s.
@@ -28,7 +32,7 @@ Output: the input record plus
   \"ckpt_interval\": {\"young_s\", \"daly_s\", \"interval_s\", \"interval_steps\" (null without a step
   time), \"overhead_fraction\", \"expected_loss_per_failure_s\", \"expected_waste_fraction\",
   \"method\": \"daly\"|\"young\", \"inputs\": {\"cost_s\", \"mtbf_s\", \"step_time_s\", \"restart_s\",
-  \"blocking_s\", \"mtbf_source\"}}
+  \"blocking_s\", \"mtbf_source\", \"cost_source\"}}
 
 Exit: 0 done, 2 bad usage or input (zero, negative, NaN or missing values).";
 
@@ -69,6 +73,10 @@ struct Args {
     /// Which optimum to use for interval_s.
     #[arg(long, value_enum, default_value_t = MethodArg::Daly)]
     method: MethodArg,
+    /// A record of an earlier training of the same job (train's output): its measured
+    /// checkpoint cost, blocking time and step time stand in for flags the run does not give.
+    #[arg(long, value_name = "FILE")]
+    measured: Option<PathBuf>,
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
@@ -90,10 +98,46 @@ fn main() -> ExitCode {
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("ckpt_interval")?;
-    let cost_s = flag_or_record(args.cost, &record, "--cost", "train.ckpt_mean_s")?;
-    let step_time_s = match args.step_time {
-        Some(step) => Some(step),
-        None => record_number(&record, "train.step_time_s")?,
+    let measured = match &args.measured {
+        Some(path) => {
+            let earlier = Record::read(Some(path), RecordInput::Required)?;
+            if earlier.get_path("train").is_none() {
+                return Err(InputError::field(
+                    format!("--measured {}", path.display()),
+                    "has no `train` section: give a record that train wrote",
+                )
+                .into());
+            }
+            Some((earlier, format!("measured: {}", path.display())))
+        }
+        None => None,
+    };
+    // The flag, else this record's own training, else the earlier one's.
+    let (cost_s, cost_source) = match (args.cost, record_number(&record, "train.ckpt_mean_s")?) {
+        (Some(cost), _) => (cost, "--cost".to_string()),
+        (None, Some(cost)) => (cost, "record: train.ckpt_mean_s".to_string()),
+        (None, None) => match &measured {
+            Some((earlier, source)) => (
+                flag_or_record(None, earlier, "--measured", "train.ckpt_mean_s")?,
+                source.clone(),
+            ),
+            None => (
+                flag_or_record(None, &record, "--cost", "train.ckpt_mean_s")?,
+                String::new(),
+            ),
+        },
+    };
+    let step_time_s = match (args.step_time, record_number(&record, "train.step_time_s")?) {
+        (Some(step), _) => Some(step),
+        (None, Some(step)) => Some(step),
+        (None, None) => match &measured {
+            Some((earlier, _)) => record_number(earlier, "train.step_time_s")?,
+            None => None,
+        },
+    };
+    let blocking_record = match &measured {
+        Some((earlier, _)) if record.get_path("train").is_none() => earlier,
+        _ => &record,
     };
     let (mtbf_s, mtbf_source) = mtbf(&args)?;
     // Named by where the MTBF came from, before `plan` checks it again as plain `--mtbf`.
@@ -106,7 +150,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         restart_s: args.restart,
         blocking_s: match args.blocking {
             Some(blocking) => Some(blocking),
-            None => recorded_blocking(&record, cost_s)?,
+            None => recorded_blocking(blocking_record, cost_s)?,
         },
     };
     let method = match args.method {
@@ -124,6 +168,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let mut section = serde_json::to_value(&plan)?;
     section["inputs"] = serde_json::to_value(inputs)?;
     section["inputs"]["mtbf_source"] = json!(mtbf_source);
+    section["inputs"]["cost_source"] = json!(cost_source);
     let mut record = record;
     record.set_section("ckpt_interval", section);
     tool.finish(record, Exit::Passed)

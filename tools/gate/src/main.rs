@@ -198,7 +198,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         );
     }
     for reason in &decision.reasons {
-        tool.info(format_args!("blocked: {reason}"));
+        tool.notice(format_args!("blocked: {reason}"));
     }
     if !decision.underpowered.is_empty() {
         tool.warn(format!(

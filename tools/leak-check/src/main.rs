@@ -7,6 +7,7 @@ use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, Record};
+use runfn_data::rolling::{any_rolling, latest_time};
 use runfn_data::partitioned::Partitioned;
 use runfn_data::spec::{DataSource, DataSpec};
 use runfn_data::split::Splits;
@@ -111,7 +112,18 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         DataSource::Snapshot(input) => {
             let snapshot = spec.open_snapshot(&input, args.schema.as_deref())?;
             let rules = spec.splits_or(&args.splits)?;
-            let splits = Splits::parse(&rules, time.as_deref(), |c| snapshot.column_type(c))?;
+            // Rolling windows count back from the snapshot's latest time, as shardify's do.
+            let anchor = match time.as_deref() {
+                Some(time)
+                    if any_rolling(&rules)
+                        && snapshot.column_type(time).is_some_and(|t| t.is_temporal()) =>
+                {
+                    latest_time(&snapshot, time)?
+                }
+                _ => None,
+            };
+            let splits =
+                Splits::parse_at(&rules, time.as_deref(), |c| snapshot.column_type(c), anchor)?;
             tool.info(format!(
                 "reading {} ({} files)",
                 input.display(),
@@ -122,8 +134,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     };
     let time_split = match (&rules, &time) {
         (Some(rules), Some(time)) => {
-            Splits::parse(rules, Some(time), |c| data.snapshot.column_type(c))
-                .is_ok_and(|s| s.is_time_split(time))
+            Splits::ordered_in_time(rules, time, |c| data.snapshot.column_type(c))
         }
         _ => false,
     };
@@ -145,7 +156,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     };
     let report = check(&data, &config)?;
     for leak in report.checks.iter().filter(|c| !c.passed) {
-        tool.info(format!("leak: {}: {} found", leak.name, leak.count));
+        tool.notice(failure_line(leak, &config));
     }
     if report.passed {
         tool.info("no leak found");
@@ -174,6 +185,37 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let passed = report.passed;
     record.set_section("leaks", serde_json::to_value(&report)?);
     tool.finish(record, Exit::from_passed(passed))
+}
+
+/// A failed check in one line, for the log and the alert: the check, the columns it read, how
+/// many of how many, and the tolerance it broke (`failed: entity_overlap job_ad_id: 954 of 963
+/// ...`).
+fn failure_line(leak: &runfn_leaks::LeakCheck, config: &LeakConfig) -> String {
+    let columns: Vec<String> = match leak.name {
+        "entity_overlap" => config.entity.iter().cloned().collect(),
+        "time_order" => config.time.iter().cloned().collect(),
+        "near_duplicates" => config.text.clone(),
+        _ => {
+            let mut named: Vec<String> = leak
+                .examples
+                .iter()
+                .filter_map(|e| e.get("column")?.as_str().map(String::from))
+                .collect();
+            named.dedup();
+            named
+        }
+    };
+    let columns = if columns.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", columns.join(", "))
+    };
+    let count = match leak.of {
+        Some(of) => format!("{} of {of}", leak.count),
+        None => leak.count.to_string(),
+    };
+    let setting = serde_json::to_string(&leak.setting).unwrap_or_default();
+    format!("failed: {}{columns}: {count} (allowed {setting})", leak.name)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! shardify: write a snapshot's splits as large, deterministic, hashed Parquet shards.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,9 +8,11 @@ use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
+use runfn_data::rolling::{any_rolling, latest_time};
 use runfn_data::shards::{ShardOptions, shardify};
 use runfn_data::spec::{DataSpec, parse_size};
 use runfn_data::split::Splits;
+use runfn_data::unsplit::{Unsplit, max_unsplit_fraction};
 use serde_json::{Map, Value, json};
 
 const AFTER_HELP: &str = "\
@@ -22,7 +25,14 @@ Examples:
 
 Split rules: `col < 2026-08-01` (<=, >, >= too), a bare period of manifest.data.time (`2026-08`,
 `2026-07..2026-08`), `hash(col) < 0.8`, or a column's own values: `col == v`, `col != v`,
-`col in (a, b)` (strings bare or quoted, numbers, dates, true/false; a null matches none).
+`col in (a, b)` (strings bare or quoted, numbers, dates, true/false; a null matches none), or a
+rolling window of manifest.data.time counted back from the snapshot's latest time: `last 1 month`,
+`2 weeks before test`, `before val` (days, weeks, months, years). Windows move with the data, so
+one manifest serves every night; the bounds they resolved to are in shards.splits_resolved, and a
+window that selects no row is refused (exit 2).
+
+Rows in no split are counted (shards.unsplit) and said on stderr, even with -q; above
+manifest.data.max_unsplit_fraction of the rows read (default 0.01) the run fails (exit 1).
 
 Reads the snapshot (CSV with a header, JSON Lines or Parquet; a file or a folder of them) at --in,
 or at manifest.data.snapshot when that is a local path or a store URL (s3://bucket/prefix,
@@ -42,9 +52,13 @@ Examples:
 
 Output: the input record plus
   \"shards\": {\"dir\", \"index_blake3\", \"splits\": {\"<split>\": {\"rows\", \"shards\", \"rows_blake3\"}},
-             \"unassigned_rows\", \"bad_values\", \"seed\"}
+             \"unassigned_rows\", \"bad_values\", \"seed\", \"passed\",
+             \"unsplit\": {\"rows\", \"fraction\", \"max_fraction\"},
+             \"splits_resolved\": {\"<rolling split>\": {\"rule\", \"resolved\", \"column\", \"after\", \"until\"}}}
 
-Exit: 0 done, 2 bad usage or input (unreadable snapshot, unknown split column, overlapping splits).";
+Exit: 0 done, 1 more rows in no split than manifest.data.max_unsplit_fraction allows (the shards
+are written and the record says how many), 2 bad usage or input (unreadable snapshot, unknown
+split column, overlapping splits, a window that selects no row).";
 
 /// Write a snapshot's splits as large, deterministic, hashed Parquet shards with an index.
 #[derive(Debug, Parser)]
@@ -100,7 +114,21 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let snapshot = spec.open_snapshot(&input, args.schema.as_deref())?;
     let rules = spec.splits_or(&args.splits)?;
     let time = args.time.as_deref().or(spec.time.as_deref());
-    let splits = Splits::parse(&rules, time, |c| snapshot.column_type(c))?;
+    let max_unsplit = max_unsplit_fraction(&record)?;
+    // Rolling windows count back from the latest time in the snapshot: one more read of it.
+    let anchor = match time {
+        Some(time)
+            if any_rolling(&rules) && snapshot.column_type(time).is_some_and(|t| t.is_temporal()) =>
+        {
+            latest_time(&snapshot, time)?
+        }
+        _ => None,
+    };
+    let splits = Splits::parse_at(&rules, time, |c| snapshot.column_type(c), anchor)?;
+    let resolved = splits.resolved();
+    for (name, window) in &resolved {
+        tool.info(format!("{name}: `{}` is {}", window.rule, window.resolved));
+    }
     let seed = record.seed(args.seed)?;
     let out = match args.out {
         Some(out) => out,
@@ -177,10 +205,26 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             tool.warn(format!("column `{column}`: {} values did not parse (first: {:?} at {} row {}); stored as null", values.count, first.value, first.file, first.row));
         }
     }
-    if index.unassigned_rows > 0 {
-        tool.warn(format!(
-            "{} rows fall in no split and were left out",
-            index.unassigned_rows
+    let assigned: u64 = index.splits.values().map(|s| s.rows).sum();
+    let unsplit = Unsplit {
+        rows: index.unassigned_rows,
+        total: assigned + index.unassigned_rows,
+        limit: max_unsplit,
+    };
+    if !unsplit.passed() {
+        tool.notice(format!(
+            "failed: unsplit_rows: {} of {} rows ({:.2}%) fall in no split, above manifest.data.max_unsplit_fraction {}; the splits no longer cover the data (rolling windows such as `last 1 month` move with it)",
+            unsplit.rows,
+            unsplit.total,
+            100.0 * unsplit.fraction(),
+            unsplit.limit
+        ));
+    } else if unsplit.rows > 0 {
+        tool.notice(format!(
+            "warning: {} of {} rows ({:.2}%) fall in no split and were left out",
+            unsplit.rows,
+            unsplit.total,
+            100.0 * unsplit.fraction()
         ));
     }
     let mut split_summary = Map::new();
@@ -204,9 +248,21 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             "unassigned_rows": index.unassigned_rows,
             "bad_values": bad,
             "seed": seed,
+            "passed": unsplit.passed(),
+            "unsplit": {
+                "rows": unsplit.rows,
+                "fraction": unsplit.fraction(),
+                "max_fraction": unsplit.limit,
+            },
+            "splits_resolved": resolved.into_iter().collect::<BTreeMap<_, _>>(),
         }),
     );
-    tool.finish(record, Exit::Passed)
+    let exit = if unsplit.passed() {
+        Exit::Passed
+    } else {
+        Exit::CheckFailed
+    };
+    tool.finish(record, exit)
 }
 
 #[cfg(test)]

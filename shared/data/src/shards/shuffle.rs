@@ -101,11 +101,12 @@ pub fn shardify(
         .zip(&row_bytes)
         .map(|(file, row)| file.bytes / row)
         .sum();
-    let per_file: Vec<(BadValues, u64, (u64, u64), DistinctSample)> = (0..snapshot.files.len())
+    let per_file: Vec<(BadValues, Vec<u64>, (u64, u64), DistinctSample)> = (0..snapshot.files.len())
         .into_par_iter()
         .map(|file| {
             let mut bad = BadValues::default();
-            let mut unassigned = 0u64;
+            // Rows per split, and last the rows in no split.
+            let mut counts = vec![0u64; split_count + 1];
             let mut sample =
                 DistinctSample::new(estimated_rows, split_count, snapshot.columns.len());
             let batch_rows = read_batch_rows(snapshot, file, row_bytes[file], options.memory_bytes);
@@ -125,7 +126,9 @@ pub fn shardify(
                         ),
                     )
                 })?;
-                unassigned += assignment.iter().filter(|a| a.is_none()).count() as u64;
+                for split in &assignment {
+                    counts[split.map_or(split_count, usize::from)] += 1;
+                }
                 let keys: Vec<u64> = (0..rows as u64)
                     .map(|row| {
                         splitmix64(seed_mix ^ ((file as u64) << 40 | (typed.first_row + row)))
@@ -142,7 +145,7 @@ pub fn shardify(
                 );
             }
             chunk.spill(buckets, &slots, &keyed_schema)?;
-            Ok((bad, unassigned, chunk.spilled(), sample))
+            Ok((bad, counts, chunk.spilled(), sample))
         })
         .collect::<Vec<Result<_, DataError>>>()
         // The first failing file in file order, so the error is the same on every run.
@@ -161,15 +164,37 @@ pub fn shardify(
         )
         .map_err(|e| DataError::Other(e.to_string()))?;
     let mut bad_values = BadValues::default();
-    let mut unassigned_rows = 0;
+    let mut counts = vec![0u64; split_count + 1];
     let (mut spilled_rows, mut spilled_bytes) = (0, 0);
     let mut sample = DistinctSample::new(estimated_rows, split_count, snapshot.columns.len());
-    for (bad, unassigned, (rows, bytes), file_sample) in per_file {
+    for (bad, file_counts, (rows, bytes), file_sample) in per_file {
         bad_values.merge(&bad);
-        unassigned_rows += unassigned;
+        for (total, count) in counts.iter_mut().zip(file_counts) {
+            *total += count;
+        }
         spilled_rows += rows;
         spilled_bytes += bytes;
         sample.merge(file_sample);
+    }
+    let unassigned_rows = counts[split_count];
+    // A window of a fixed date range may be empty on purpose; a rolling window that selects
+    // nothing means the manifest and the data disagree (a window narrower than the gaps in the
+    // data, a time value far in the future as the anchor). Refused before the old shards go.
+    if let Some(split) = splits
+        .splits
+        .iter()
+        .zip(&counts)
+        .find_map(|(split, rows)| (*rows == 0 && split.window.is_some()).then_some(split))
+    {
+        let resolved = splits.resolved();
+        let bounds = resolved
+            .iter()
+            .find(|(name, _)| *name == split.name)
+            .map_or(String::new(), |(_, r)| format!(" ({})", r.resolved));
+        return Err(DataError::Other(format!(
+            "manifest.data.splits.{}: `{}` selects no rows{bounds}",
+            split.name, split.rule
+        )));
     }
     let group_rows = options.row_group_rows.min(options.shard_rows) as u64;
 

@@ -7,13 +7,15 @@ use serde_json::Value;
 
 use crate::Report;
 use crate::gate::{Entry, Gate, Status};
+use crate::night::Night;
+use crate::outcome::Outcome;
 use crate::plots::{self, Bar, Series, SliceRow};
 use crate::predictions::Kind;
 
 /// Checks on load that every plot the page lists was drawn (see the script's header).
 const PAGE_CHECK: &str = include_str!("page_check.js");
 
-const STYLE: &str = "\
+pub(crate) const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
 header{background:#1d2330;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}
 header p{margin:4px 0 0;color:#c9cfda;font-size:13px}
@@ -33,10 +35,18 @@ ul.gate-lists{font-size:14px;padding-left:20px;max-width:1100px}ul.gate-lists li
 .wide{overflow-x:auto}table.gate td{white-space:nowrap}table.gate td.wrap{white-space:normal;min-width:8em}
 table.gate td,table.gate th{padding:4px 6px}table.gate td.note-cell{white-space:normal;color:#5b6474;border-top:0}
 .note{font-size:13px;color:#5b6474}
+.verdict{background:#fff;border:1px solid #dde1e8;border-left:8px solid #08754f;border-radius:8px;padding:6px 18px 10px;margin:14px 0}
+.verdict h2{margin:8px 0 6px;font-size:20px}.verdict.passed h2{color:#08754f}
+.verdict.stopped{border-left-color:#b33a00;background:#fff8f4}.verdict.stopped h2{color:#b33a00}
+.verdict.incomplete{border-left-color:#8a5a00}.verdict.incomplete h2{color:#8a5a00}
+.verdict p{margin:6px 0;font-size:14px}.verdict table{margin:4px 0}.verdict td.wrap{white-space:normal;max-width:40em}
+pre.message{background:#1d2330;color:#f6f7f9;padding:8px 10px;border-radius:6px;font-size:12px;white-space:pre-wrap;max-width:1100px}
+details.stale{font-size:13px;color:#5b6474}
 ";
 
-/// The page and the names of the plots it carries (`report.plots`).
-pub fn page(report: &Report) -> (String, Vec<String>) {
+/// The page and the names of the plots it carries (`report.plots`). `nights` are the folders'
+/// nights with what they came to: each gets its verdict at the top of the page.
+pub fn page(report: &Report, nights: &[(Night, Outcome)]) -> (String, Vec<String>) {
     let latest = &report.latest;
     let mut figures: Vec<(String, String, String)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
@@ -149,19 +159,35 @@ pub fn page(report: &Report) -> (String, Vec<String>) {
     let names: Vec<String> = figures.iter().map(|f| f.0.clone()).collect();
 
     let mut html = String::with_capacity(256 * 1024);
-    let title = latest["manifest"]["run_id"].as_str().unwrap_or("run");
+    let mut title = latest["manifest"]["run_id"]
+        .as_str()
+        .unwrap_or("run")
+        .to_string();
+    // One night: its verdict belongs in the title, where a tab or a mail's link shows it.
+    if let [(_, outcome)] = nights {
+        title = format!("{title}: {}", crate::verdict::heading(outcome));
+    }
+    let verdict_meta = if nights.is_empty() {
+        String::new()
+    } else {
+        let statuses: Vec<&str> = nights.iter().map(|(_, o)| o.status).collect();
+        format!(
+            "<meta name=\"runfn-verdict\" content=\"{}\">",
+            esc(&statuses.join(","))
+        )
+    };
     let _ = write!(
         html,
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>runfn report: {}</title>\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <meta name=\"runfn-plots\" content=\"{}\"><style>{STYLE}</style></head><body>",
-        esc(title),
+         <meta name=\"runfn-plots\" content=\"{}\">{verdict_meta}<style>{STYLE}</style></head><body>",
+        esc(&title),
         esc(&names.join(","))
     );
     let _ = write!(
         html,
         "<header><h1>runfn report: {}</h1><p>{} record(s), {} run(s) · manifest {} · snapshot {}</p></header><main>",
-        esc(title),
+        esc(&title),
         report.records,
         report.runs,
         esc(latest["manifest_hash"]
@@ -171,6 +197,9 @@ pub fn page(report: &Report) -> (String, Vec<String>) {
             .as_str()
             .unwrap_or("-")),
     );
+    for (i, (night, outcome)) in nights.iter().enumerate() {
+        crate::verdict::banner(&mut html, i, night, outcome);
+    }
     cards(&mut html, report);
     html.push_str("<h2>Curves and checks</h2><div class=\"plots\">");
     for (name, svg, caption) in &figures {
@@ -809,7 +838,10 @@ mod tests {
     use crate::predictions::Limits;
 
     fn page_of(record: &Value) -> (String, Vec<String>) {
-        page(&Report::build(std::slice::from_ref(record), Limits::default()).unwrap())
+        page(
+            &Report::build(std::slice::from_ref(record), Limits::default()).unwrap(),
+            &[],
+        )
     }
 
     fn fixture(name: &str) -> Value {

@@ -1,12 +1,18 @@
 //! `report`'s library: run records read back into the workflow map, predicted vs measured pairs,
 //! training curves, a self-contained HTML page and TensorBoard event files.
 
+pub mod alias;
 pub mod curves;
 pub mod gate;
+pub mod history;
+pub mod history_page;
 pub mod html;
+pub mod night;
+pub mod outcome;
 pub mod plots;
 pub mod predictions;
 pub mod tensorboard;
+pub mod verdict;
 pub mod workflow;
 
 use std::collections::BTreeMap;

@@ -5,6 +5,10 @@
 // <figure class="plot" data-plot="NAME"><svg>...</svg><figcaption>...</figcaption></figure>.
 // A missing plot is a console error "runfn: missing plot NAME (why)"; success sets
 // <html data-plots-checked="COUNT">, which a page whose script never ran cannot have.
+// A page with verdicts (<meta name="runfn-verdict" content="failed,...">, one status per night)
+// must show each as a <section class="verdict"> whose heading starts with its status in
+// capitals, visible, the first one on the first screen: a night's failure hidden by a style or
+// pushed below the fold is an error too. Their headings go to <html data-verdict>.
 (function () {
   "use strict";
 
@@ -83,7 +87,53 @@
     return null;
   }
 
+  var WORDS = { passed: "PASSED", blocked: "BLOCKED", failed: "FAILED", incomplete: "INCOMPLETE" };
+
+  // The number of problems with the page's verdicts (each reported as a console error).
+  function checkVerdicts() {
+    var meta = document.querySelector('meta[name="runfn-verdict"]');
+    if (!meta) {
+      return 0;
+    }
+    var statuses = meta.content.split(",").filter(function (s) {
+      return s !== "";
+    });
+    var banners = document.querySelectorAll("section.verdict");
+    if (banners.length !== statuses.length) {
+      console.error(
+        "runfn: the page promises " + statuses.length + " verdict(s) and shows " + banners.length
+      );
+      return 1;
+    }
+    var problems = 0;
+    var headings = [];
+    for (var i = 0; i < banners.length; i++) {
+      var banner = banners[i];
+      var style = window.getComputedStyle(banner);
+      var box = banner.getBoundingClientRect();
+      var heading = banner.querySelector("h2");
+      var text = heading ? heading.innerText.trim() : "";
+      var word = WORDS[statuses[i]] || statuses[i].toUpperCase();
+      if (!(box.width > 0 && box.height > 0) || style.visibility !== "visible" ||
+          parseFloat(style.opacity) === 0) {
+        console.error("runfn: verdict " + (i + 1) + " (" + statuses[i] + ") is not visible");
+        problems++;
+      } else if (i === 0 && box.top + window.scrollY >= window.innerHeight) {
+        console.error("runfn: the verdict is below the first screen (at " + Math.round(box.top) + " px)");
+        problems++;
+      }
+      if (text.indexOf(word) !== 0) {
+        console.error('runfn: verdict ' + (i + 1) + ' should start with "' + word + '", it reads "' + text + '"');
+        problems++;
+      }
+      headings.push(text);
+    }
+    document.documentElement.dataset.verdict = headings.join(" | ");
+    return problems;
+  }
+
   function check() {
+    var verdictProblems = checkVerdicts();
     var names = expectedNames();
     if (names === null) {
       console.error('runfn: no <meta name="runfn-plots"> saying which plots to expect');
@@ -97,7 +147,7 @@
         missing++;
       }
     });
-    if (missing === 0) {
+    if (missing === 0 && verdictProblems === 0) {
       document.documentElement.dataset.plotsChecked = String(names.length);
     }
     // The checker sizes its full-page screenshot from this.

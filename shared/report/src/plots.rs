@@ -7,6 +7,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::gate::Status;
+use crate::outcome::Decision;
 
 /// One color per series, seeds in a stable order (colorblind-safe, from the Okabe-Ito set).
 const PALETTE: [RGBColor; 7] = [
@@ -193,8 +194,13 @@ pub fn status_color(status: &Status) -> RGBColor {
 /// One entry of a legend drawn under its chart (see `above_legend`).
 #[derive(Debug, Clone, PartialEq)]
 enum Key {
-    /// A Δ plot's status: a dot in its color.
-    Status(Status),
+    /// A dot in its color, named: a Δ plot's status or a night's decision; ringed like the
+    /// blocked ones it stands for.
+    Dot {
+        text: String,
+        color: RGBColor,
+        ringed: bool,
+    },
     /// A Δ plot's interval, named with its confidence.
     Interval(String),
     Limit,
@@ -208,7 +214,7 @@ enum Key {
 impl Key {
     fn text(&self) -> &str {
         match self {
-            Key::Status(status) => status.word(),
+            Key::Dot { text, .. } => text,
             Key::Interval(text) => text,
             Key::Limit => "limit",
             Key::Zero => "zero",
@@ -225,10 +231,123 @@ fn text_width(text: &str) -> i32 {
     (text.chars().count() as f64 * 5.6).ceil() as i32
 }
 
+/// One row of an interval chart, whatever it stands for (a slice of the gate, a night).
+#[derive(Debug, Clone, PartialEq)]
+struct Mark {
+    label: String,
+    delta: Option<f64>,
+    interval: Option<(f64, f64)>,
+    limit: Option<f64>,
+    color: RGBColor,
+    ringed: bool,
+    /// Written in the row where there is no Δ to draw.
+    note: Option<String>,
+}
+
 /// The gate's Δ per place: the test's interval as a bar with end caps, Δ as a dot, both in the
 /// status's color, the limit as a black vertical line per row and zero dashed; overall on top.
 /// The legend has a strip of its own under the chart, so it never covers a point.
 pub fn deltas(title: &str, x_desc: &str, interval_label: &str, rows: &[DeltaRow]) -> String {
+    let mut statuses: Vec<&Status> = Vec::new();
+    for row in rows {
+        if !statuses.contains(&&row.status) {
+            statuses.push(&row.status);
+        }
+    }
+    let rank = |s: &&Status| {
+        Status::KNOWN
+            .iter()
+            .position(|known| known == *s)
+            .unwrap_or(Status::KNOWN.len())
+    };
+    statuses.sort_by_key(rank);
+    let keys = statuses
+        .into_iter()
+        .map(|s| Key::Dot {
+            text: s.word().to_string(),
+            color: status_color(s),
+            ringed: *s == Status::Blocked,
+        })
+        .collect();
+    let marks: Vec<Mark> = rows
+        .iter()
+        .map(|r| Mark {
+            label: r.label.clone(),
+            delta: r.delta,
+            interval: r.interval,
+            limit: r.limit,
+            color: status_color(&r.status),
+            ringed: r.status == Status::Blocked,
+            note: r.note.clone(),
+        })
+        .collect();
+    intervals(title, x_desc, interval_label, &marks, keys)
+}
+
+/// Green promoted, sky blue a first model, blue registered, vermillion blocked, grey failed,
+/// reddish purple incomplete (Okabe-Ito, like the statuses).
+pub fn decision_color(decision: Decision) -> RGBColor {
+    match decision {
+        Decision::Promoted => RGBColor(0, 158, 115),
+        Decision::FirstModel => RGBColor(86, 180, 233),
+        Decision::Registered => RGBColor(0, 114, 178),
+        Decision::Blocked => RGBColor(213, 94, 0),
+        Decision::Failed => RGBColor(120, 120, 120),
+        Decision::Incomplete => RGBColor(204, 121, 167),
+    }
+}
+
+/// One night of the history plot: its gate's overall Δ with the interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NightRow {
+    /// The night's date, as the rows are labelled.
+    pub label: String,
+    pub delta: Option<f64>,
+    pub interval: Option<(f64, f64)>,
+    pub limit: Option<f64>,
+    pub decision: Decision,
+    /// Written in the row where the night has no Δ (`first model: no baseline`).
+    pub note: Option<String>,
+}
+
+/// The gate's overall Δ night after night, oldest on top: the interval as a bar with end caps
+/// and Δ as a dot, colored by what the night came to (blocked ones ringed), the gate's limit
+/// as a black line and zero dashed. A night without a Δ says why in its row. The legend has a
+/// strip of its own under the chart, so it never covers a point.
+pub fn nights(title: &str, x_desc: &str, interval_label: &str, rows: &[NightRow]) -> String {
+    let keys = Decision::ALL
+        .into_iter()
+        .filter(|d| rows.iter().any(|r| r.decision == *d))
+        .map(|d| Key::Dot {
+            text: d.word().to_string(),
+            color: decision_color(d),
+            ringed: d == Decision::Blocked,
+        })
+        .collect();
+    let marks: Vec<Mark> = rows
+        .iter()
+        .map(|r| Mark {
+            label: r.label.clone(),
+            delta: r.delta,
+            interval: r.interval,
+            limit: r.limit,
+            color: decision_color(r.decision),
+            ringed: r.decision == Decision::Blocked,
+            note: r.note.clone(),
+        })
+        .collect();
+    intervals(title, x_desc, interval_label, &marks, keys)
+}
+
+/// The chart `deltas` and `nights` share: one row per mark, first on top, with `keys` (then the
+/// interval, the limit and zero when drawn) in a legend strip under it.
+fn intervals(
+    title: &str,
+    x_desc: &str,
+    interval_label: &str,
+    rows: &[Mark],
+    mut keys: Vec<Key>,
+) -> String {
     let values = rows.iter().flat_map(|r| {
         [
             r.delta,
@@ -241,27 +360,9 @@ pub fn deltas(title: &str, x_desc: &str, interval_label: &str, rows: &[DeltaRow]
     });
     let (x0, x1) = padded(values.chain([0.0]), 0.08);
     let n = rows.len();
-    // Row i of `rows` is drawn at y = n - 1 - i, so the first (overall) is on top.
+    // Row i of `rows` is drawn at y = n - 1 - i, so the first is on top.
     let y = |i: usize| (n - 1 - i) as i32;
     let labels: Vec<String> = rows.iter().rev().map(|r| r.label.clone()).collect();
-
-    let mut keys: Vec<Key> = Vec::new();
-    for row in rows {
-        if !keys
-            .iter()
-            .any(|k| matches!(k, Key::Status(s) if *s == row.status))
-        {
-            keys.push(Key::Status(row.status.clone()));
-        }
-    }
-    let rank = |k: &Key| match k {
-        Key::Status(s) => Status::KNOWN
-            .iter()
-            .position(|known| known == s)
-            .unwrap_or(Status::KNOWN.len()),
-        _ => usize::MAX,
-    };
-    keys.sort_by_key(rank);
     if rows.iter().any(|r| r.interval.is_some()) {
         keys.push(Key::Interval(interval_label.to_string()));
     }
@@ -285,7 +386,7 @@ pub fn deltas(title: &str, x_desc: &str, interval_label: &str, rows: &[DeltaRow]
             ))
         }))?;
         for (i, r) in rows.iter().enumerate() {
-            let style = status_color(&r.status).stroke_width(2);
+            let style = r.color.stroke_width(2);
             if let Some((lo, hi)) = r.interval {
                 chart.draw_series(std::iter::once(PathElement::new(
                     vec![(lo, center(y(i))), (hi, center(y(i)))],
@@ -299,18 +400,14 @@ pub fn deltas(title: &str, x_desc: &str, interval_label: &str, rows: &[DeltaRow]
             match r.delta {
                 Some(delta) => {
                     let at = || (delta, center(y(i)));
-                    if r.status == Status::Blocked {
+                    if r.ringed {
                         chart.draw_series(std::iter::once(Circle::new(
                             at(),
                             7,
                             BLACK.stroke_width(1),
                         )))?;
                     }
-                    chart.draw_series(std::iter::once(Circle::new(
-                        at(),
-                        5,
-                        status_color(&r.status).filled(),
-                    )))?;
+                    chart.draw_series(std::iter::once(Circle::new(at(), 5, r.color.filled())))?;
                 }
                 None => {
                     let note = r.note.as_deref().unwrap_or("no Δ");
@@ -319,7 +416,7 @@ pub fn deltas(title: &str, x_desc: &str, interval_label: &str, rows: &[DeltaRow]
                         (x0 + (x1 - x0) * 0.01, center(y(i))),
                         ("sans-serif", 13)
                             .into_font()
-                            .color(&status_color(&r.status))
+                            .color(&r.color)
                             .pos(Pos::new(HPos::Left, VPos::Center)),
                     )))?;
                 }
@@ -366,9 +463,9 @@ fn legend_layout(keys: &[Key], width: i32) -> Vec<(i32, usize)> {
 fn draw_key(area: &DrawingArea<SVGBackend<'_>, Shift>, key: &Key, x: i32, y: i32) -> DrawResult {
     let grey = RGBColor(90, 90, 90);
     match key {
-        Key::Status(status) => {
-            area.draw(&Circle::new((x + 9, y), 5, status_color(status).filled()))?;
-            if *status == Status::Blocked {
+        Key::Dot { color, ringed, .. } => {
+            area.draw(&Circle::new((x + 9, y), 5, color.filled()))?;
+            if *ringed {
                 area.draw(&Circle::new((x + 9, y), 7, BLACK.stroke_width(1)))?;
             }
         }
@@ -827,6 +924,76 @@ mod tests {
         assert!(
             !texts.iter().any(|t| text_of(t) == "not gated"),
             "only the statuses drawn are keys"
+        );
+    }
+
+    /// A night per row, oldest on top, each Δ's dot in its decision's color on its interval;
+    /// a night without Δ says why in its row; every legend key lies under the lowest row.
+    #[test]
+    fn the_nights_plot_colors_each_night_by_decision_with_its_legend_below() {
+        let night = |label: &str, delta: Option<f64>, decision, note: Option<&str>| NightRow {
+            label: label.into(),
+            delta,
+            interval: delta.map(|d| (d - 0.01, d + 0.01)),
+            limit: delta.map(|_| -0.002),
+            decision,
+            note: note.map(str::to_string),
+        };
+        let rows = [
+            night(
+                "12-01",
+                None,
+                Decision::FirstModel,
+                Some("first model: no baseline"),
+            ),
+            night("12-02", Some(0.004), Decision::Promoted, None),
+            night("12-03", Some(-0.02), Decision::Blocked, None),
+            night("12-04", None, Decision::Failed, Some("failed at validate")),
+        ];
+        let svg = nights("history", "Δ auc", "95% interval", &rows);
+        assert!(svg.contains("first model: no baseline") && svg.contains("failed at validate"));
+        let circles = tags(&svg, "circle");
+        let dot = |d: Decision| {
+            let color = hex(decision_color(d));
+            circles
+                .iter()
+                .filter(|t| attr(t, "fill") == Some(color.as_str()))
+                .map(|t| number(t, "cy"))
+                .collect::<Vec<f64>>()
+        };
+        let (promoted, blocked) = (dot(Decision::Promoted), dot(Decision::Blocked));
+        assert_eq!(
+            (promoted.len(), blocked.len()),
+            (2, 2),
+            "a dot each, and a key each"
+        );
+        assert!(promoted[0] < blocked[0], "the older night above the newer");
+        assert!(
+            circles.iter().any(|t| attr(t, "stroke") == Some("#000000")),
+            "the blocked night is ringed"
+        );
+        let lowest = promoted[0].max(blocked[0]);
+        let texts = tags(&svg, "text");
+        for word in [
+            "promoted",
+            "first model",
+            "blocked",
+            "failed",
+            "95% interval",
+            "limit",
+        ] {
+            let key = texts
+                .iter()
+                .find(|t| text_of(t) == word)
+                .unwrap_or_else(|| panic!("no legend key {word}"));
+            assert!(
+                number(key, "y") > lowest + 10.0,
+                "the key {word} is in the chart"
+            );
+        }
+        assert!(
+            !texts.iter().any(|t| text_of(t) == "incomplete"),
+            "only the decisions drawn are keys"
         );
     }
 

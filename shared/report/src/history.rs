@@ -1,0 +1,426 @@
+//! The nights together: one row per night folder (what the night read, what it found, what
+//! the gate compared and decided, what the alias did, where it stopped), and the registry's
+//! versions and alias moves beside them.
+//!
+//! A night's alias move is its own registration's (matched by version in the alias history, or
+//! from its records when the registry lacks it); a move that no night made was made by hand
+//! (`register alias`) and is shown in the night during which it happened.
+
+use std::path::{Path, PathBuf};
+
+use runfn_registry::AliasMove;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::alias::{AliasLog, version_words};
+use crate::night::Night;
+use crate::outcome::{Decision, FailedStage, GateView, Outcome, Registered, furthest_with};
+
+/// The snapshot a night read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Snapshot {
+    pub path: Option<String>,
+    pub digest: Option<String>,
+    pub files: Option<u64>,
+    pub bytes: Option<u64>,
+    /// Rows, as ds-validate profiled them.
+    pub rows: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Split {
+    pub split: String,
+    pub rows: u64,
+}
+
+/// A ds-validate check that failed, or failed and was explained.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Drift {
+    pub check: String,
+    pub column: Option<String>,
+    pub value: Option<f64>,
+    pub threshold: Option<f64>,
+    /// The reason a person gave (`--explained`); `None` for an unexplained failure.
+    pub explained: Option<String>,
+}
+
+/// A leak-check check that found something (let through by a tolerance, or failed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Leak {
+    pub check: String,
+    pub count: f64,
+    pub of: Option<f64>,
+    pub passed: bool,
+    /// Why it was let through (`reason`), when a tolerance says.
+    pub reason: Option<String>,
+}
+
+/// What the alias did during a night.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AliasChange {
+    /// Whether the night's registration moved it.
+    pub moved: bool,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    /// The version it stayed at when the night did not move it (`None`: unknown, or nothing).
+    pub stayed: Option<i64>,
+    /// Moves no night made that happened between this night's start and the next's.
+    pub by_hand: Vec<AliasMove>,
+    /// `1 → 2`, `unchanged (version 2)`, with the moves by hand.
+    pub words: String,
+}
+
+/// One night of the history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NightRow {
+    /// The folder's name (a UTC stamp such as `2026-12-03T031700Z`).
+    pub night: String,
+    pub dir: PathBuf,
+    /// The folder's stamp as a date, else when the night's manifest was hashed.
+    pub date: String,
+    pub started_at: Option<String>,
+    pub status: &'static str,
+    pub decision: Decision,
+    pub summary: String,
+    pub manifest_hash: Option<String>,
+    pub snapshot: Snapshot,
+    pub splits: Vec<Split>,
+    pub drift: Vec<Drift>,
+    pub leaks: Vec<Leak>,
+    pub gate: Option<GateView>,
+    pub registered: Option<Registered>,
+    pub alias: AliasChange,
+    pub failed: Option<FailedStage>,
+    /// Records in the folder left out as not this night's.
+    pub stale: usize,
+}
+
+/// A registered version, with the night that registered it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Version {
+    pub version: i64,
+    pub created_at: String,
+    pub manifest_hash: String,
+    pub snapshot: Option<String>,
+    pub code_commit: Option<String>,
+    pub gate_passed: Option<bool>,
+    pub no_baseline: Option<bool>,
+    pub auc: Option<f64>,
+    pub ungated_reason: Option<String>,
+    pub aliases: Vec<String>,
+    pub night: Option<String>,
+}
+
+/// An alias move, with the night that made it (`None`: by hand).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Move {
+    #[serde(flatten)]
+    pub r#move: AliasMove,
+    pub night: Option<String>,
+}
+
+/// The history of a model's nights.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct History {
+    /// `churn@prod`, when a model name was known.
+    pub alias: Option<String>,
+    pub registry: Option<PathBuf>,
+    pub registry_found: bool,
+    pub registry_error: Option<String>,
+    /// The version the alias points at now.
+    pub version: Option<i64>,
+    pub nights: Vec<NightRow>,
+    pub versions: Vec<Version>,
+    pub moves: Vec<Move>,
+}
+
+/// `2026-12-03T031700Z` → `2026-12-03 03:17:00 UTC` (a second night within the same second is
+/// `2026-12-03T031700Z-01`); `None` for another name.
+pub fn stamp_date(name: &str) -> Option<String> {
+    if !name.is_ascii() {
+        return None;
+    }
+    let suffix = name.get(18..).unwrap_or("");
+    let numbered = suffix.is_empty()
+        || (suffix.len() >= 2
+            && suffix.starts_with('-')
+            && suffix[1..].bytes().all(|c| c.is_ascii_digit()));
+    if !numbered {
+        return None;
+    }
+    let name = &name[..name.len().min(18)];
+    let b = name.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    (b.len() == 18
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..17)
+        && b[17] == b'Z')
+        .then(|| {
+            format!(
+                "{} {}:{}:{} UTC",
+                &name[..10],
+                &name[11..13],
+                &name[13..15],
+                &name[15..17]
+            )
+        })
+}
+
+fn time(text: &str) -> Option<std::time::SystemTime> {
+    humantime::parse_rfc3339_weak(text).ok()
+}
+
+impl History {
+    /// The history of `nights` (in the order given) with their outcomes; `log` is the alias read
+    /// from the registry, when a model name was known.
+    pub fn build(nights: &[(Night, Outcome)], log: Option<&AliasLog>) -> History {
+        let names: Vec<String> = nights.iter().map(|(n, _)| folder_name(&n.dir)).collect();
+        // Each night's own move: the one that pointed the alias at the version it registered.
+        let own_moves: Vec<Option<AliasMove>> = nights
+            .iter()
+            .map(|(_, o)| {
+                let r = o.registered.as_ref()?;
+                let log = log?;
+                (r.promoted.as_deref() == Some(log.alias.as_str()))
+                    .then(|| log.move_to(r.version).cloned())
+                    .flatten()
+            })
+            .collect();
+        let moves: Vec<Move> = log.map_or_else(Vec::new, |log| {
+            log.moves
+                .iter()
+                .map(|m| Move {
+                    r#move: m.clone(),
+                    night: own_moves
+                        .iter()
+                        .position(|own| own.as_ref() == Some(m))
+                        .map(|i| names[i].clone()),
+                })
+                .collect()
+        });
+        let starts: Vec<Option<std::time::SystemTime>> = nights
+            .iter()
+            .map(|(n, _)| n.started_at.as_deref().and_then(time))
+            .collect();
+        let by_hand_in = |i: usize| -> Vec<AliasMove> {
+            let Some(start) = starts[i] else {
+                return Vec::new();
+            };
+            let end = starts[i + 1..].iter().flatten().next().copied();
+            moves
+                .iter()
+                .filter(|m| m.night.is_none())
+                .filter(|m| {
+                    time(&m.r#move.at)
+                        .is_some_and(|at| at >= start && end.is_none_or(|end| at < end))
+                })
+                .map(|m| m.r#move.clone())
+                .collect()
+        };
+        let rows = nights
+            .iter()
+            .enumerate()
+            .map(|(i, (night, outcome))| {
+                row(
+                    night,
+                    outcome,
+                    &names[i],
+                    own_moves[i].as_ref(),
+                    by_hand_in(i),
+                )
+            })
+            .collect();
+        let versions = log.map_or_else(Vec::new, |log| {
+            log.entries
+                .iter()
+                .map(|e| Version {
+                    version: e.version,
+                    created_at: e.created_at.clone(),
+                    manifest_hash: e.lineage.manifest_hash.clone(),
+                    snapshot: e.lineage.snapshot.clone(),
+                    code_commit: e.lineage.code_commit.clone(),
+                    gate_passed: e.lineage.gate["passed"].as_bool(),
+                    no_baseline: e.lineage.gate["no_baseline"].as_bool(),
+                    auc: e.lineage.metrics["auc"].as_f64(),
+                    ungated_reason: e.lineage.ungated_reason.clone(),
+                    aliases: e.aliases.clone(),
+                    night: nights
+                        .iter()
+                        .position(|(n, o)| {
+                            o.registered
+                                .as_ref()
+                                .is_some_and(|r| r.version == e.version)
+                                && n.manifest_hash.as_deref()
+                                    == Some(e.lineage.manifest_hash.as_str())
+                        })
+                        .map(|i| names[i].clone()),
+                })
+                .collect()
+        });
+        History {
+            alias: log.map(AliasLog::name),
+            registry: log.map(|l| l.registry.clone()),
+            registry_found: log.is_some_and(|l| l.found),
+            registry_error: log.and_then(|l| l.error.clone()),
+            version: log.and_then(|l| l.version),
+            nights: rows,
+            versions,
+            moves,
+        }
+    }
+}
+
+fn folder_name(dir: &Path) -> String {
+    dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+fn row(
+    night: &Night,
+    outcome: &Outcome,
+    name: &str,
+    own_move: Option<&AliasMove>,
+    by_hand: Vec<AliasMove>,
+) -> NightRow {
+    let date = stamp_date(name)
+        .or_else(|| night.started_at.clone())
+        .unwrap_or_else(|| name.to_string());
+    let digest = night.data_digest.as_ref();
+    let validate = furthest_with(night, "validate").map(|r| &r["validate"]);
+    let snapshot = Snapshot {
+        path: digest.and_then(|d| d["path"].as_str()).map(str::to_string),
+        digest: digest
+            .and_then(|d| d["digest"].as_str())
+            .map(str::to_string),
+        files: digest.and_then(|d| d["files"].as_u64()),
+        bytes: digest.and_then(|d| d["bytes"].as_u64()),
+        rows: validate.and_then(|v| v["profile"]["rows"].as_u64()),
+    };
+    let splits = furthest_with(night, "shards")
+        .and_then(|r| r["shards"]["splits"].as_object())
+        .map(|splits| {
+            splits
+                .iter()
+                .map(|(split, s)| Split {
+                    split: split.clone(),
+                    rows: s["rows"].as_u64().unwrap_or(0),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let drift = validate
+        .and_then(|v| v["checks"].as_array())
+        .into_iter()
+        .flatten()
+        .filter(|c| c["passed"] == Value::Bool(false))
+        .map(|c| Drift {
+            check: c["name"].as_str().unwrap_or("?").to_string(),
+            column: c["column"].as_str().map(str::to_string),
+            value: c["value"].as_f64(),
+            threshold: c["threshold"].as_f64(),
+            explained: c["explained"].as_str().map(str::to_string),
+        })
+        .collect();
+    let leaks = furthest_with(night, "leaks")
+        .and_then(|r| r["leaks"]["checks"].as_array())
+        .into_iter()
+        .flatten()
+        .filter(|c| c["count"].as_f64().is_some_and(|n| n > 0.0) || c["passed"] == false)
+        .map(|c| Leak {
+            check: c["name"].as_str().unwrap_or("?").to_string(),
+            count: c["count"].as_f64().unwrap_or(0.0),
+            of: c["of"].as_f64(),
+            passed: c["passed"] != Value::Bool(false),
+            reason: c["reason"]
+                .as_str()
+                .or_else(|| c["setting"]["off"].as_str())
+                .or_else(|| c["setting"]["reason"].as_str())
+                .map(str::to_string),
+        })
+        .collect();
+    let prod = &outcome.prod;
+    let (moved, from, to) = match (&outcome.registered, prod.moved) {
+        (Some(r), true) => (
+            true,
+            own_move.map_or(prod.before, |m| m.from_version),
+            Some(r.version),
+        ),
+        _ => (false, None, None),
+    };
+    let stayed = (!moved).then_some(prod.before).flatten();
+    let mut words = if moved {
+        format!("{} → {}", version_words(from), version_words(to))
+    } else if prod.alias.is_none() {
+        "not looked up (no model name)".into()
+    } else {
+        match stayed {
+            Some(v) => format!("unchanged ({})", version_words(Some(v))),
+            None => "unchanged".into(),
+        }
+    };
+    for m in &by_hand {
+        words.push_str(&format!(
+            "; by hand: {} → {} at {}{}",
+            version_words(m.from_version),
+            version_words(Some(m.to_version)),
+            m.at,
+            m.reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ));
+    }
+    NightRow {
+        night: name.to_string(),
+        dir: night.dir.clone(),
+        date,
+        started_at: night.started_at.clone(),
+        status: outcome.status,
+        decision: outcome.decision,
+        summary: outcome.summary.clone(),
+        manifest_hash: night.manifest_hash.clone(),
+        snapshot,
+        splits,
+        drift,
+        leaks,
+        gate: outcome.gate.clone(),
+        registered: outcome.registered.clone(),
+        alias: AliasChange {
+            moved,
+            from,
+            to,
+            stayed,
+            by_hand,
+            words,
+        },
+        failed: outcome.failed.clone(),
+        stale: night.skipped.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_read_as_dates() {
+        assert_eq!(
+            stamp_date("2026-12-03T031700Z").as_deref(),
+            Some("2026-12-03 03:17:00 UTC")
+        );
+        assert_eq!(
+            stamp_date("2026-12-03T031700Z-01").as_deref(),
+            Some("2026-12-03 03:17:00 UTC")
+        );
+        assert_eq!(stamp_date("last-night"), None);
+        assert_eq!(stamp_date("2026-12-03T031700Zx"), None);
+        assert_eq!(stamp_date("2026-12-03T03:17Z"), None);
+    }
+}

@@ -2,9 +2,12 @@
 # Checks a report page in a real browser (headless Chromium): every plot its
 # <meta name="runfn-plots"> promises is drawn (the page's own check, page_check.js, says so in
 # <html data-plots-checked>), no console error or uncaught exception, nothing loaded from
-# outside the page; and saves a full-page screenshot.
+# outside the page; and saves a full-page screenshot. A page with verdicts (a night's PASSED,
+# BLOCKED, FAILED) must show them visibly at the top (page_check.js checks it); the summary line
+# quotes them. Each TEXT given must appear in the page's rendered text (what a reader sees: text
+# hidden by a style does not count).
 #
-#   scripts/check-report-page.sh PAGE.html SCREENSHOT.png
+#   scripts/check-report-page.sh PAGE.html SCREENSHOT.png [TEXT...]
 #
 # Exit codes: 0 passed (one summary line on stderr), 1 a check failed (one line per problem),
 # 2 usage error or no browser. Installs Debian's chromium when it is missing.
@@ -19,13 +22,14 @@ WIDTH=1280
 
 usage() {
   echo "$me: $1" >&2
-  echo "usage: scripts/check-report-page.sh PAGE.html SCREENSHOT.png" >&2
+  echo "usage: scripts/check-report-page.sh PAGE.html SCREENSHOT.png [TEXT...]" >&2
   exit 2
 }
 
-[[ $# -eq 2 ]] || usage "expected 2 arguments, got $#"
+[[ $# -ge 2 ]] || usage "expected at least 2 arguments, got $#"
 page=$1
 shot=$2
+expected_texts=("${@:3}")
 [[ -f $page && -r $page ]] || usage "$page: not a readable file"
 shot_dir=$(dirname -- "$shot")
 [[ -d $shot_dir ]] || usage "$shot: its folder $shot_dir does not exist"
@@ -113,6 +117,12 @@ read -r -d '' hook <<'JS' || true
   }, true);
   window.addEventListener("unhandledrejection", function (event) { record("unhandled rejection", String(event.reason)); });
   window.addEventListener("load", function () {
+    var shown = document.body ? document.body.innerText.replace(/\s+/g, " ") : "";
+    [__RUNFN_EXPECT__].forEach(function (encoded, i) {
+      var bytes = Uint8Array.from(atob(encoded), function (c) { return c.charCodeAt(0); });
+      var want = new TextDecoder().decode(bytes).replace(/\s+/g, " ");
+      root.setAttribute("data-runfn-expect-" + (i + 1), shown.indexOf(want) >= 0 ? "found" : "missing");
+    });
     performance.getEntriesByType("resource").forEach(function (entry) {
       resources++;
       root.setAttribute("data-runfn-resource-" + resources, entry.name.slice(0, 300));
@@ -123,6 +133,12 @@ read -r -d '' hook <<'JS' || true
   });
 })();</script>
 JS
+# The expected texts go in as base64, so no quote or backslash in them needs escaping for JS.
+encoded=""
+for text in "${expected_texts[@]}"; do
+  encoded+="${encoded:+,}\"$(printf '%s' "$text" | base64 -w0)\""
+done
+hook=${hook/__RUNFN_EXPECT__/$encoded}
 # On one line, so the page's own line numbers in error messages stay right.
 hook=$(tr -d '\n' <<<"$hook")
 
@@ -184,6 +200,12 @@ if [[ $checked != "$expected_count" ]]; then
   fi
 fi
 
+for i in "${!expected_texts[@]}"; do
+  [[ $(attr "data-runfn-expect-$((i + 1))") == found ]] ||
+    problem "does not show \"${expected_texts[$i]}\" (not in its rendered text)"
+done
+verdict=$(attr data-verdict)
+
 height=$(attr data-page-height)
 [[ $height =~ ^[0-9]+$ && $height -gt 0 ]] || height=1000
 cut=""
@@ -232,4 +254,7 @@ if ((${#problems[@]} > 0)); then
   done
   exit 1
 fi
-echo "$me: $page: $expected_count plots drawn ($expected), no console errors, self-contained; screenshot $shot (${dims}$cut, $size bytes)" >&2
+shows=""
+((${#expected_texts[@]} == 0)) || shows=", the ${#expected_texts[@]} texts asked for shown"
+[[ -z $verdict ]] || shows+=", verdict: $verdict"
+echo "$me: $page: $expected_count plots drawn ($expected), no console errors, self-contained$shows; screenshot $shot (${dims}$cut, $size bytes)" >&2

@@ -119,6 +119,14 @@ pub struct Move {
     pub night: Option<String>,
 }
 
+/// The start of each night after the first: the end of the window in which an alias move
+/// belongs to the night before (`Outcome::of`'s `until`).
+pub fn windows(nights: &[Night]) -> Vec<Option<String>> {
+    (0..nights.len())
+        .map(|i| nights[i + 1..].iter().find_map(|n| n.started_at.clone()))
+        .collect()
+}
+
 /// The history of a model's nights.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct History {
@@ -171,13 +179,10 @@ pub fn stamp_date(name: &str) -> Option<String> {
         })
 }
 
-fn time(text: &str) -> Option<std::time::SystemTime> {
-    humantime::parse_rfc3339_weak(text).ok()
-}
-
 impl History {
-    /// The history of `nights` (in the order given) with their outcomes; `log` is the alias read
-    /// from the registry, when a model name was known.
+    /// The history of `nights` (in the order given) with their outcomes (each made with the
+    /// next night's start as its `until`: see `windows`); `log` is the alias read from the
+    /// registry, when a model name was known.
     pub fn build(nights: &[(Night, Outcome)], log: Option<&AliasLog>) -> History {
         let names: Vec<String> = nights.iter().map(|(n, _)| folder_name(&n.dir)).collect();
         // Each night's own move: the one that pointed the alias at the version it registered.
@@ -203,23 +208,15 @@ impl History {
                 })
                 .collect()
         });
-        let starts: Vec<Option<std::time::SystemTime>> = nights
-            .iter()
-            .map(|(n, _)| n.started_at.as_deref().and_then(time))
-            .collect();
+        // A move in a night's window that some other night made is that night's, not by hand.
         let by_hand_in = |i: usize| -> Vec<AliasMove> {
-            let Some(start) = starts[i] else {
-                return Vec::new();
-            };
-            let end = starts[i + 1..].iter().flatten().next().copied();
-            moves
+            nights[i]
+                .1
+                .prod
+                .moved_since
                 .iter()
-                .filter(|m| m.night.is_none())
-                .filter(|m| {
-                    time(&m.r#move.at)
-                        .is_some_and(|at| at >= start && end.is_none_or(|end| at < end))
-                })
-                .map(|m| m.r#move.clone())
+                .filter(|m| !own_moves.iter().flatten().any(|own| own == *m))
+                .cloned()
                 .collect()
         };
         let rows = nights

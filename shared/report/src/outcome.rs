@@ -545,8 +545,10 @@ fn served_before(night: &Night) -> Option<Option<i64>> {
 
 impl Outcome {
     /// The night's outcome; `log` is its alias read from the registry (`None`: no model name
-    /// was known to look it up).
-    pub fn of(night: &Night, log: Option<&AliasLog>) -> Outcome {
+    /// was known to look it up). Moves of the alias from the night's start until `until` (the
+    /// next night's start, in a history; `None`: until now) that the night did not make are
+    /// named as made by another hand.
+    pub fn of(night: &Night, log: Option<&AliasLog>, until: Option<&str>) -> Outcome {
         let gate = furthest_with(night, "gate").and_then(GateView::of);
         let registered = furthest_with(night, "register")
             .filter(|r| r["register"]["passed"] == Value::Bool(true))
@@ -586,7 +588,7 @@ impl Outcome {
             (None, Some(_)) => Decision::Registered,
             (None, None) => Decision::Incomplete,
         };
-        let prod = alias_view(night, log, registered.as_ref());
+        let prod = alias_view(night, log, registered.as_ref(), until);
         let headline = headline(night, decision, failed.as_ref(), gate.as_ref(), &registered);
         Outcome {
             status: decision.status(),
@@ -601,7 +603,12 @@ impl Outcome {
     }
 }
 
-fn alias_view(night: &Night, log: Option<&AliasLog>, registered: Option<&Registered>) -> AliasView {
+fn alias_view(
+    night: &Night,
+    log: Option<&AliasLog>,
+    registered: Option<&Registered>,
+    until: Option<&str>,
+) -> AliasView {
     let before = served_before(night);
     let Some(log) = log else {
         return AliasView {
@@ -621,10 +628,13 @@ fn alias_view(night: &Night, log: Option<&AliasLog>, registered: Option<&Registe
     let name = log.name();
     let promoted_here = registered.filter(|r| r.promoted.as_deref() == Some(log.alias.as_str()));
     let this_move = promoted_here.and_then(|r| log.move_to(r.version)).cloned();
-    let since = |m: &&AliasMove| match (&night.started_at, humantime::parse_rfc3339_weak(&m.at)) {
-        (Some(start), Ok(at)) => {
-            humantime::parse_rfc3339_weak(start).is_ok_and(|start| at >= start)
-        }
+    let time = |text: &str| humantime::parse_rfc3339_weak(text).ok();
+    let (start, end) = (
+        night.started_at.as_deref().and_then(time),
+        until.and_then(time),
+    );
+    let since = |m: &&AliasMove| match (start, time(&m.at)) {
+        (Some(start), Some(at)) => at >= start && end.is_none_or(|end| at < end),
         _ => false,
     };
     let moved_since: Vec<AliasMove> = log
@@ -670,7 +680,12 @@ fn alias_view(night: &Night, log: Option<&AliasLog>, registered: Option<&Registe
     if !moved_since.is_empty() {
         let moves: Vec<String> = moved_since.iter().map(describe_move).collect();
         summary.push_str(&format!(
-            "; moved since the night began, not by it: {}",
+            "; moved {}, not by it: {}",
+            if until.is_some() {
+                "before the next night began"
+            } else {
+                "since the night began"
+            },
             moves.join("; ")
         ));
     }

@@ -235,7 +235,7 @@ fn outcomes(tool: &Tool, nights: Vec<Night>, args: &AliasArgs) -> Vec<(Night, Ou
             if let Some(err) = log.as_ref().and_then(|l| l.error.as_ref()) {
                 tool.warn(format!("{}: {err}", registry.display()));
             }
-            let outcome = Outcome::of(&night, log.as_ref());
+            let outcome = Outcome::of(&night, log.as_ref(), None);
             (night, outcome)
         })
         .collect()
@@ -412,10 +412,12 @@ fn history(
             }
         }
     }
+    let windows = runfn_report::history::windows(&nights);
     let nights: Vec<(Night, Outcome)> = nights
         .into_iter()
-        .map(|n| {
-            let o = Outcome::of(&n, log.as_ref());
+        .zip(windows)
+        .map(|(n, until)| {
+            let o = Outcome::of(&n, log.as_ref(), until.as_deref());
             (n, o)
         })
         .collect();

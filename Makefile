@@ -197,12 +197,14 @@ $(RUN_DIR)/ckpt.json: $(RUN_DIR)/shards.json $(BIN)/ckpt-interval
 	  cp $< $@; \
 	fi
 
-# One training per seed, in a folder per manifest hash and seed: killed halfway, a rerun resumes
-# from the newest checkpoint; a changed manifest trains afresh beside the old run.
+# One training per seed, in a folder per manifest hash, shards and seed: killed halfway, a rerun
+# resumes from the newest checkpoint; a changed manifest trains afresh beside the old run, and so
+# does the next night's data under the same manifest (rolling splits keep its hash).
 manifest_hash = $$(grep -o '"manifest_hash":"[0-9a-f]*"' $(1) | cut -d'"' -f4 | cut -c1-16)
+shards_hash = $$(grep -o '"index_blake3":"[0-9a-f]*"' $(1) | head -n 1 | cut -d'"' -f4 | cut -c1-12)
 $(RUN_DIR)/train-seed%.json: $(RUN_DIR)/ckpt.json $(BIN)/train
 	$(call say,"train seed $*")
-	@$(call stage,$(BIN)/train --seed $* --out '$(STORE)/train/'$(call manifest_hash,$<)-seed$* < $<)
+	@$(call stage,$(BIN)/train --seed $* --out '$(STORE)/train/'$(call manifest_hash,$<)-$(call shards_hash,$<)-seed$* < $<)
 
 $(RUN_DIR)/eval-seed%.json: $(RUN_DIR)/train-seed%.json $(BIN)/evaluate
 	@$(call stage,$(BIN)/evaluate --bootstrap 200 < $<)

@@ -530,13 +530,15 @@ fn bad_input_is_named_and_writes_nothing() {
         .run()
         .assert_bad_input("report", "no run records");
 
-    // In a folder, a failed stage's record is skipped with a warning, and an earlier report's
-    // output is not read again.
+    // In a folder, a failed.json of an earlier night is not tonight's failure, a record with a
+    // failed check under another name is left out, and an earlier report's output is not read
+    // again; each says so on stderr.
     let runs = dir.path().join("runs");
     std::fs::create_dir(&runs).unwrap();
     let good = run_record(dir.path(), 5, [1.0, 2.0, 3.0]);
     std::fs::write(runs.join("a.json"), good.to_string()).unwrap();
     std::fs::write(runs.join("failed.json"), failed.to_string()).unwrap();
+    std::fs::write(runs.join("b.json"), failed.to_string()).unwrap();
     let mut earlier = good.clone();
     earlier["report"] = json!({});
     earlier["timings"]
@@ -546,10 +548,857 @@ fn bad_input_is_named_and_writes_nothing() {
     std::fs::write(runs.join("report.json"), earlier.to_string()).unwrap();
     let out = tool("report").args([&runs]).run();
     assert_eq!(out.code, 0, "{}", out.stderr);
+    for said in [
+        "failed.json is of an earlier night",
+        "b.json: left out, not this night's: a failed check (gate)",
+    ] {
+        assert!(out.stderr.contains(said), "{said}: {}", out.stderr);
+    }
+    let report = &out.json()["report"];
+    assert_eq!(report["records"], 1);
+    assert_eq!(
+        report["nights"][0]["status"], "incomplete",
+        "no failure of its own, nothing registered: never passed"
+    );
+}
+
+/// Runs the page check in a real browser, asking the page to show `texts`; `(exit code, stderr)`.
+fn check_page_showing(page: &Path, screenshot: &Path, texts: &[&str]) -> (i32, String) {
+    let out = Command::new(root().join("scripts/check-report-page.sh"))
+        .arg(page)
+        .arg(screenshot)
+        .args(texts)
+        .output()
+        .expect("the page check starts");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn fixture(relative: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(testdata(&format!("report/{relative}"))).unwrap())
+        .unwrap()
+}
+
+/// A whole second `offset` from now (`-3 days`, `+1 minute`) as the tools write times, without
+/// its milliseconds: a night's entries add theirs (`.000Z`, `.001Z`, ...).
+fn utc_second(offset: &str) -> String {
+    let out = Command::new("date")
+        .args(["-u", "-d", offset, "+%Y-%m-%dT%H:%M:%S"])
+        .output()
+        .expect("date runs");
     assert!(
-        out.stderr.contains("failed.json: skipped"),
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The night folder's name the Makefile gives a night that started at `second`.
+fn stamp(second: &str) -> String {
+    format!("{}Z", second.replace(':', ""))
+}
+
+/// One night's records as make writes them: the manifest record of testdata/report/night,
+/// then one record per stage, each the previous one with the stage's sections and its own
+/// timings entry added (started within the night's `second`).
+struct Chain {
+    record: Value,
+    second: String,
+}
+
+impl Chain {
+    /// A night hashing the fixture's manifest and a snapshot of digest `digest`.
+    fn new(second: &str, digest: &str) -> Chain {
+        let mut record = fixture("night/manifest.json");
+        record["mf_hash"]["data_digest"]["digest"] = json!(format!("blake3:{digest}"));
+        record["timings"] = json!([]);
+        let mut chain = Chain {
+            record,
+            second: second.to_string(),
+        };
+        chain.stage("mf-hash", vec![]);
+        chain
+    }
+
+    /// The record of the next stage: `sections` set, `tool`'s entry appended.
+    fn stage(&mut self, tool: &str, sections: Vec<(&str, Value)>) -> Value {
+        for (key, section) in sections {
+            self.record[key] = section;
+        }
+        let timings = self.record["timings"].as_array_mut().unwrap();
+        let at = format!("{}.{:03}Z", self.second, timings.len());
+        timings.push(
+            json!({"tool": tool, "started_at": at, "wall_s": 0.25, "cpu_s": 0.5,
+                            "max_rss_bytes": 1_000_000, "environment": {"cpu_model": "test"}}),
+        );
+        self.record.clone()
+    }
+
+    /// The stages up to the baseline's evaluation, written into `dir`: drift against
+    /// `churn@<prod>` (none: the first run), the fixture's evaluation, scored against
+    /// `churn@<prod>`'s when there is one.
+    fn through_baseline(&mut self, dir: &Path, prod: Option<i64>) {
+        let mut validate = fixture("night/validate.json")["validate"].clone();
+        validate["previous_model"]["version"] = json!(prod);
+        if prod.is_none() {
+            validate["no_previous"] = json!("no registry at registry: the first run");
+        }
+        let gate = fixture("paired-gate.json");
+        let mut baseline = gate["baseline"].clone();
+        baseline["registered_as"] = json!(prod.map(|v| format!("churn@{v}")));
+        let steps = [
+            ("validate.json", "ds-validate", "validate", validate),
+            (
+                "leaks.json",
+                "leak-check",
+                "leaks",
+                fixture("night/leaks.json")["leaks"].clone(),
+            ),
+            (
+                "shards.json",
+                "shardify",
+                "shards",
+                fixture("night/shards.json")["shards"].clone(),
+            ),
+            (
+                "eval-seed7.json",
+                "evaluate",
+                "evaluate",
+                gate["evaluate"].clone(),
+            ),
+        ];
+        write_record(dir, "manifest.json", &self.record);
+        for (file, tool, key, section) in steps {
+            let record = self.stage(tool, vec![(key, section)]);
+            write_record(dir, file, &record);
+        }
+        if prod.is_some() {
+            let record = self.stage("evaluate", vec![("baseline", baseline)]);
+            write_record(dir, "baseline.json", &record);
+        } else {
+            write_record(dir, "baseline.json", &self.record.clone());
+        }
+    }
+}
+
+fn write_record(dir: &Path, file: &str, record: &Value) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(file), format!("{record}\n")).unwrap();
+}
+
+/// The gate of the paired fixture; `blocked`: overall AUC fell by 0.03, beyond its limit.
+fn gate_section(blocked: bool) -> Value {
+    let mut gate = fixture("paired-gate.json")["gate"].clone();
+    if blocked {
+        gate["passed"] = json!(false);
+        let check = gate["checks"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|c| c["name"] == "auc_min_delta")
+            .unwrap();
+        check["delta"] = json!(-0.03);
+        check["candidate"] = json!(0.832);
+        check["interval"] = json!([-0.0412, -0.0188]);
+        check["bound"] = json!(-0.0206);
+        check["passed"] = json!(false);
+        check["status"] = json!("blocked");
+        check["note"] = json!("evidence of a drop beyond the limit (p 0.0001 < 0.050)");
+        gate["reasons"] = json!([
+            "overall: auc went from 0.8620 to 0.8320 (-0.0300, interval [-0.0412, -0.0188], 20000 rows, 2600 positives); auc_min_delta limit >= -0.0020: evidence of a drop beyond the limit (p 0.0001 < 0.050)"
+        ]);
+    }
+    gate
+}
+
+/// The failed.* files make leaves: the stage's record (none after exit 2), its stderr and
+/// `<stage> <code>`.
+fn write_failure(dir: &Path, stage: &str, code: i32, record: Option<&Value>, stderr: &str) {
+    std::fs::write(
+        dir.join("failed.json"),
+        record.map_or_else(String::new, |r| format!("{r}\n")),
+    )
+    .unwrap();
+    std::fs::write(dir.join("failed.err"), stderr).unwrap();
+    std::fs::write(dir.join("failed.stage"), format!("{stage} {code}\n")).unwrap();
+}
+
+/// Registers model number `n` as churn's next version and promotes it to churn@prod, as the
+/// register stage does (its weights a small file of its own).
+fn register_model(dir: &Path, registry: &Path, n: u32) {
+    let weights = dir.join(format!("weights-{n}.bin"));
+    std::fs::write(&weights, format!("the weights of model {n}")).unwrap();
+    let hash = blake3::hash(&std::fs::read(&weights).unwrap())
+        .to_hex()
+        .to_string();
+    let manifest = fixture("night/manifest.json");
+    let record = json!({
+        "manifest": manifest["manifest"], "manifest_hash": manifest["manifest_hash"],
+        "train": {"passed": true, "weights": weights, "weights_blake3": hash},
+        "gate": {"passed": true, "no_baseline": n == 1, "reasons": []},
+    });
+    let out = tool("register")
+        .args(["--name", "churn", "--promote", "prod", "--registry"])
+        .args([registry])
+        .stdin(record.to_string())
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+/// The night's register record: `version` registered and promoted to churn@prod.
+fn register_section(version: i64) -> Value {
+    json!({"passed": true, "registry": "registry", "name": "churn", "version": version,
+           "weights_blake3": format!("{version:064}"), "manifest_hash": fixture("night/manifest.json")["manifest_hash"],
+           "promoted": "prod", "ungated_reason": null})
+}
+
+/// A folder of RUN_DIR after a night that was blocked at the gate, over the records of an
+/// earlier night that passed and registered: only the blocked night is on the page, which says
+/// so at the top (the stage, the failing check, the comparison, churn@prod unmoved), nothing
+/// of the earlier night's gate or registration, and the browser shows it. A night that failed at
+/// validate, or with bad input and no record, is told the same way.
+#[test]
+fn a_blocked_night_over_an_earlier_nights_records_shows_only_itself_and_that_prod_did_not_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, run, registry) = (
+        dir.path(),
+        dir.path().join("run"),
+        dir.path().join("registry"),
+    );
+    register_model(d, &registry, 1);
+    register_model(d, &registry, 2);
+
+    // The earlier night: gated against v1, registered v2, its evaluation marked to be found.
+    let mut earlier = Chain::new(&utc_second("-1 day"), &"a".repeat(64));
+    earlier.through_baseline(&run, Some(1));
+    let mut stale_gate = gate_section(false);
+    stale_gate["reasons"] = json!(["the earlier night's own reason 7d41"]);
+    let gated = earlier.stage("gate", vec![("gate", stale_gate)]);
+    write_record(&run, "gate.json", &gated);
+    let registered = earlier.stage("register", vec![("register", register_section(2))]);
+    write_record(&run, "register.json", &registered);
+    let earlier_page = run.join("earlier.html");
+    let out = tool("report")
+        .args([
+            run.as_os_str(),
+            "--html".as_ref(),
+            earlier_page.as_os_str(),
+            "--registry".as_ref(),
+            registry.as_os_str(),
+        ])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.json()["report"]["nights"][0]["status"],
+        "passed",
+        "the earlier night itself passed"
+    );
+    std::fs::remove_file(&earlier_page).unwrap();
+
+    // Tonight: a new snapshot, gated against v2, blocked. make removes only gate.json (there
+    // was none tonight), so the earlier night's gate.json and register.json stay.
+    let mut tonight = Chain::new(&utc_second("+1 minute"), &"b".repeat(64));
+    tonight.through_baseline(&run, Some(2));
+    let blocked = tonight.stage("gate", vec![("gate", gate_section(true))]);
+    write_failure(
+        &run,
+        "gate",
+        1,
+        Some(&blocked),
+        "gate: blocked: overall: auc went from 0.8620 to 0.8320\ngate: warning: underpowered: tier=smb\n",
+    );
+    let page = run.join("report.html");
+    let out = tool("report")
+        .args([
+            run.as_os_str(),
+            "--html".as_ref(),
+            page.as_os_str(),
+            "--registry".as_ref(),
+            registry.as_os_str(),
+        ])
+        .run();
+    assert_eq!(
+        out.code, 0,
+        "the page is drawn, the failure not raised again: {}",
+        out.stderr
+    );
+    for stale in ["gate.json", "register.json"] {
+        assert!(
+            out.stderr
+                .contains(&format!("{stale}: left out, not this night's")),
+            "{stale}: {}",
+            out.stderr
+        );
+    }
+    let written = out.json();
+    assert_eq!(
+        written["gate"]["passed"], false,
+        "the record out is tonight's furthest: the blocked one"
+    );
+    assert!(written.get("register").is_none(), "no registration tonight");
+    let night = &written["report"]["nights"][0];
+    assert_eq!(
+        (&night["status"], &night["decision"]),
+        (&json!("blocked"), &json!("blocked"))
+    );
+    let stale: Vec<&str> = night["stale"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(stale, ["gate.json", "register.json"]);
+    let failed = &night["failed"];
+    assert_eq!(
+        (&failed["stage"], &failed["exit_code"], &failed["meaning"]),
+        (&json!("gate"), &json!(1), &json!("a check failed"))
+    );
+    assert_eq!(failed["checks"][0]["name"], "auc_min_delta");
+    assert_eq!(
+        (
+            &failed["checks"][0]["value"],
+            &failed["checks"][0]["threshold"]
+        ),
+        (&json!(-0.03), &json!(-0.002))
+    );
+    assert_eq!(night["gate"]["baseline"], "churn@2");
+    assert_eq!(night["gate"]["interval"], json!([-0.0412, -0.0188]));
+    let prod = &night["prod"];
+    assert_eq!(
+        (&prod["moved"], &prod["version"], &prod["before"]),
+        (&json!(false), &json!(2), &json!(2))
+    );
+    assert_eq!(
+        prod["summary"],
+        "churn@prod did not move: it is version 2, as when the night began"
+    );
+    assert_eq!(
+        written["report"]["records"], 7,
+        "tonight's 6 records and its failed stage's"
+    );
+
+    let html = std::fs::read_to_string(&page).unwrap();
+    let verdict = &html[html.find("<section class=\"verdict").unwrap()..];
+    let verdict = &verdict[..verdict.find("</section>").unwrap()];
+    for words in [
+        "<h2>BLOCKED at gate (exit 1: a check failed)</h2>",
+        "<td class=\"text\">auc_min_delta</td><td class=\"text\">overall</td><td>-0.03</td><td>&gt;= -0.002</td>",
+        "gate: blocked: overall: auc went from 0.8620 to 0.8320",
+        "Δ auc -0.0300 [-0.0412, -0.0188] (95%), limit &gt;= -0.0020, candidate vs baseline churn@2",
+        "churn@prod did not move: it is version 2, as when the night began",
+    ] {
+        assert!(
+            verdict.contains(words),
+            "{words} missing from the verdict: {verdict}"
+        );
+    }
+    assert!(html.contains(
+        "<title>runfn report: churn-e2e: BLOCKED at gate (exit 1: a check failed)</title>"
+    ));
+    // The page's own script names every verdict word; the page before it must not.
+    let shown = &html[..html.find("<script>").unwrap()];
+    for earlier_nights in ["7d41", "PASSED", "registered</span>", "churn v2"] {
+        assert!(
+            !shown.contains(earlier_nights),
+            "the page shows the earlier night's {earlier_nights}"
+        );
+    }
+    let (code, stderr) = check_page_showing(
+        &page,
+        &d.join("blocked.png"),
+        &[
+            "BLOCKED at gate (exit 1: a check failed)",
+            "auc_min_delta",
+            "churn@prod did not move",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("verdict: BLOCKED at gate"), "{stderr}");
+
+    // The browser check fails a page whose verdict is hidden, says passed, or lacks the why.
+    let hidden = d.join("hidden.html");
+    std::fs::write(
+        &hidden,
+        html.replace("</head>", "<style>#verdict{display:none}</style></head>"),
+    )
+    .unwrap();
+    let (code, stderr) =
+        check_page_showing(&hidden, &d.join("hidden.png"), &["churn@prod did not move"]);
+    assert_ne!(code, 0, "a hidden verdict passed");
+    assert!(
+        stderr.contains("verdict 1 (blocked) is not visible")
+            && stderr.contains("does not show \"churn@prod did not move\""),
+        "{stderr}"
+    );
+    let lying = d.join("lying.html");
+    std::fs::write(
+        &lying,
+        html.replace("<h2>BLOCKED at gate", "<h2>PASSED at gate"),
+    )
+    .unwrap();
+    let (code, stderr) = check_page_showing(&lying, &d.join("lying.png"), &[]);
+    assert_ne!(code, 0, "a blocked night shown as passed passed");
+    assert!(stderr.contains("should start with \"BLOCKED\""), "{stderr}");
+
+    // Failed at validate instead (exit 1): nothing after the manifest record is tonight's.
+    let other = d.join("validate-run");
+    let mut earlier = Chain::new(&utc_second("-1 day"), &"a".repeat(64));
+    earlier.through_baseline(&other, Some(1));
+    write_record(
+        &other,
+        "register.json",
+        &earlier.stage("register", vec![("register", register_section(2))]),
+    );
+    let mut tonight = Chain::new(&utc_second("+1 minute"), &"c".repeat(64));
+    write_record(&other, "manifest.json", &tonight.record.clone());
+    let mut validate = fixture("night/validate.json")["validate"].clone();
+    validate["passed"] = json!(false);
+    validate["previous_model"]["version"] = json!(2);
+    validate["checks"][1] = json!({"name": "row_count_change", "column": null, "value": 0.6,
+        "threshold": 0.5, "passed": false, "detail": "8000 rows, previously 20000"});
+    let failed = tonight.stage("ds-validate", vec![("validate", validate)]);
+    write_failure(
+        &other,
+        "validate",
+        1,
+        Some(&failed),
+        "ds-validate: failed: row_count_change: 0.6000 > 0.5 (8000 rows, previously 20000)\n",
+    );
+    let page = other.join("report.html");
+    let out = tool("report")
+        .args([
+            other.as_os_str(),
+            "--html".as_ref(),
+            page.as_os_str(),
+            "--registry".as_ref(),
+            registry.as_os_str(),
+            "--model".as_ref(),
+            "churn".as_ref(),
+        ])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let night = &out.json()["report"]["nights"][0];
+    assert_eq!(night["records"], json!(["manifest.json"]));
+    assert_eq!(
+        night["stale"].as_array().unwrap().len(),
+        6,
+        "{}",
+        night["stale"]
+    );
+    assert_eq!(
+        night["gate"],
+        Value::Null,
+        "the earlier night's gate is not tonight's"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    for words in [
+        "<h2>FAILED at validate (exit 1: a check failed)</h2>",
+        "<td class=\"text\">row_count_change</td><td class=\"text\">-</td><td>0.6</td><td>0.5</td><td class=\"text wrap\">8000 rows, previously 20000</td>",
+        "churn@prod did not move: it is version 2, as when the night began",
+    ] {
+        assert!(html.contains(words), "{words} missing");
+    }
+    assert!(
+        !html.contains("<h2>Gate</h2>") && !html.contains("test AUC"),
+        "no earlier night's gate or evaluation"
+    );
+
+    // Bad input at the gate (exit 2): no record, the tool's one line is the why.
+    let bare = d.join("bare-run");
+    let mut tonight = Chain::new(&utc_second("+1 minute"), &"d".repeat(64));
+    tonight.through_baseline(&bare, Some(2));
+    write_failure(
+        &bare,
+        "gate",
+        2,
+        None,
+        "gate: baseline.row_scores.path: no such file\n",
+    );
+    let out = tool("report")
+        .args([
+            bare.as_os_str(),
+            "--registry".as_ref(),
+            registry.as_os_str(),
+        ])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let night = &out.json()["report"]["nights"][0];
+    assert_eq!(
+        (&night["status"], &night["failed"]["meaning"]),
+        (&json!("failed"), &json!("bad usage or input"))
+    );
+    assert_eq!(
+        night["summary"],
+        "FAILED at gate (exit 2: bad usage or input): gate: baseline.row_scores.path: no such file. \
+         churn@prod did not move: it is version 2, as when the night began"
+    );
+}
+
+/// `report history`'s output, read back with every field named (an unknown one fails).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryOut {
+    history: HistorySection,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistorySection {
+    alias: Option<String>,
+    registry: Option<String>,
+    registry_found: bool,
+    registry_error: Option<String>,
+    version: Option<i64>,
+    nights: Vec<HistoryNight>,
+    versions: Vec<Value>,
+    moves: Vec<Value>,
+    html: Option<String>,
+    plots: Vec<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryNight {
+    night: String,
+    dir: String,
+    date: String,
+    started_at: Option<String>,
+    status: String,
+    decision: String,
+    summary: String,
+    manifest_hash: Option<String>,
+    snapshot: Value,
+    splits: Vec<Value>,
+    drift: Vec<Value>,
+    leaks: Vec<Value>,
+    gate: Option<Value>,
+    registered: Option<Value>,
+    alias: AliasChange,
+    failed: Option<Value>,
+    stale: usize,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AliasChange {
+    moved: bool,
+    from: Option<i64>,
+    to: Option<i64>,
+    stayed: Option<i64>,
+    by_hand: Vec<Value>,
+    words: String,
+}
+
+/// Four nights kept as make keeps them (RUN_DIR/nights/<stamp>/, each with whatever records
+/// the run folder held, earlier nights' included): the first model, a promotion, a night the
+/// gate blocked, a night that failed at validate; then @prod rolled back by hand. The history
+/// says each night's decision and what @prod did, from the registry, with the gate's Δ, its
+/// interval and the baseline compared, and draws them in a browser-checked page.
+#[test]
+fn a_history_of_four_nights_has_each_nights_decision_and_alias_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, registry) = (dir.path(), dir.path().join("registry"));
+    let nights = d.join("run/nights");
+    let seconds: Vec<String> = ["-4 days", "-3 days", "-2 days", "-1 day"]
+        .iter()
+        .map(|o| utc_second(o))
+        .collect();
+    let folder = |i: usize| nights.join(stamp(&seconds[i]));
+
+    // Night 1: nothing serves; the first model becomes churn@prod version 1.
+    let mut chain = Chain::new(&seconds[0], &"1".repeat(64));
+    chain.through_baseline(&folder(0), None);
+    let first_gate = json!({"passed": true, "no_baseline": true, "method": "point", "gates_run": [],
+                            "checks": [], "reasons": [], "underpowered": [], "undefined": []});
+    write_record(
+        &folder(0),
+        "gate.json",
+        &chain.stage("gate", vec![("gate", first_gate)]),
+    );
+    write_record(
+        &folder(0),
+        "register.json",
+        &chain.stage("register", vec![("register", register_section(1))]),
+    );
+    register_model(d, &registry, 1);
+
+    // Night 2: gated against version 1 and promoted.
+    let mut chain = Chain::new(&seconds[1], &"2".repeat(64));
+    chain.through_baseline(&folder(1), Some(1));
+    write_record(
+        &folder(1),
+        "gate.json",
+        &chain.stage("gate", vec![("gate", gate_section(false))]),
+    );
+    let night2 = chain.stage("register", vec![("register", register_section(2))]);
+    write_record(&folder(1), "register.json", &night2);
+    register_model(d, &registry, 2);
+
+    // Night 3: gated against version 2 and blocked; night 2's gate and registration copied
+    // along.
+    let mut chain = Chain::new(&seconds[2], &"3".repeat(64));
+    chain.through_baseline(&folder(2), Some(2));
+    write_record(&folder(2), "gate.json", &night2);
+    write_record(&folder(2), "register.json", &night2);
+    let blocked = chain.stage("gate", vec![("gate", gate_section(true))]);
+    write_failure(
+        &folder(2),
+        "gate",
+        1,
+        Some(&blocked),
+        "gate: blocked: overall: auc fell\n",
+    );
+
+    // Night 4: the snapshot shrank; region's drift was explained, the row count's was not.
+    let mut chain = Chain::new(&seconds[3], &"4".repeat(64));
+    write_record(&folder(3), "manifest.json", &chain.record.clone());
+    for file in [
+        "validate.json",
+        "leaks.json",
+        "shards.json",
+        "eval-seed7.json",
+        "baseline.json",
+    ] {
+        std::fs::copy(folder(2).join(file), folder(3).join(file)).unwrap();
+    }
+    let mut validate = fixture("night/validate.json")["validate"].clone();
+    validate["passed"] = json!(false);
+    validate["previous_model"]["version"] = json!(2);
+    validate["checks"][1] = json!({"name": "row_count_change", "column": null, "value": 0.6,
+        "threshold": 0.5, "passed": false, "detail": "8000 rows, previously 20000"});
+    validate["checks"][4] = json!({"name": "categorical_drift", "column": "region", "value": 0.12,
+        "threshold": 0.05, "passed": false, "explained": "campaign in central"});
+    let failed = chain.stage("ds-validate", vec![("validate", validate)]);
+    write_failure(
+        &folder(3),
+        "validate",
+        1,
+        Some(&failed),
+        "ds-validate: failed: row_count_change\n",
+    );
+
+    // After night 4 began, someone rolled churn@prod back by hand.
+    let out = tool("register")
+        .args([
+            "alias",
+            "churn@prod",
+            "1",
+            "--reason",
+            "roll back: v2 mis-scores new regions",
+            "--registry",
+        ])
+        .args([&registry])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    let page = d.join("history.html");
+    let mut dirs: Vec<PathBuf> = (0..4).map(folder).collect();
+    dirs.reverse();
+    let out = tool("report").arg_history(&dirs, &registry, &page).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("2 record(s) left out, not this night's"),
         "{}",
         out.stderr
     );
-    assert_eq!(out.json()["report"]["records"], 1);
+    let history: HistoryOut = serde_json::from_str(&out.stdout).expect("the history's schema");
+    let h = history.history;
+    assert_eq!(h.alias.as_deref(), Some("churn@prod"));
+    assert!(h.registry_found && h.registry_error.is_none() && h.registry.is_some());
+    assert_eq!(h.version, Some(1), "rolled back");
+    assert_eq!(h.plots, ["nights"]);
+    assert_eq!(h.html.as_deref(), Some(page.to_str().unwrap()));
+    let names: Vec<String> = (0..4).map(|i| stamp(&seconds[i])).collect();
+    assert_eq!(
+        h.nights.iter().map(|n| &n.night).collect::<Vec<_>>(),
+        names.iter().collect::<Vec<_>>(),
+        "in the folders' order"
+    );
+    let decisions: Vec<&str> = h.nights.iter().map(|n| n.decision.as_str()).collect();
+    assert_eq!(decisions, ["first_model", "promoted", "blocked", "failed"]);
+    let statuses: Vec<&str> = h.nights.iter().map(|n| n.status.as_str()).collect();
+    assert_eq!(statuses, ["passed", "passed", "blocked", "failed"]);
+    let moves: Vec<[Option<i64>; 3]> = h
+        .nights
+        .iter()
+        .map(|n| [n.alias.from, n.alias.to, n.alias.stayed])
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            [None, Some(1), None],
+            [Some(1), Some(2), None],
+            [None, None, Some(2)],
+            [None, None, Some(2)]
+        ]
+    );
+    let moved: Vec<bool> = h.nights.iter().map(|n| n.alias.moved).collect();
+    assert_eq!(moved, [true, true, false, false]);
+    assert!(h.nights[..3].iter().all(|n| n.alias.by_hand.is_empty()));
+    assert_eq!(h.nights[3].alias.by_hand.len(), 1);
+    assert_eq!(
+        h.nights[3].alias.by_hand[0]["reason"],
+        "roll back: v2 mis-scores new regions"
+    );
+    assert!(
+        h.nights[3]
+            .alias
+            .words
+            .starts_with("unchanged (version 2); by hand: version 2 → version 1 at "),
+        "{}",
+        h.nights[3].alias.words
+    );
+    assert_eq!(
+        h.nights[2].stale, 2,
+        "night 2's gate and registration in night 3's folder"
+    );
+
+    // What each night read, found and compared.
+    let n1 = &h.nights[0];
+    assert!(
+        n1.date.ends_with(" UTC") && n1.started_at.as_deref().unwrap().starts_with(&seconds[0])
+    );
+    assert_eq!(n1.snapshot["digest"], format!("blake3:{}", "1".repeat(64)));
+    assert_eq!(n1.snapshot["rows"], 20000);
+    assert_eq!(
+        n1.splits,
+        [
+            json!({"split": "test", "rows": 2600}),
+            json!({"split": "train", "rows": 16038}),
+            json!({"split": "val", "rows": 1362})
+        ]
+    );
+    assert_eq!(n1.gate.as_ref().unwrap()["no_baseline"], true);
+    let gate2 = n1
+        .gate
+        .as_ref()
+        .map(|_| h.nights[1].gate.as_ref().unwrap())
+        .unwrap();
+    assert_eq!(
+        (&gate2["delta"], &gate2["interval"], &gate2["baseline"]),
+        (&json!(0.004), &json!([-0.0021, 0.0101]), &json!("churn@1"))
+    );
+    let smb = gate2["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["place"] == "tier=smb")
+        .unwrap();
+    assert_eq!(
+        (&smb["rows"], &smb["positives"], &smb["status"]),
+        (&json!(93.0), &json!(8.0), &json!("underpowered"))
+    );
+    let n3 = &h.nights[2];
+    assert_eq!(n3.failed.as_ref().unwrap()["stage"], "gate");
+    assert_eq!(n3.gate.as_ref().unwrap()["delta"], -0.03);
+    assert_eq!(
+        n3.registered, None,
+        "night 2's registration copied along is not night 3's"
+    );
+    let n4 = &h.nights[3];
+    assert_eq!(
+        n4.failed.as_ref().unwrap()["checks"][0]["name"],
+        "row_count_change"
+    );
+    assert_eq!(
+        n4.drift,
+        [
+            json!({"check": "row_count_change", "column": null, "value": 0.6, "threshold": 0.5, "explained": null}),
+            json!({"check": "categorical_drift", "column": "region", "value": 0.12, "threshold": 0.05, "explained": "campaign in central"}),
+        ]
+    );
+    assert!(
+        n4.gate.is_none() && n4.splits.is_empty(),
+        "night 3's records copied along are not night 4's"
+    );
+    assert!(
+        n4.summary
+            .starts_with("FAILED at validate (exit 1: a check failed)"),
+        "{}",
+        n4.summary
+    );
+    assert!(
+        h.nights
+            .iter()
+            .all(|n| n.manifest_hash.is_some() && n.dir.ends_with(&n.night))
+    );
+    assert!(
+        h.nights.iter().all(|n| n.leaks.is_empty()),
+        "the fixture's leak checks found nothing"
+    );
+    let by: Vec<&Value> = h.moves.iter().map(|m| &m["night"]).collect();
+    assert_eq!(by, [&json!(names[0]), &json!(names[1]), &Value::Null]);
+    let registered_by: Vec<&Value> = h.versions.iter().map(|v| &v["night"]).collect();
+    assert_eq!(registered_by, [&json!(names[0]), &json!(names[1])]);
+
+    // The table: a row per night with its decision and what @prod did.
+    let html = std::fs::read_to_string(&page).unwrap();
+    for (i, n) in h.nights.iter().enumerate() {
+        let start = html
+            .find(&format!("data-night=\"{}\"", names[i]))
+            .unwrap_or_else(|| panic!("no row for night {}", names[i]));
+        let row = &html[start..start + html[start..].find("</tr>").unwrap()];
+        let word = ["first model", "promoted", "blocked", "failed"][i];
+        assert!(row.contains(&format!(">{word}</span>")), "night {i}: {row}");
+        let alias = [
+            "none → version 1",
+            "version 1 → version 2",
+            "unchanged (version 2)",
+            "unchanged (version 2); by hand: version 2 → version 1 at ",
+        ][i];
+        assert!(
+            row.contains(&format!("<td class=\"text alias\">{alias}"))
+                && n.alias.words.starts_with(alias),
+            "night {i}: {row}"
+        );
+    }
+    assert!(html.contains("row_count_change") && html.contains("explained (campaign in central)"));
+    assert!(html.contains("roll back: v2 mis-scores new regions"));
+    let (code, stderr) = check_page_showing(
+        &page,
+        &d.join("history.png"),
+        &[
+            "first model",
+            "version 1 → version 2",
+            "unchanged (version 2)",
+            "validate (exit 1: a check failed)",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+
+    // Not a night folder, and a --registry that is not there: bad input, nothing written.
+    std::fs::remove_file(&page).unwrap();
+    let empty = d.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    tool("report")
+        .arg_history(std::slice::from_ref(&empty), &registry, &page)
+        .run()
+        .assert_bad_input("report", "is not a night folder");
+    tool("report")
+        .arg_history(&dirs, &d.join("nowhere"), &page)
+        .run()
+        .assert_bad_input("report", "--registry");
+    assert!(!page.exists());
+}
+
+trait HistoryArgs {
+    fn arg_history(self, nights: &[PathBuf], registry: &Path, page: &Path) -> Self;
+}
+
+impl HistoryArgs for crate::util::Run {
+    /// `report history NIGHTS... --registry REGISTRY --model churn --html PAGE`.
+    fn arg_history(self, nights: &[PathBuf], registry: &Path, page: &Path) -> Self {
+        self.args(["history"]).args(nights).args([
+            "--registry".as_ref(),
+            registry.as_os_str(),
+            "--model".as_ref(),
+            "churn".as_ref(),
+            "--html".as_ref(),
+            page.as_os_str(),
+        ])
+    }
 }

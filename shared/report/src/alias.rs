@@ -70,9 +70,10 @@ impl AliasLog {
         format!("{}@{}", self.model, self.alias)
     }
 
-    /// The last move that pointed the alias at `version`.
+    /// The first move that pointed the alias at `version`: its registration's, when it was
+    /// promoted as it was registered (a later move back to it is a rollback).
     pub fn move_to(&self, version: i64) -> Option<&AliasMove> {
-        self.moves.iter().rev().find(|m| m.to_version == version)
+        self.moves.iter().find(|m| m.to_version == version)
     }
 }
 

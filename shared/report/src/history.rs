@@ -119,12 +119,25 @@ pub struct Move {
     pub night: Option<String>,
 }
 
-/// The start of each night after the first: the end of the window in which an alias move
-/// belongs to the night before (`Outcome::of`'s `until`).
-pub fn windows(nights: &[Night]) -> Vec<Option<String>> {
-    (0..nights.len())
+/// Each night with what it came to, an alias move belonging to the night during which it
+/// happened: until the next night's start (`Outcome::of`'s `until`).
+pub fn outcomes(nights: Vec<Night>, log: Option<&AliasLog>) -> Vec<(Night, Outcome)> {
+    let ends: Vec<Option<String>> = (0..nights.len())
         .map(|i| nights[i + 1..].iter().find_map(|n| n.started_at.clone()))
+        .collect();
+    nights
+        .into_iter()
+        .zip(ends)
+        .map(|(night, until)| {
+            let outcome = Outcome::of(&night, log, until.as_deref());
+            (night, outcome)
+        })
         .collect()
+}
+
+/// The model the nights are of: the newest night's that names one (see `model_name`).
+pub fn model_of(nights: &[Night]) -> Option<String> {
+    nights.iter().rev().find_map(crate::outcome::model_name)
 }
 
 /// The history of a model's nights.
@@ -180,9 +193,8 @@ pub fn stamp_date(name: &str) -> Option<String> {
 }
 
 impl History {
-    /// The history of `nights` (in the order given) with their outcomes (each made with the
-    /// next night's start as its `until`: see `windows`); `log` is the alias read from the
-    /// registry, when a model name was known.
+    /// The history of `nights` (in the order given) with their outcomes (see `outcomes`); `log`
+    /// is the alias read from the registry, when a model name was known.
     pub fn build(nights: &[(Night, Outcome)], log: Option<&AliasLog>) -> History {
         let names: Vec<String> = nights.iter().map(|(n, _)| folder_name(&n.dir)).collect();
         // Each night's own move: the one that pointed the alias at the version it registered.

@@ -133,6 +133,21 @@ pub fn holds_night(dir: &Path) -> Result<bool, InputError> {
         || !record_files(dir)?.is_empty())
 }
 
+/// The nights of a folder given as input: itself when it holds one, else each of its
+/// subfolders that does (a parent of run folders), in name order.
+pub fn night_dirs(input: &Path) -> Result<Vec<PathBuf>, InputError> {
+    if holds_night(input)? {
+        return Ok(vec![input.to_path_buf()]);
+    }
+    let mut dirs = Vec::new();
+    for sub in sorted_entries(input)? {
+        if sub.is_dir() && holds_night(&sub)? {
+            dirs.push(sub);
+        }
+    }
+    Ok(dirs)
+}
+
 /// Reads the night of `dir`: its records (`*.json` files holding an object with a `timings`
 /// list; an earlier report's output left out) and its `failed.*` files.
 pub fn read(dir: &Path) -> Result<Night, InputError> {

@@ -317,18 +317,7 @@ fn read_records(tool: &Tool, inputs: &[PathBuf]) -> Result<(Vec<Value>, Vec<Nigh
             records.extend(strict(Record::read_stream(std::slice::from_ref(input))?)?);
             continue;
         }
-        let dirs = if night::holds_night(input)? {
-            vec![input.clone()]
-        } else {
-            let mut subs = Vec::new();
-            for sub in night::sorted_entries(input)? {
-                if sub.is_dir() && night::holds_night(&sub)? {
-                    subs.push(sub);
-                }
-            }
-            subs
-        };
-        for dir in dirs {
+        for dir in night::night_dirs(input)? {
             let night = read_night(tool, &dir, false)?;
             records.extend(night.all_records());
             nights.push(night);
@@ -397,7 +386,7 @@ fn history(
     let model = args
         .model
         .clone()
-        .or_else(|| nights.iter().rev().find_map(outcome::model_name));
+        .or_else(|| runfn_report::history::model_of(&nights));
     let log = model.map(|m| AliasLog::read(&registry, &m, &args.alias));
     match &log {
         None => tool
@@ -412,15 +401,7 @@ fn history(
             }
         }
     }
-    let windows = runfn_report::history::windows(&nights);
-    let nights: Vec<(Night, Outcome)> = nights
-        .into_iter()
-        .zip(windows)
-        .map(|(n, until)| {
-            let o = Outcome::of(&n, log.as_ref(), until.as_deref());
-            (n, o)
-        })
-        .collect();
+    let nights = runfn_report::history::outcomes(nights, log.as_ref());
     let history = History::build(&nights, log.as_ref());
     let (page, plots) = runfn_report::history_page::page(&history);
     if let Some(path) = html {

@@ -24,7 +24,8 @@ Examples:
 
 Input: run records (JSON Lines or concatenated objects) from the files or stdin; a folder is one
 night (its *.json records with a `timings` list and make's failed.stage, failed.json and
-failed.err), or, when it holds none, each of its subfolders is one. Given as a file or on stdin,
+failed.err), or, when it holds none, each of its subfolders is one (a folder named `history`
+is given as ./history: the word alone is the subcommand). Given as a file or on stdin,
 a record with a failed check is refused, as by every tool. Each record's timings entries count
 once however many records repeat them (a stage's record holds the earlier stages' entries); a
 record's train.metrics file is read back for the curves.
@@ -190,7 +191,7 @@ struct AliasArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// The nights together: a table and a plot over night folders, with the registry's
-    /// versions and alias moves (see `report history --help`).
+    /// versions and alias moves.
     #[command(after_help = HISTORY_HELP)]
     History {
         /// Night folders (each one night's records and failed.* files), in name order.

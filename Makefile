@@ -101,14 +101,19 @@ retrain:
 # A failed night's page: that night's records and why it stopped (the stage's failed.* files).
 .PHONY: night-page night-archive
 night-page:
-	@$(BIN)/report $(RUN_DIR) --html $(RUN_DIR)/report.html > $(RUN_DIR)/report-failed.json.new \
+	@$(BIN)/report $(RUN_DIR) --html $(RUN_DIR)/report.html --registry '$(REGISTRY)' --model $(MODEL) \
+	  > $(RUN_DIR)/report-failed.json.new \
 	  && mv -f $(RUN_DIR)/report-failed.json.new $(RUN_DIR)/report-failed.json \
 	  || { rm -f $(RUN_DIR)/report-failed.json.new; echo "run: could not draw the failed night's page" >&2; }
 
 # The night's records, kept for the history page: copied once per night (a rerun that changed
-# nothing keeps no second copy), the records of stages that did not run tonight left out.
+# nothing keeps no second copy). Then the nights side by side: RUN_DIR/history.html.
 night-archive:
 	@$(ROOT)/scripts/archive-night.sh '$(RUN_DIR)'
+	@$(BIN)/report history $(RUN_DIR)/nights/*/ --registry '$(REGISTRY)' --model $(MODEL) \
+	  --html $(RUN_DIR)/history.html > $(RUN_DIR)/history.json.new \
+	  && mv -f $(RUN_DIR)/history.json.new $(RUN_DIR)/history.json \
+	  || { rm -f $(RUN_DIR)/history.json.new; echo "run: could not draw the history page" >&2; }
 
 .PHONY: stages
 stages: $(RUN_DIR)/report.json
@@ -185,7 +190,7 @@ $(RUN_DIR)/shards.json: $(RUN_DIR)/leaks.json $(BIN)/shardify
 # (RUN_DIR/failures.txt, a time per training that exited 3; 12 hours until two are seen).
 # Before any night measured there is no plan: train checkpoints every config.ckpt_every steps.
 $(RUN_DIR)/ckpt.json: $(RUN_DIR)/shards.json $(BIN)/ckpt-interval
-	@measured=$$(ls -1 $(RUN_DIR)/nights/*/train-seed$(CANDIDATE).json 2> /dev/null | tail -n 1); \
+	@measured=$$(ls -1 $(RUN_DIR)/nights/*/train-seed$(CANDIDATE).json 2> /dev/null | tail -n 1 || true); \
 	if [ -n "$$measured" ]; then \
 	  mtbf="--mtbf 43200"; \
 	  if [ "$$(wc -l < $(RUN_DIR)/failures.txt 2> /dev/null || echo 0)" -ge 2 ]; then \
@@ -237,7 +242,8 @@ $(RUN_DIR)/register.json: $(RUN_DIR)/gate.json $(BIN)/register
 # (report.html, self-contained) with TensorBoard event files beside it.
 $(RUN_DIR)/report.json: $(RUN_DIR)/register.json $(BIN)/report
 	$(call say,"report: $(RUN_DIR)/report.html")
-	@$(call stage,$(BIN)/report $(RUN_DIR) --html $(RUN_DIR)/report.html --tensorboard $(RUN_DIR)/tensorboard)
+	@$(call stage,$(BIN)/report $(RUN_DIR) --html $(RUN_DIR)/report.html --tensorboard $(RUN_DIR)/tensorboard \
+	  --registry '$(REGISTRY)' --model $(MODEL))
 
 ## Rewrite the golden files under testdata/ from the current tools; review the diff.
 golden:

@@ -190,7 +190,7 @@ $(RUN_DIR)/shards.json: $(RUN_DIR)/leaks.json $(BIN)/shardify
 # (RUN_DIR/failures.txt, a time per training that exited 3; 12 hours until two are seen).
 # Before any night measured there is no plan: train checkpoints every config.ckpt_every steps.
 $(RUN_DIR)/ckpt.json: $(RUN_DIR)/shards.json $(BIN)/ckpt-interval
-	@measured=$$(ls -1 $(RUN_DIR)/nights/*/train-seed$(CANDIDATE).json 2> /dev/null | tail -n 1 || true); \
+	@measured=$$(LC_ALL=C ls -1 $(RUN_DIR)/nights/*/train-seed$(CANDIDATE).json 2> /dev/null | tail -n 1 || true); \
 	if [ -n "$$measured" ]; then \
 	  mtbf="--mtbf 43200"; \
 	  if [ "$$(wc -l < $(RUN_DIR)/failures.txt 2> /dev/null || echo 0)" -ge 2 ]; then \

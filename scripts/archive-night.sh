@@ -18,7 +18,8 @@ done
 fingerprint=$(for f in "${files[@]}"; do printf '%s ' "${f##*/}"; cksum < "$f"; done)
 nights=$run_dir/nights
 mkdir -p "$nights"
-newest=$(ls -1d "$nights"/*/ 2> /dev/null | tail -n 1)
+# Names sort as times: byte order (LC_ALL=C), and a same-second suffix `_NN` sorts after `/`.
+newest=$(LC_ALL=C ls -1d "$nights"/*/ 2> /dev/null | tail -n 1 || true)
 if [[ -n $newest && -f $newest/.fingerprint && $(cat "$newest/.fingerprint") == "$fingerprint" ]]; then
   exit 0
 fi
@@ -27,7 +28,7 @@ stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 suffix="" n=0
 while [[ -e $nights/$stamp$suffix ]]; do
   n=$((n + 1))
-  suffix=$(printf -- '-%02d' "$n")
+  suffix=$(printf -- '_%02d' "$n")
 done
 target=$nights/$stamp$suffix
 staging=$(mktemp -d "$nights/.staging.XXXXXX")

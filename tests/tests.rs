@@ -22,6 +22,7 @@ mod real_data;
 mod register;
 mod report;
 mod retrain;
+mod rolling_splits;
 mod schema;
 mod shardify;
 mod timings;

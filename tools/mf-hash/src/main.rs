@@ -83,7 +83,8 @@ enum Command {
         /// The snapshot to pin, a folder or file (default: the manifest's data.snapshot).
         #[arg(long, value_name = "PATH")]
         snapshot: Option<PathBuf>,
-        /// Where to write the pinned manifest (default: over MANIFEST, atomically).
+        /// Where to write the pinned manifest, its folder made if missing (default: over
+        /// MANIFEST, atomically).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
@@ -336,6 +337,10 @@ fn pin(
         .map_err(|message| InputError::field(&origin, message))?;
     let listing = write_listing(root, &digest, files)?;
     let target = out.unwrap_or(manifest_path);
+    // `--out runs/stops/tonight.yaml` on the first night: the folder is made, as --out folders are.
+    if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+        runfn_core::paths::create_dir_all(parent)?;
+    }
     runfn_core::atomic::write_bytes_atomic(target, pinned_text.as_bytes())?;
     tool.info(format!(
         "pinned {value} in {} (listing {})",

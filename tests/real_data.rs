@@ -263,3 +263,308 @@ fn telco_churn_default_config_does_as_well_as_a_logistic_regression() {
 fn resume_callback_default_config_does_as_well_as_a_logistic_regression() {
     default_config_does_as_well_as_a_logistic_regression(&RESUME);
 }
+
+/// The police stops as they come (testdata/real/stops): `personSearch` is YES/NO and
+/// `policePrecinct` holds the precincts' numbers 1-5. Trained on January to September, early
+/// stopping on October, tested on November and December.
+const STOPS_MANIFEST: &str = r#"run_id: stops-search
+data:
+  snapshot: ./testdata/real/stops/snapshot@blake3:b67503f7a515c4ebebbfc18715d90a21b593ea1f1128d3b0121f72efe5b7be75
+  entity: idNum
+  time: date
+  label: personSearch
+  label_positive: "YES"
+  categorical: [policePrecinct]
+  splits: {train: "date < 2017-10-01", val: "2017-10", test: "date >= 2017-11-01"}
+code:
+  commit: 9c41be0
+  image: registry.example.com/train@sha256:4d2f6a0b8c1e3f5a7b9d0c2e4f6a8b0c1d3e5f7a9b0c2d4e6f8a0b1c3d5e7f9a
+config:
+  model: mlp
+  hidden: [16]
+  lr: 0.003
+  max_steps: 300
+  global_batch: 256
+  eval_every: 100
+  ckpt_every: 100
+  features:
+    numeric: [lat, long]
+    categorical: [problem, race, gender, policePrecinct, neighborhood, preRace]
+seed: 5
+eval:
+  slices: [policePrecinct]
+"#;
+
+const STOPS: Table = Table {
+    name: "stops",
+    label: "personSearch",
+    not_features: "rownames,idNum,date",
+};
+
+/// Credit applications (testdata/real/credit): `Status` is good or bad, and bad is the outcome
+/// to predict. No time column: split by a hash of the application.
+const CREDIT_MANIFEST: &str = r#"run_id: credit-default
+data:
+  snapshot: ./testdata/real/credit/snapshot@blake3:2ddd2f4bb100a8baff51730bf3c43f0c45edd0f874319c4a2dbae5c5200fad4c
+  entity: application_id
+  label: Status
+  label_positive: bad
+  splits: {train: "hash(application_id) < 0.7", val: "0.7 <= hash(application_id) < 0.85", test: "hash(application_id) >= 0.85"}
+code:
+  commit: 9c41be0
+  image: registry.example.com/train@sha256:4d2f6a0b8c1e3f5a7b9d0c2e4f6a8b0c1d3e5f7a9b0c2d4e6f8a0b1c3d5e7f9a
+config: {model: mlp, hidden: [16], lr: 0.003, max_steps: 300, global_batch: 128, eval_every: 100, ckpt_every: 100}
+seed: 3
+leaks:
+  exact_duplicates: {max_fraction: 0.01, reason: "applicants equal on every field are distinct applications"}
+"#;
+
+const CREDIT: Table = Table {
+    name: "credit",
+    label: "Status",
+    not_features: "application_id",
+};
+
+/// `text` written as `dir/manifest.yaml`, with `edit` applied to its lines.
+fn manifest_in(dir: &Path, text: &str, edit: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    let lines: Vec<String> = text
+        .lines()
+        .filter_map(|line| match edit(line) {
+            Some(edited) if edited.is_empty() => None,
+            Some(edited) => Some(edited),
+            None => Some(line.to_string()),
+        })
+        .collect();
+    let path = dir.join("manifest.yaml");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+/// The share of `table`'s rows whose `label` is `positive`, among those `keep` selects from the
+/// CSV's fields (by header name): the label rate counted outside runfn.
+fn label_share(
+    table: &str,
+    label: &str,
+    positive: &str,
+    keep: &dyn Fn(&csv::StringRecord, &csv::StringRecord) -> bool,
+) -> (u64, u64) {
+    let path = crate::util::testdata(&format!("real/{table}/snapshot/{table}.csv"));
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let column = header.iter().position(|h| h == label).unwrap();
+    let (mut rows, mut positives) = (0, 0);
+    for row in reader.records() {
+        let row = row.unwrap();
+        if keep(&header, &row) {
+            rows += 1;
+            positives += u64::from(&row[column] == positive);
+        }
+    }
+    (rows, positives)
+}
+
+/// The preprocessing stored in a model file's safetensors metadata.
+fn model_preprocessing(weights: &str) -> Value {
+    let bytes = std::fs::read(weights).unwrap();
+    let length = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + length]).unwrap();
+    let meta: Value =
+        serde_json::from_str(header["__metadata__"]["runfn"].as_str().unwrap()).unwrap();
+    meta["preprocess"].clone()
+}
+
+/// A YES/NO label and an integer-coded category through the whole chain: profiled as a label
+/// with its positive value and as a category, kept as they are in the shards, learned (the
+/// precincts as a vocabulary), and scored against the labels counted outside runfn.
+#[test]
+fn stops_a_yes_no_label_and_integer_coded_precincts_run_the_whole_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = manifest_in(dir.path(), STOPS_MANIFEST, &|_| None);
+    let record = chain_from(&manifest, &STOPS, dir.path());
+
+    let profile = &record["validate"]["profile"];
+    let (rows, searched) = label_share("stops", "personSearch", "YES", &|_, _| true);
+    assert_eq!((rows, searched), (43_699, 5_237));
+    assert_eq!(profile["label_rate"], searched as f64 / rows as f64);
+    assert_eq!(profile["label_positive"], "YES");
+    assert_eq!(profile["label_negative"], serde_json::json!(["NO"]));
+    let precinct = &profile["columns"]["policePrecinct"];
+    assert_eq!(precinct["type"], "string", "{precinct}");
+    let mut counted: Vec<&str> = precinct["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["value"].as_str().unwrap())
+        .collect();
+    counted.sort();
+    assert_eq!(counted, ["1", "2", "3", "4", "5"], "{precinct}");
+
+    // The shards keep the label as it is: every reader reads it through the manifest.
+    let index: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("shards/index.json")).unwrap(),
+    )
+    .unwrap();
+    let type_of = |name: &str| {
+        index["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["type"].clone())
+    };
+    assert_eq!(type_of("personSearch"), Some("string".into()));
+    assert_eq!(type_of("policePrecinct"), Some("string".into()));
+
+    let preprocess = model_preprocessing(record["train"]["weights"].as_str().unwrap());
+    assert_eq!(preprocess["label_positive"], "YES");
+    let vocab = preprocess["categorical"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "policePrecinct")
+        .map(|f| f["vocab"].clone())
+        .unwrap_or_else(|| panic!("policePrecinct is no category: {preprocess}"));
+    let mut vocab: Vec<&str> = vocab
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    vocab.sort();
+    assert_eq!(vocab, ["1", "2", "3", "4", "5"]);
+    assert!(
+        preprocess["numeric"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["name"] != "policePrecinct"),
+        "{preprocess}"
+    );
+
+    // November and December, counted from the CSV: the rows and the searches evaluate scored.
+    let (rows, searched) = label_share("stops", "personSearch", "YES", &|header, row| {
+        let date = header.iter().position(|h| h == "date").unwrap();
+        &row[date] >= "2017-11-01"
+    });
+    let overall = &record["evaluate"]["overall"];
+    assert_eq!(overall["rows"], rows);
+    assert_eq!(overall["label_rate"], searched as f64 / rows as f64);
+    let auc = overall["auc"].as_f64().unwrap();
+    assert!(auc > 0.65, "stops: test AUC {auc:.4}");
+    let slices = record["evaluate"]["slices"]["policePrecinct"]
+        .as_object()
+        .unwrap();
+    let names: Vec<&str> = slices.keys().map(String::as_str).collect();
+    assert_eq!(names, ["1", "2", "3", "4", "5"]);
+    eprintln!("stops: test AUC {auc:.4} on {rows} stops, {searched} searched");
+}
+
+/// good/bad with bad the positive value: the label rate is the share of bad applications, and
+/// the model learns them about as well as a logistic regression does on the same rows.
+#[test]
+fn credit_bad_loans_are_the_positive_value_of_a_good_bad_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = manifest_in(dir.path(), CREDIT_MANIFEST, &|_| None);
+    let record = chain_from(&manifest, &CREDIT, dir.path());
+    let (rows, bad) = label_share("credit", "Status", "bad", &|_, _| true);
+    let profile = &record["validate"]["profile"];
+    assert_eq!(profile["label_rate"], bad as f64 / rows as f64);
+    assert_eq!(profile["label_negative"], serde_json::json!(["good"]));
+    let overall = &record["evaluate"]["overall"];
+    let auc = overall["auc"].as_f64().unwrap();
+    assert!(auc > 0.75, "credit: test AUC {auc:.4}");
+    // A model that learned `good` as positive scores as well; the share of positives says which
+    // value train and evaluate read as one (about 0.72 the wrong way round).
+    let label_rate = overall["label_rate"].as_f64().unwrap();
+    assert!((0.2..0.35).contains(&label_rate), "{overall}");
+    eprintln!("credit: test AUC {auc:.4}, {label_rate:.4} bad");
+}
+
+/// What a manifest says about the label and the categories, wrong: exit 2 from the first tool
+/// that reads them, with the line to write.
+#[test]
+fn a_label_or_category_the_snapshot_does_not_fit_is_refused_with_what_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let hashed = |edit: &dyn Fn(&str) -> Option<String>| {
+        let manifest = manifest_in(dir.path(), STOPS_MANIFEST, edit);
+        stage(
+            "mf-hash",
+            &[
+                manifest.as_os_str(),
+                "--data-digest".as_ref(),
+                "testdata/real/stops/snapshot".as_ref(),
+            ],
+            String::new(),
+        )
+        .stdout
+    };
+    let without_positive = hashed(&|l| l.contains("label_positive").then(String::new));
+    let say = "manifest.data.label: `personSearch` holds NO, YES; say which is positive with data.label_positive: \"YES\"";
+    for name in ["ds-validate", "leak-check"] {
+        tool(name)
+            .stdin(without_positive.clone())
+            .run()
+            .assert_bad_input(name, say);
+    }
+
+    let lowercase = hashed(&|l| {
+        l.contains("label_positive")
+            .then(|| "  label_positive: \"yes\"".to_string())
+    });
+    let absent =
+        "manifest.data.label_positive: `yes` is not a value of `personSearch` (values: NO, YES)";
+    for name in ["ds-validate", "leak-check"] {
+        tool(name)
+            .stdin(lowercase.clone())
+            .run()
+            .assert_bad_input(name, absent);
+    }
+
+    let misnamed = hashed(&|l| {
+        l.contains("categorical: [policePrecinct]")
+            .then(|| "  categorical: [precinct]".to_string())
+    });
+    let missing = "manifest.data.categorical: `precinct` is not a column of the snapshot (columns: rownames, idNum, date,";
+    for name in ["ds-validate", "leak-check", "shardify"] {
+        tool(name)
+            .args(if name == "shardify" {
+                vec!["--out".into(), dir.path().join("shards")]
+            } else {
+                vec![]
+            })
+            .stdin(misnamed.clone())
+            .run()
+            .assert_bad_input(name, missing);
+    }
+    assert!(!dir.path().join("shards").exists());
+
+    // Skipping validation does not skip the question: train asks it too.
+    let shards = dir.path().join("unchecked");
+    let sharded = stage(
+        "shardify",
+        &["--out".as_ref(), shards.as_os_str()],
+        without_positive,
+    );
+    tool("train")
+        .args(["--out".as_ref(), dir.path().join("train").as_os_str()])
+        .stdin(sharded.stdout)
+        .run()
+        .assert_bad_input("train", say);
+
+    // Precinct numbers listed as categories, without data.categorical: train says what to add.
+    let coded = hashed(&|l| {
+        l.contains("categorical: [policePrecinct]")
+            .then(String::new)
+    });
+    let shards = dir.path().join("coded");
+    let sharded = stage("shardify", &["--out".as_ref(), shards.as_os_str()], coded);
+    tool("train")
+        .args(["--out".as_ref(), dir.path().join("train").as_os_str()])
+        .stdin(sharded.stdout)
+        .run()
+        .assert_bad_input(
+            "train",
+            "manifest.config.features.categorical: `policePrecinct` holds int64 values in the shards; \
+             to use its values as categories, list it in manifest.data.categorical",
+        );
+}

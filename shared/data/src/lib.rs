@@ -5,6 +5,7 @@ mod csv_fields;
 pub mod error;
 pub mod hashing_reader;
 pub mod infer;
+pub mod label;
 pub mod partitioned;
 pub mod read;
 pub mod rolling;

@@ -8,8 +8,9 @@ use runfn_manifest::snapshot::SnapshotRef;
 use serde_json::Value;
 
 use crate::error::DataError;
+use crate::label::Positive;
 use crate::read::Snapshot;
-use crate::types::read_schema_file;
+use crate::types::{ColumnType, read_schema_file};
 
 /// `path` itself, or the local copy of the store URL it spells.
 fn stage_if_remote(path: &Path) -> Result<PathBuf, InputError> {
@@ -47,6 +48,12 @@ pub struct DataSpec {
     pub entity: Option<String>,
     pub time: Option<String>,
     pub label: Option<String>,
+    /// The label value that means positive (`manifest.data.label_positive`), for a label that is
+    /// not 0/1 or true/false.
+    pub label_positive: Option<Positive>,
+    /// Columns read as text whatever they look like (`manifest.data.categorical`): categories
+    /// coded as integers, so every tool profiles, splits and learns them as categories.
+    pub categorical: Vec<String>,
     /// Column holding the time the label was determined (`manifest.data.label_time`); defaults to `time`.
     pub label_time: Option<String>,
     /// `(name, rule)` in manifest order.
@@ -105,22 +112,23 @@ impl DataSpec {
                 ));
             }
         };
-        let text = match data.get("text") {
-            None => Vec::new(),
-            Some(Value::String(column)) => vec![column.clone()],
-            Some(Value::Array(columns)) => columns
-                .iter()
-                .map(|c| {
-                    c.as_str().map(String::from).ok_or_else(|| {
-                        InputError::field("manifest.data.text", "must list column names")
+        let columns = |key: &str| -> Result<Vec<String>, InputError> {
+            let field = format!("manifest.data.{key}");
+            match data.get(key) {
+                None => Ok(Vec::new()),
+                Some(Value::String(column)) => Ok(vec![column.clone()]),
+                Some(Value::Array(columns)) => columns
+                    .iter()
+                    .map(|c| {
+                        c.as_str()
+                            .map(String::from)
+                            .ok_or_else(|| InputError::field(&field, "must list column names"))
                     })
-                })
-                .collect::<Result<_, _>>()?,
-            Some(_) => {
-                return Err(InputError::field(
-                    "manifest.data.text",
+                    .collect(),
+                Some(_) => Err(InputError::field(
+                    &field,
                     "must be a column name or a list of them",
-                ));
+                )),
             }
         };
         let as_of = match data.get("as_of") {
@@ -152,9 +160,11 @@ impl DataSpec {
             entity: string("entity")?,
             time: string("time")?,
             label: string("label")?,
+            label_positive: Positive::from_manifest(data.get("label_positive"))?,
+            categorical: columns("categorical")?,
             label_time: string("label_time")?,
             splits,
-            text,
+            text: columns("text")?,
             as_of,
         })
     }
@@ -228,20 +238,48 @@ impl DataSpec {
         Ok(DataSource::Snapshot(self.snapshot_path(input)?))
     }
 
-    /// Opens the snapshot at `path` (types from `schema_file` where it names them) and checks
-    /// that it has every column the manifest names and, when the manifest pins its digest (or,
-    /// unpinned, mf-hash recorded the digest of this same path), that it still hashes to it (one
-    /// blake3 pass over its files).
+    /// Opens the snapshot at `path` (types from `schema_file` where it names them, the
+    /// manifest's categorical columns as text) and checks that it has every column the manifest
+    /// names and, when the manifest pins its digest (or, unpinned, mf-hash recorded the digest of
+    /// this same path), that it still hashes to it (one blake3 pass over its files).
     pub fn open_snapshot(
         &self,
         path: &Path,
         schema_file: Option<&Path>,
     ) -> Result<Snapshot, DataError> {
-        let types = match schema_file {
+        let mut types = match schema_file {
             Some(file) => read_schema_file(file)?,
             None => Default::default(),
         };
-        let snapshot = Snapshot::open(path, &types)?;
+        let from_file: Vec<String> = types.keys().cloned().collect();
+        for column in &self.categorical {
+            types.insert(column.clone(), ColumnType::String);
+        }
+        let snapshot = Snapshot::open_as(path, &types)?;
+        let names: Vec<&str> = snapshot.columns.iter().map(|c| c.name.as_str()).collect();
+        if let Some(missing) = self
+            .categorical
+            .iter()
+            .find(|c| !names.contains(&c.as_str()))
+        {
+            return Err(DataError::Other(
+                InputError::field(
+                    "manifest.data.categorical",
+                    format!(
+                        "`{missing}` is not a column of the snapshot{} (columns: {})",
+                        runfn_manifest::suggest::hint(missing, &names),
+                        names.join(", ")
+                    ),
+                )
+                .to_string(),
+            ));
+        }
+        if let Some(missing) = from_file.iter().find(|c| !names.contains(&c.as_str())) {
+            return Err(DataError::column(
+                missing,
+                "is in the schema file but not in the snapshot",
+            ));
+        }
         let checked = match (&self.pinned, &self.recorded) {
             (Some(pinned), _) => Some(runfn_manifest::pin::verify(path, pinned, &|_| {})),
             (None, Some((recorded, digest))) if same_path(&recorded_local(recorded), path) => {
@@ -336,6 +374,51 @@ mod tests {
         assert_eq!(spec.as_of["tickets"], "tickets_as_of");
         let err = spec.snapshot_path(None).unwrap_err().to_string();
         assert!(err.contains("give the snapshot with --in PATH"), "{err}");
+    }
+
+    #[test]
+    fn categorical_columns_are_read_as_text_and_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.csv"), "precinct,y\n1,YES\n2,NO\n").unwrap();
+        let spec_of = |data: Value| {
+            DataSpec::from_record(
+                &Record::from_value(json!({"manifest": {"data": data}}), "t").unwrap(),
+            )
+        };
+        let spec =
+            spec_of(json!({"label": "y", "label_positive": "YES", "categorical": ["precinct"]}))
+                .unwrap();
+        assert_eq!(spec.label_positive, Some(Positive::Text("YES".into())));
+        let snapshot = spec.open_snapshot(dir.path(), None).unwrap();
+        assert_eq!(snapshot.column_type("precinct"), Some(ColumnType::String));
+        let plain = spec_of(json!({"label": "y"})).unwrap();
+        assert_eq!(
+            plain
+                .open_snapshot(dir.path(), None)
+                .unwrap()
+                .column_type("precinct"),
+            Some(ColumnType::Int64)
+        );
+        let err = spec_of(json!({"categorical": ["precint"]}))
+            .unwrap()
+            .open_snapshot(dir.path(), None)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "manifest.data.categorical: `precint` is not a column of the snapshot (did you mean `precinct`?) (columns: precinct, y)"
+        );
+        let err = spec_of(json!({"categorical": [3]}))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "manifest.data.categorical: must list column names");
+        let err = spec_of(json!({"label_positive": {"is": "YES"}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("manifest.data.label_positive: must be the label value"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use runfn_data::label::Positive;
 use runfn_data::spec::DataSpec;
 use runfn_manifest::leaks::LeakDecision;
 
@@ -10,6 +11,8 @@ pub struct LeakConfig {
     pub entity: Option<String>,
     pub time: Option<String>,
     pub label: Option<String>,
+    /// The label value that means positive; none: 0/1 or true/false.
+    pub label_positive: Option<Positive>,
     /// When the label was determined; features stamped later leak. Defaults to `time`.
     pub label_time: Option<String>,
     pub text: Vec<String>,
@@ -37,6 +40,7 @@ impl Default for LeakConfig {
             entity: None,
             time: None,
             label: None,
+            label_positive: None,
             label_time: None,
             text: Vec::new(),
             as_of: BTreeMap::new(),
@@ -60,6 +64,7 @@ impl LeakConfig {
             entity: spec.entity.clone(),
             time: spec.time.clone(),
             label: spec.label.clone(),
+            label_positive: spec.label_positive.clone(),
             label_time: spec.label_time.clone(),
             text: spec.text.clone(),
             as_of: spec.as_of.clone(),

@@ -25,6 +25,16 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         |scan, batch| scan.add(&layout, batch),
     )?;
     let merged = scan::Merged::merge(files, &layout);
+    if let (Some(label), Some(index)) = (&config.label, layout.label) {
+        runfn_data::label::check(
+            label,
+            data.snapshot.columns[index].column_type,
+            config.label_positive.as_ref(),
+            &merged.label_values,
+            merged.positive_labels,
+        )
+        .map_err(|e| DataError::Other(e.to_string()))?;
+    }
     let mut pairs = Vec::new();
     let mut checks = vec![
         checks::entity_overlap(&merged, data, config),
@@ -367,6 +377,45 @@ mod tests {
         let clean = check_of(&mixed, &config, "label_proxy");
         assert_eq!((clean.passed, clean.count), (true, 0), "{clean:?}");
         assert!(skipped(&check_of(&text, &by_day(), "label_proxy")));
+    }
+
+    /// A YES/NO label is read by its positive value, so a proxy of it is found as of a 0/1 one;
+    /// without the value, leak-check says what to write instead of reading no label at all.
+    #[test]
+    fn a_text_label_is_read_by_its_positive_value() {
+        let mut text = String::from("day,y,refund\n");
+        for i in 0..40 {
+            let y = ["NO", "YES"][usize::from(i % 3 == 0)];
+            let refund = if y == "YES" { 50 + i } else { i % 7 };
+            let day = if i < 30 { "2026-01-10" } else { "2026-02-10" };
+            text.push_str(&format!("{day},{y},{refund}\n"));
+        }
+        let config = LeakConfig {
+            label: Some("y".into()),
+            label_positive: Some(runfn_data::label::Positive::Text("YES".into())),
+            ..by_day()
+        };
+        let found = check_of(&text, &config, "label_proxy");
+        assert_eq!((found.passed, found.count), (false, 1), "{found:?}");
+        assert_eq!(found.examples[0]["auc"], 1.0);
+
+        let (_dir, data) = by_month(&text);
+        let unnamed = LeakConfig {
+            label_positive: None,
+            ..config.clone()
+        };
+        assert_eq!(
+            check(&data, &unnamed).unwrap_err().to_string(),
+            "manifest.data.label: `y` holds NO, YES; say which is positive with data.label_positive: \"YES\""
+        );
+        let wrong = LeakConfig {
+            label_positive: Some(runfn_data::label::Positive::Text("Yes".into())),
+            ..config
+        };
+        assert_eq!(
+            check(&data, &wrong).unwrap_err().to_string(),
+            "manifest.data.label_positive: `Yes` is not a value of `y` (values: NO, YES); did you mean \"YES\"?"
+        );
     }
 
     #[test]

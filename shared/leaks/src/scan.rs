@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use arrow::array::{Array, AsArray};
+use runfn_data::label::{Label, LabelValues, Positive, labels};
 use runfn_data::partitioned::{Partitioned, SplitBatch};
-use runfn_data::values::{Label, labels, numeric_values, text_array};
+use runfn_data::values::{numeric_values, text_array};
 use runfn_data::{ColumnType, DataError};
 use runfn_stats::minhash::normalize_text;
 
@@ -24,6 +25,7 @@ pub struct Layout {
     pub entity: Option<usize>,
     pub time: Option<usize>,
     pub label: Option<usize>,
+    pub label_positive: Option<Positive>,
     pub label_time: Option<usize>,
     pub train: Option<u8>,
     /// Text columns (name, index) for near-duplicates.
@@ -96,6 +98,7 @@ impl Layout {
             entity: find(&config.entity, "entity")?,
             time: find(&config.time, "time")?,
             label: find(&config.label, "label")?,
+            label_positive: config.label_positive.clone(),
             label_time: find(&config.label_time_column().map(String::from), "label_time")?,
             train: data
                 .split_names
@@ -188,6 +191,9 @@ pub struct FileScan {
     pub proxy_numeric: Vec<Vec<(f64, bool)>>,
     pub proxy_categories: Vec<Vec<(String, bool)>>,
     pub invalid_labels: u64,
+    pub positive_labels: u64,
+    /// The label's distinct values, to say what to write when they cannot be read as labels.
+    pub label_values: LabelValues,
     /// Rows per split.
     pub split_rows: Vec<u64>,
     /// Rows whose feature time and label time were both present.
@@ -294,9 +300,15 @@ impl FileScan {
             }
         }
 
-        if let (Some(label), Some(train)) = (layout.label, layout.train) {
-            let labels = labels(&columns[label]);
+        let read_labels = layout.label.map(|label| {
+            self.label_values.add(&columns[label]);
+            labels(&columns[label], layout.label_positive.as_ref())
+        });
+        if let Some(labels) = &read_labels {
             self.invalid_labels += labels.iter().filter(|l| **l == Label::Invalid).count() as u64;
+            self.positive_labels += labels.iter().filter(|l| **l == Label::Positive).count() as u64;
+        }
+        if let (Some(labels), Some(train)) = (read_labels, layout.train) {
             for (slot, (_, column, categorical)) in layout.proxies.iter().enumerate() {
                 if *categorical {
                     let values = text_array(&columns[*column]);
@@ -426,6 +438,8 @@ impl FileScan {
             target.extend(values);
         }
         self.invalid_labels += file.invalid_labels;
+        self.positive_labels += file.positive_labels;
+        self.label_values.merge(&file.label_values);
         for (split, rows) in file.split_rows.into_iter().enumerate() {
             if self.split_rows.len() <= split {
                 self.split_rows.resize(split + 1, 0);

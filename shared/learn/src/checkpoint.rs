@@ -428,6 +428,7 @@ pub(crate) mod tests {
             samples: 0,
             preprocess: Preprocess {
                 label: "y".into(),
+                label_positive: None,
                 numeric: vec![],
                 categorical: vec![],
                 train_rows: 1,

@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
+use runfn_data::label::{Label, LabelValues, Positive, labels};
 use runfn_data::types::{Column, ColumnType};
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +21,8 @@ use crate::shard_reader::ShardReader;
 #[derive(Debug, Clone, Default)]
 pub struct Reserved {
     pub label: String,
+    /// The label value that means positive (`manifest.data.label_positive`); none: 0/1.
+    pub label_positive: Option<Positive>,
     pub others: Vec<String>,
 }
 
@@ -43,9 +46,11 @@ pub fn choose(
             reserved.label,
             names(columns)
         ),
-        Some(ColumnType::Int64 | ColumnType::Bool | ColumnType::Float64) => {}
+        // Text is read by manifest.data.label_positive; fitting says what to write without one.
+        Some(ColumnType::Int64 | ColumnType::Bool | ColumnType::Float64 | ColumnType::String) => {}
         Some(other) => bail!(
-            "label `{}`: is a {other:?} column; a binary label must be 0/1 or boolean",
+            "label `{}`: is a {other:?} column; a binary label must be 0/1, boolean, or values \
+             with the positive one named by manifest.data.label_positive",
             reserved.label
         ),
     }
@@ -63,11 +68,21 @@ pub fn choose(
             }
         }
         for name in &lists.categorical {
-            if type_of(name).is_none() {
-                bail!(
+            match type_of(name) {
+                Some(ColumnType::String) => {}
+                // Category codes stored as numbers: the snapshot has to be read with the column
+                // as text, or profiling, splitting and the shards would all see a number.
+                Some(other) => bail!(
+                    "manifest.config.features.categorical: `{name}` holds {} values in the \
+                     shards; to use its values as categories, list it in \
+                     manifest.data.categorical (data: {{categorical: [{name}]}}) and run shardify \
+                     again, so every tool reads it as text",
+                    other.name()
+                ),
+                None => bail!(
                     "manifest.config.features.categorical: `{name}` is not a column of the shards ({})",
                     names(columns)
-                );
+                ),
             }
         }
         for name in lists.numeric.iter().chain(&lists.categorical) {
@@ -142,6 +157,10 @@ pub struct CategoricalFeature {
 #[serde(deny_unknown_fields)]
 pub struct Preprocess {
     pub label: String,
+    /// The label value the model learned as positive; none: a 0/1 or true/false label. Left out
+    /// of the file when none, so such a model keeps the bytes it had before this existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_positive: Option<Positive>,
     pub numeric: Vec<NumericFeature>,
     pub categorical: Vec<CategoricalFeature>,
     pub train_rows: u64,
@@ -193,6 +212,7 @@ impl Preprocess {
         shards: &[impl AsRef<Path>],
         lists: &FeatureLists,
         label: &str,
+        label_positive: Option<&Positive>,
         max_vocab: usize,
         missing_indicators: bool,
     ) -> Result<Preprocess> {
@@ -200,6 +220,8 @@ impl Preprocess {
         let mut nulls = vec![0u64; lists.numeric.len()];
         let mut counts: Vec<HashMap<String, u64>> = vec![HashMap::new(); lists.categorical.len()];
         let mut rows = 0u64;
+        // The label's values, for an error that says what to write.
+        let (mut label_values, mut label_type, mut positives) = (LabelValues::default(), None, 0);
         let mut wanted: Vec<&str> = vec![label];
         wanted.extend(lists.numeric.iter().map(String::as_str));
         wanted.extend(lists.categorical.iter().map(String::as_str));
@@ -207,7 +229,25 @@ impl Preprocess {
             let shard = shard.as_ref();
             let mut reader = ShardReader::open(shard, &wanted)?;
             while let Some((batch, first_row)) = reader.next_batch()? {
-                labels_of(&batch, label, shard, first_row)?;
+                let array = column(&batch, label, shard).context("reading the label")?;
+                label_values.add(array);
+                let column_type = ColumnType::from_data_type(array.data_type());
+                label_type = label_type.or(column_type);
+                let read = labels(array, label_positive);
+                positives += read.iter().filter(|l| **l == Label::Positive).count() as u64;
+                if let Err(err) = targets(array, &read, label, label_positive, shard, first_row) {
+                    // A text label with no positive value named (or one of another type) is
+                    // better told as what to write than as the first row it fails on.
+                    if let Some(column_type) = column_type {
+                        runfn_data::label::check_type(
+                            label,
+                            column_type,
+                            label_positive,
+                            &label_values,
+                        )?;
+                    }
+                    return Err(err);
+                }
                 for (i, name) in lists.numeric.iter().enumerate() {
                     let values = numeric_values(&batch, name, shard, first_row)?;
                     for v in values {
@@ -229,6 +269,9 @@ impl Preprocess {
         }
         if rows == 0 {
             bail!("the train split has no rows: nothing to fit the preprocessing on");
+        }
+        if let Some(label_type) = label_type {
+            runfn_data::label::check(label, label_type, label_positive, &label_values, positives)?;
         }
         let numeric = lists
             .numeric
@@ -258,6 +301,7 @@ impl Preprocess {
             .collect();
         Ok(Preprocess {
             label: label.to_string(),
+            label_positive: label_positive.cloned(),
             numeric,
             categorical,
             train_rows: rows,
@@ -326,7 +370,13 @@ impl Preprocess {
             rows,
             numeric: vec![0.0; rows * n_num],
             categorical: vec![0; rows * n_cat],
-            labels: labels_of(batch, &self.label, origin, first_row)?,
+            labels: labels_of(
+                batch,
+                &self.label,
+                self.label_positive.as_ref(),
+                origin,
+                first_row,
+            )?,
         };
         let mut indicator_column = self.numeric.len();
         for (j, feature) in self.numeric.iter().enumerate() {
@@ -426,7 +476,8 @@ fn string_column<'a>(batch: &'a RecordBatch, name: &str, origin: &Path) -> Resul
     let array = column(batch, name, origin)?;
     if array.data_type() != &DataType::Utf8 {
         bail!(
-            "{}: column `{name}` is {}, but the model's preprocessing treats it as a string column (schema mismatch)",
+            "{}: column `{name}` is {}, but the model's preprocessing treats it as a string column (schema mismatch); \
+             if its values are category codes, list it in manifest.data.categorical so the snapshot is read with it as text",
             origin.display(),
             array.data_type()
         );
@@ -483,31 +534,72 @@ fn as_f64(array: &ArrayRef) -> Option<Vec<Option<f64>>> {
     })
 }
 
-/// The label as 0/1; null, NaN or any other value is an error naming the row.
-fn labels_of(batch: &RecordBatch, name: &str, origin: &Path, first_row: u64) -> Result<Vec<f32>> {
+/// The label as 0/1, read by `positive` when the manifest names one; null, NaN or a value that is
+/// no label is an error naming the row.
+fn labels_of(
+    batch: &RecordBatch,
+    name: &str,
+    positive: Option<&Positive>,
+    origin: &Path,
+    first_row: u64,
+) -> Result<Vec<f32>> {
     let array = column(batch, name, origin).context("reading the label")?;
-    let values = as_f64(array).ok_or_else(|| {
-        anyhow!(
-            "{}: label `{name}` is {}; a binary label must be 0/1 or boolean",
-            origin.display(),
-            array.data_type()
-        )
-    })?;
-    values
-        .iter()
+    targets(
+        array,
+        &labels(array, positive),
+        name,
+        positive,
+        origin,
+        first_row,
+    )
+}
+
+/// `read`, the labels of `array`, as 0/1 targets, or the error naming the first row that is none.
+fn targets(
+    array: &ArrayRef,
+    read: &[Label],
+    name: &str,
+    positive: Option<&Positive>,
+    origin: &Path,
+    first_row: u64,
+) -> Result<Vec<f32>> {
+    read.iter()
         .enumerate()
-        .map(|(i, v)| match v {
-            Some(v) if *v == 0.0 || *v == 1.0 => Ok(*v as f32),
-            Some(v) => bail!(
-                "{}: row {}: label `{name}` is {v}; a binary label must be 0 or 1",
-                origin.display(),
-                first_row + i as u64
-            ),
-            None => bail!(
+        .map(|(i, label)| match label {
+            Label::Positive => Ok(1.0),
+            Label::Negative => Ok(0.0),
+            Label::Missing => bail!(
                 "{}: row {}: label `{name}` is null",
                 origin.display(),
                 first_row + i as u64
             ),
+            Label::Invalid => {
+                let value = arrow::compute::cast(&array.slice(i, 1), &DataType::Utf8)
+                    .ok()
+                    .and_then(|v| {
+                        v.as_string::<i32>()
+                            .iter()
+                            .next()
+                            .flatten()
+                            .map(String::from)
+                    })
+                    .unwrap_or_default();
+                let rule = match positive {
+                    None => "a binary label must be 0/1 or boolean, or name the value that means \
+                             positive with manifest.data.label_positive"
+                        .to_string(),
+                    Some(positive) => format!(
+                        "manifest.data.label_positive is {}, which it cannot be compared with",
+                        positive.yaml()
+                    ),
+                };
+                bail!(
+                    "{}: row {}: label `{name}` is {value} ({}); {rule}",
+                    origin.display(),
+                    first_row + i as u64,
+                    array.data_type()
+                )
+            }
         })
         .collect()
 }
@@ -571,7 +663,7 @@ mod tests {
     fn a_feature_with_nulls_in_train_gets_an_indicator_after_the_values() {
         let dir = tempfile::tempdir().unwrap();
         let (path, batch) = shard(dir.path());
-        let pre = Preprocess::fit(&[&path], &lists(), "y", 10, true).unwrap();
+        let pre = Preprocess::fit(&[&path], &lists(), "y", None, 10, true).unwrap();
         assert_eq!(pre.numeric[0].nulls, 2);
         assert!(pre.numeric[0].indicator);
         assert!(!pre.numeric[1].indicator, "spend has no nulls in train");
@@ -589,7 +681,7 @@ mod tests {
     fn indicators_off_mean_fill_alone() {
         let dir = tempfile::tempdir().unwrap();
         let (path, batch) = shard(dir.path());
-        let pre = Preprocess::fit(&[&path], &lists(), "y", 10, false).unwrap();
+        let pre = Preprocess::fit(&[&path], &lists(), "y", None, 10, false).unwrap();
         assert_eq!(pre.numeric[0].nulls, 2, "nulls are still counted");
         assert!(pre.numeric.iter().all(|f| !f.indicator));
         assert_eq!(pre.numeric_inputs(), 2);
@@ -603,7 +695,7 @@ mod tests {
     fn a_null_at_scoring_time_without_an_indicator_takes_the_mean() {
         let dir = tempfile::tempdir().unwrap();
         let (path, batch) = shard(dir.path());
-        let pre = Preprocess::fit(&[&path], &lists(), "y", 10, true).unwrap();
+        let pre = Preprocess::fit(&[&path], &lists(), "y", None, 10, true).unwrap();
         let mut columns = batch.columns().to_vec();
         columns[1] = Arc::new(Float64Array::from(vec![None, Some(2.5), None, None]));
         let later = RecordBatch::try_new(batch.schema(), columns).unwrap();
@@ -614,6 +706,110 @@ mod tests {
             block.numeric.len(),
             4 * 3,
             "no input appears at scoring time"
+        );
+    }
+
+    /// A shard of `tier` (text) and a YES/NO label `y`.
+    fn yes_no_shard(dir: &Path, labels: Vec<Option<&str>>) -> (std::path::PathBuf, RecordBatch) {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("tier", DataType::Utf8, true),
+            Field::new("y", DataType::Utf8, true),
+        ]));
+        let tiers: Vec<&str> = (0..labels.len()).map(|i| ["a", "b"][i % 2]).collect();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(tiers)),
+                Arc::new(StringArray::from(labels)),
+            ],
+        )
+        .unwrap();
+        let path = dir.join("part-0.parquet");
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        (path, batch)
+    }
+
+    #[test]
+    fn a_text_label_is_read_by_its_positive_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, batch) = yes_no_shard(dir.path(), vec![Some("YES"), Some("NO"), Some("NO")]);
+        let lists = FeatureLists {
+            numeric: vec![],
+            categorical: vec!["tier".into()],
+        };
+        let yes = Positive::Text("YES".into());
+        let pre = Preprocess::fit(&[&path], &lists, "y", Some(&yes), 10, true).unwrap();
+        assert_eq!(pre.label_positive, Some(yes));
+        let block = pre.apply(&pre.lookup(), &batch, &path, 1).unwrap();
+        assert_eq!(block.labels, vec![1.0, 0.0, 0.0]);
+        let stored = serde_json::to_string(&pre).unwrap();
+        assert!(
+            stored.contains(r#""label":"y","label_positive":"YES","#),
+            "{stored}"
+        );
+
+        let err = Preprocess::fit(&[&path], &lists, "y", None, 10, true)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "manifest.data.label: `y` holds NO, YES; say which is positive with data.label_positive: \"YES\""
+        );
+        let lowercase = Positive::Text("yes".into());
+        let err = Preprocess::fit(&[&path], &lists, "y", Some(&lowercase), 10, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`yes` is not a value of `y` (values: NO, YES)"),
+            "{err}"
+        );
+
+        // A null label is still an error naming its row once the values are fine.
+        let (path, _) = yes_no_shard(dir.path(), vec![Some("YES"), None]);
+        let yes = Positive::Text("YES".into());
+        let err = Preprocess::fit(&[&path], &lists, "y", Some(&yes), 10, true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.ends_with("row 2: label `y` is null"), "{err}");
+        // A model without a positive value keeps the bytes it had before there was one.
+        let mut plain = pre.clone();
+        plain.label_positive = None;
+        let stored = serde_json::to_string(&plain).unwrap();
+        assert!(!stored.contains("label_positive"), "{stored}");
+    }
+
+    #[test]
+    fn integer_codes_listed_as_categories_say_to_declare_them() {
+        let columns = [
+            Column {
+                name: "precinct".into(),
+                column_type: ColumnType::Int64,
+            },
+            Column {
+                name: "y".into(),
+                column_type: ColumnType::Int64,
+            },
+        ];
+        let reserved = Reserved {
+            label: "y".into(),
+            ..Reserved::default()
+        };
+        let lists = FeatureLists {
+            numeric: vec![],
+            categorical: vec!["precinct".into()],
+        };
+        let err = choose(&columns, &reserved, Some(&lists))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "manifest.config.features.categorical: `precinct` holds int64 values in the shards; \
+                 to use its values as categories, list it in manifest.data.categorical (data: {categorical: [precinct]})"
+            ),
+            "{err}"
         );
     }
 

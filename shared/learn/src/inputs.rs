@@ -76,5 +76,9 @@ pub fn reserved(record: &Record) -> Result<Reserved, InputError> {
         .collect();
     others.extend(spec.text.iter().cloned());
     others.extend(spec.as_of.values().cloned());
-    Ok(Reserved { label, others })
+    Ok(Reserved {
+        label,
+        label_positive: spec.label_positive,
+        others,
+    })
 }

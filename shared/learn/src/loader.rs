@@ -650,6 +650,7 @@ mod resume_tests {
     fn preprocess() -> Arc<Preprocess> {
         Arc::new(Preprocess {
             label: "y".into(),
+            label_positive: None,
             numeric: vec![NumericFeature {
                 name: "x".into(),
                 mean: 0.0,

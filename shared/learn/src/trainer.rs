@@ -281,6 +281,7 @@ fn train_job(
                     &train_set.paths,
                     &lists,
                     &job.reserved.label,
+                    job.reserved.label_positive.as_ref(),
                     config.max_vocab,
                     config.missing_indicators,
                 )?

@@ -159,6 +159,7 @@ mod tests {
             },
             preprocess: Preprocess {
                 label: "y".into(),
+                label_positive: None,
                 numeric: vec![NumericFeature {
                     name: "x".into(),
                     mean: 0.0,

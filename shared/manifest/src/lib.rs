@@ -10,7 +10,7 @@ pub mod lint;
 pub mod parse;
 pub mod pin;
 pub mod snapshot;
-mod suggest;
+pub mod suggest;
 mod yaml_events;
 
 pub use hash::{FORMAT_TAG, manifest_hash};

@@ -169,6 +169,37 @@ fn lint_data(value: Option<&Value>, problems: &mut Problems) {
         }
     }
     lint_splits(data.get("splits"), problems);
+    lint_label_positive(data.get("label_positive"), problems);
+    lint_columns("data.categorical", data.get("categorical"), problems);
+}
+
+/// The label value that means positive is compared with the column's values by type, so it is
+/// one value: text, a number or a boolean.
+fn lint_label_positive(value: Option<&Value>, problems: &mut Problems) {
+    if let Some(value @ (Value::Array(_) | Value::Object(_))) = value {
+        problems.add(
+            "data.label_positive",
+            format!(
+                "must be the label value that means positive (text, a number or a boolean), found {}",
+                type_name(value)
+            ),
+        );
+    }
+}
+
+fn lint_columns(field: &str, value: Option<&Value>, problems: &mut Problems) {
+    match value {
+        None => {}
+        Some(Value::Array(columns)) => {
+            for (i, column) in columns.iter().enumerate() {
+                problems.string(&format!("{field}[{i}]"), Some(column));
+            }
+        }
+        Some(other) => problems.add(
+            field,
+            format!("must be a list of column names, found {}", type_name(other)),
+        ),
+    }
 }
 
 fn lint_splits(value: Option<&Value>, problems: &mut Problems) {
@@ -375,6 +406,17 @@ mod tests {
     }
 
     #[test]
+    fn a_positive_label_value_of_any_scalar_type_and_categorical_columns_are_clean() {
+        for positive in [json!("YES"), json!(2), json!(1.0), json!(true)] {
+            let problems = problems_after(|m| {
+                m["data"]["label_positive"] = positive;
+                m["data"]["categorical"] = json!(["policePrecinct"]);
+            });
+            assert_eq!(problems, Vec::<String>::new());
+        }
+    }
+
+    #[test]
     fn a_cost_with_rates_and_currency_is_clean() {
         let problems = problems_after(|m| {
             m["cost"] = json!({"core_hour": 0.04, "gpu_hour": 2.5, "currency": "USD"});
@@ -457,6 +499,18 @@ mod tests {
             (
                 Box::new(|m| m["cost"] = json!(3)),
                 "cost: must be a mapping",
+            ),
+            (
+                Box::new(|m| m["data"]["label_positive"] = json!(["YES"])),
+                "data.label_positive: must be the label value that means positive (text, a number or a boolean), found an array",
+            ),
+            (
+                Box::new(|m| m["data"]["categorical"] = json!("policePrecinct")),
+                "data.categorical: must be a list of column names, found a string",
+            ),
+            (
+                Box::new(|m| m["data"]["categorical"] = json!(["policePrecinct", 3])),
+                "data.categorical[1]: must be a string, found the number 3 (quote it in YAML)",
             ),
         ];
         for (edit, expected) in cases {

@@ -5,7 +5,8 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use arrow::array::{Array, ArrayRef};
 use runfn_data::ColumnType;
-use runfn_data::values::{Label, labels, numeric_values, text_array};
+use runfn_data::label::{Label, LabelValues, Positive, labels};
+use runfn_data::values::{numeric_values, text_array};
 use runfn_stats::sketch::frequencies::Frequencies;
 use runfn_stats::sketch::hll::{HyperLogLog, hash_bytes};
 use runfn_stats::sketch::quantiles::QuantileSketch;
@@ -32,6 +33,13 @@ pub struct ColumnProfile {
     pub distinct: HyperLogLog,
     pub frequencies: Option<Frequencies>,
     pub label: Option<LabelCounts>,
+    /// The label value counted as positive (`manifest.data.label_positive`); none: 0/1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_positive: Option<Positive>,
+    /// The label's distinct values, for the messages that say what to write and for which values
+    /// a named positive made negative. Absent in profiles written before they were counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_values: Option<LabelValues>,
 }
 
 /// Count, mean and sum of squared deviations, merged with Chan et al.'s parallel formula, so
@@ -115,6 +123,8 @@ impl ColumnProfile {
                 && matches!(column_type, ColumnType::String | ColumnType::Bool))
             .then(Frequencies::default),
             label: is_label.then(LabelCounts::default),
+            label_positive: None,
+            label_values: is_label.then(LabelValues::default),
         }
     }
 
@@ -178,8 +188,11 @@ impl ColumnProfile {
                 }
             }
         }
+        if let Some(values) = self.label_values.as_mut() {
+            values.add(array);
+        }
         if let Some(counts) = self.label.as_mut() {
-            for label in labels(array) {
+            for label in labels(array, self.label_positive.as_ref()) {
                 match label {
                     Label::Positive => counts.positives += 1,
                     Label::Negative => counts.negatives += 1,
@@ -215,6 +228,17 @@ impl ColumnProfile {
             .merge(&other.distinct)
             .map_err(|e| format!("column `{}`: {e}", self.name))?;
         if let (Some(mine), Some(theirs)) = (self.frequencies.as_mut(), other.frequencies.as_ref())
+        {
+            mine.merge(theirs);
+        }
+        if other.label_positive != self.label_positive {
+            return Err(format!(
+                "column `{}`: its labels were read with different positive values",
+                self.name
+            ));
+        }
+        if let (Some(mine), Some(theirs)) =
+            (self.label_values.as_mut(), other.label_values.as_ref())
         {
             mine.merge(theirs);
         }

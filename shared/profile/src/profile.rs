@@ -2,7 +2,9 @@
 //! row groups) in parallel and merged in file order.
 
 use rayon::prelude::*;
+use runfn_core::InputError;
 use runfn_data::DataError;
+use runfn_data::label::Positive;
 use runfn_data::read::{BadValues, Snapshot};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -28,7 +30,12 @@ pub struct Profile {
 }
 
 impl Profile {
-    fn empty(snapshot: &Snapshot, label: Option<&str>, identifiers: &[String]) -> Profile {
+    fn empty(
+        snapshot: &Snapshot,
+        label: Option<&str>,
+        positive: Option<&Positive>,
+        identifiers: &[String],
+    ) -> Profile {
         Profile {
             format: PROFILE_FORMAT.into(),
             sources: Vec::new(),
@@ -39,12 +46,17 @@ impl Profile {
                 .columns
                 .iter()
                 .map(|c| {
-                    ColumnProfile::new(
+                    let is_label = Some(c.name.as_str()) == label;
+                    let mut column = ColumnProfile::new(
                         &c.name,
                         c.column_type,
-                        Some(c.name.as_str()) == label,
+                        is_label,
                         identifiers.contains(&c.name),
-                    )
+                    );
+                    if is_label {
+                        column.label_positive = positive.cloned();
+                    }
+                    column
                 })
                 .collect(),
         }
@@ -88,37 +100,71 @@ impl Profile {
             .iter()
             .map(|c| (c.name.clone(), c.summary()))
             .collect();
-        let label_rate = self
-            .label
-            .as_deref()
-            .and_then(|l| self.column(l))
-            .and_then(|c| c.label)
-            .and_then(|l| l.rate());
-        json!({
+        let label = self.label.as_deref().and_then(|l| self.column(l));
+        let label_rate = label.and_then(|c| c.label).and_then(|l| l.rate());
+        let mut summary = json!({
             "rows": self.rows,
             "files": self.sources.len(),
             "label": self.label,
             "label_rate": label_rate,
             "bad_values": self.bad_values.total(),
             "columns": columns,
-        })
+        });
+        // With a named positive value, which values were read as negative: more than one says
+        // the label was read one-vs-rest.
+        if let Some(column) = label
+            && let Some(positive) = &column.label_positive
+        {
+            summary["label_positive"] = json!(positive);
+            summary["label_negative"] = json!(
+                column
+                    .label_values
+                    .as_ref()
+                    .map(|v| v.negatives(positive))
+                    .unwrap_or_default()
+            );
+        }
+        summary
+    }
+
+    /// The label as the manifest describes it cannot be read from these values: text (or two
+    /// codes other than 0/1) with no `label_positive`, or a `label_positive` of another type or
+    /// that no row holds. An input error that says what to write; checked on a whole snapshot,
+    /// where a value no row holds is a mistake, not a quiet day.
+    pub fn check_label(&self) -> Result<(), InputError> {
+        let Some(column) = self.label.as_deref().and_then(|l| self.column(l)) else {
+            return Ok(());
+        };
+        let (Some(values), Some(counts)) = (&column.label_values, column.label) else {
+            return Ok(());
+        };
+        runfn_data::label::check(
+            &column.name,
+            column.column_type,
+            column.label_positive.as_ref(),
+            values,
+            counts.positives,
+        )
     }
 }
 
-/// Profiles every file of `snapshot` in parallel; `label` is the label column, if any;
-/// `identifiers` are entity and free-text columns (no category counts).
+/// Profiles every file of `snapshot` in parallel; `label` is the label column, if any, and
+/// `positive` the value that means positive (none: 0/1 or true/false); `identifiers` are entity
+/// and free-text columns (no category counts).
 pub fn profile_snapshot(
     snapshot: &Snapshot,
     label: Option<&str>,
+    positive: Option<&Positive>,
     identifiers: &[String],
 ) -> Result<Profile, DataError> {
-    profile_in_pieces(snapshot, label, identifiers, PIECE_ROWS)
+    profile_in_pieces(snapshot, label, positive, identifiers, PIECE_ROWS)
 }
 
 /// [`profile_snapshot`] with pieces of at least `piece_rows` rows.
 fn profile_in_pieces(
     snapshot: &Snapshot,
     label: Option<&str>,
+    positive: Option<&Positive>,
     identifiers: &[String],
     piece_rows: u64,
 ) -> Result<Profile, DataError> {
@@ -133,7 +179,7 @@ fn profile_in_pieces(
     let per_piece: Vec<Profile> = pieces
         .par_iter()
         .map(|piece| {
-            let mut profile = Profile::empty(snapshot, label, identifiers);
+            let mut profile = Profile::empty(snapshot, label, positive, identifiers);
             if piece.first_row == 0 {
                 profile
                     .sources
@@ -153,7 +199,7 @@ fn profile_in_pieces(
         // The first failing piece in file order, so the error is the same on every run.
         .into_iter()
         .collect::<Result<_, DataError>>()?;
-    let mut merged = Profile::empty(snapshot, label, identifiers);
+    let mut merged = Profile::empty(snapshot, label, positive, identifiers);
     for profile in &per_piece {
         merged.merge(profile).map_err(DataError::Other)?;
     }
@@ -173,7 +219,56 @@ pub(crate) mod tests {
             std::fs::write(dir.path().join(name), text).unwrap();
         }
         let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
-        profile_snapshot(&snapshot, label, &[]).unwrap()
+        profile_snapshot(&snapshot, label, None, &[]).unwrap()
+    }
+
+    /// A label of three values read one-vs-rest by its positive value: counted, summarized with
+    /// the values read as negative, and checked against what the manifest says.
+    #[test]
+    fn a_text_label_is_counted_by_its_positive_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::from("x,y\n");
+        for i in 0..20 {
+            let y = ["NO", "YES", "NO", "MAYBE"][i % 4];
+            text.push_str(&format!("{i},{y}\n"));
+        }
+        std::fs::write(dir.path().join("a.csv"), text).unwrap();
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        let profile_with = |positive: Option<Positive>| {
+            profile_snapshot(&snapshot, Some("y"), positive.as_ref(), &[]).unwrap()
+        };
+        let yes = profile_with(Some(Positive::Text("YES".into())));
+        let counts = yes.column("y").unwrap().label.unwrap();
+        assert_eq!(
+            (counts.positives, counts.negatives, counts.invalid),
+            (5, 15, 0)
+        );
+        let summary = yes.summary();
+        assert_eq!(summary["label_rate"], 0.25);
+        assert_eq!(summary["label_positive"], "YES");
+        assert_eq!(summary["label_negative"], json!(["MAYBE", "NO"]));
+        assert!(yes.check_label().is_ok());
+
+        let unnamed = profile_with(None);
+        assert!(unnamed.summary().get("label_positive").is_none());
+        assert_eq!(
+            unnamed.check_label().unwrap_err().to_string(),
+            "manifest.data.label: `y` holds MAYBE, NO, YES; say which is positive with data.label_positive: \"MAYBE\""
+        );
+        let absent = profile_with(Some(Positive::Text("yes".into())));
+        assert_eq!(
+            absent.check_label().unwrap_err().to_string(),
+            "manifest.data.label_positive: `yes` is not a value of `y` (values: MAYBE, NO, YES); did you mean \"YES\"?"
+        );
+        let mut merged = yes.clone();
+        let err = merged.merge(&unnamed).unwrap_err();
+        assert_eq!(
+            err,
+            "column `y`: its labels were read with different positive values"
+        );
+        // What a profile stores reads back the same, the positive value and the values included.
+        let text = serde_json::to_string(&yes).unwrap();
+        assert_eq!(serde_json::from_str::<Profile>(&text).unwrap(), yes);
     }
 
     fn csv(rows: std::ops::Range<usize>) -> String {
@@ -256,8 +351,8 @@ pub(crate) mod tests {
             ]
         );
         let label = Some("churned");
-        let whole = profile_in_pieces(&snapshot, label, &[], u64::MAX).unwrap();
-        let split = profile_in_pieces(&snapshot, label, &[], 1200).unwrap();
+        let whole = profile_in_pieces(&snapshot, label, None, &[], u64::MAX).unwrap();
+        let split = profile_in_pieces(&snapshot, label, None, &[], 1200).unwrap();
         assert_eq!((split.rows, whole.rows), (7043, 7043));
         assert_eq!(split.sources, whole.sources, "the file is listed once");
         for (a, b) in split.columns.iter().zip(&whole.columns) {
@@ -303,7 +398,7 @@ pub(crate) mod tests {
             }
         }
         // The same pieces every time, so the same bytes every time.
-        let again = profile_in_pieces(&snapshot, label, &[], 1200).unwrap();
+        let again = profile_in_pieces(&snapshot, label, None, &[], 1200).unwrap();
         assert_eq!(
             serde_json::to_string(&again).unwrap(),
             serde_json::to_string(&split).unwrap()

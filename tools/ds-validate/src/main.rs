@@ -205,6 +205,7 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
         &spec,
         spec.label.clone(),
     )?;
+    current.check_label()?;
     let profile_out = args.profile_out.or_else(|| {
         record
             .get_path("manifest.run_id")
@@ -324,7 +325,12 @@ fn profile_source(
         snapshot.bytes()
     ));
     let identifiers: Vec<String> = spec.entity.iter().chain(&spec.text).cloned().collect();
-    Ok(profile_snapshot(&snapshot, label.as_deref(), &identifiers)?)
+    Ok(profile_snapshot(
+        &snapshot,
+        label.as_deref(),
+        spec.label_positive.as_ref(),
+        &identifiers,
+    )?)
 }
 
 fn report(tool: &Tool, comparison: &runfn_profile::Comparison) {

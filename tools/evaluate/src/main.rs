@@ -263,13 +263,14 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         args.split,
         model_path.display()
     ));
-    let mut scored = score::score(
-        &loaded.model,
-        &loaded.meta.preprocess,
-        &paths,
-        &read_columns,
-        device,
-    )?;
+    // Labels are data: a candidate and a baseline are both scored against the labels today's
+    // manifest reads, whatever value each model was trained to call positive.
+    let mut preprocess = loaded.meta.preprocess.clone();
+    let spec = runfn_data::spec::DataSpec::from_record(&record)?;
+    if spec.label.is_some() {
+        preprocess.label_positive = spec.label_positive;
+    }
+    let mut scored = score::score(&loaded.model, &preprocess, &paths, &read_columns, device)?;
     let keys = match &row_key {
         Some(column) => {
             let position = scored.slices.iter().position(|(c, _)| c == column);

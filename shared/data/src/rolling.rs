@@ -226,7 +226,12 @@ mod tests {
                 split: "val".into()
             }))
         );
-        for fixed in ["time < 2026-08-01", "2026-08", "hash(id) < 0.8", "split == test"] {
+        for fixed in [
+            "time < 2026-08-01",
+            "2026-08",
+            "hash(id) < 0.8",
+            "split == test",
+        ] {
             assert_eq!(Rolling::parse(fixed), None, "{fixed}");
         }
     }

@@ -354,7 +354,11 @@ fn place_windows(
                         return Err(DataError::Other(format!(
                             "{}: there is no split `{split}` (splits: {})",
                             field(&splits[index]),
-                            splits.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                            splits
+                                .iter()
+                                .map(|s| s.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         )));
                     };
                     let placed = other.window.is_some() || Rolling::parse(&other.rule).is_none();
@@ -402,7 +406,10 @@ fn place_windows(
             split.window = Some(window.clone());
         }
         if waiting.len() == before {
-            let names: Vec<&str> = waiting.iter().map(|(i, _)| splits[*i].name.as_str()).collect();
+            let names: Vec<&str> = waiting
+                .iter()
+                .map(|(i, _)| splits[*i].name.as_str())
+                .collect();
             return Err(DataError::Other(format!(
                 "manifest.data.splits: the windows of {} are placed before each other in a circle",
                 names.join(", ")

@@ -64,7 +64,9 @@ mod tests {
         assert_eq!(max_unsplit_fraction(&set).unwrap(), 0.2);
         for bad in ["1.5", "-0.1", "\"a lot\""] {
             let text = format!(r#"{{"manifest": {{"data": {{"max_unsplit_fraction": {bad}}}}}}}"#);
-            let err = max_unsplit_fraction(&record(&text)).unwrap_err().to_string();
+            let err = max_unsplit_fraction(&record(&text))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("manifest.data.max_unsplit_fraction"), "{err}");
         }
     }
@@ -79,6 +81,13 @@ mod tests {
         assert_eq!(unsplit.fraction(), 0.015);
         assert!(!unsplit.passed());
         assert!(Unsplit { rows: 2, ..unsplit }.passed());
-        assert!(Unsplit { rows: 0, total: 0, limit: 0.0 }.passed());
+        assert!(
+            Unsplit {
+                rows: 0,
+                total: 0,
+                limit: 0.0
+            }
+            .passed()
+        );
     }
 }

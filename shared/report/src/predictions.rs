@@ -313,7 +313,11 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["checkpoint_write_s", "step_time_s", "data_wait (input-bound)"]
+            [
+                "checkpoint_write_s",
+                "step_time_s",
+                "data_wait (input-bound)"
+            ]
         );
     }
 

@@ -7,8 +7,8 @@ use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, Record};
-use runfn_data::rolling::{any_rolling, latest_time};
 use runfn_data::partitioned::Partitioned;
+use runfn_data::rolling::{any_rolling, latest_time};
 use runfn_data::spec::{DataSource, DataSpec};
 use runfn_data::split::Splits;
 use runfn_leaks::{LeakConfig, check, pair_json};
@@ -215,7 +215,10 @@ fn failure_line(leak: &runfn_leaks::LeakCheck, config: &LeakConfig) -> String {
         None => leak.count.to_string(),
     };
     let setting = serde_json::to_string(&leak.setting).unwrap_or_default();
-    format!("failed: {}{columns}: {count} (allowed {setting})", leak.name)
+    format!(
+        "failed: {}{columns}: {count} (allowed {setting})",
+        leak.name
+    )
 }
 
 #[cfg(test)]

@@ -118,7 +118,8 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     // Rolling windows count back from the latest time in the snapshot: one more read of it.
     let anchor = match time {
         Some(time)
-            if any_rolling(&rules) && snapshot.column_type(time).is_some_and(|t| t.is_temporal()) =>
+            if any_rolling(&rules)
+                && snapshot.column_type(time).is_some_and(|t| t.is_temporal()) =>
         {
             latest_time(&snapshot, time)?
         }

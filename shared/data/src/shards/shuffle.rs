@@ -51,6 +51,10 @@ pub struct ShardOptions {
     pub source_name: Option<String>,
 }
 
+/// What reading one file gave: its bad values, its rows per split (the last in no split), the
+/// rows and bytes it spilled, and its sample of distinct values.
+type FileRead = (BadValues, Vec<u64>, (u64, u64), DistinctSample);
+
 /// Called with the number of rows read so far, for a progress bar.
 pub type ShardProgress<'a> = &'a (dyn Fn(u64) + Sync);
 
@@ -101,7 +105,7 @@ pub fn shardify(
         .zip(&row_bytes)
         .map(|(file, row)| file.bytes / row)
         .sum();
-    let per_file: Vec<(BadValues, Vec<u64>, (u64, u64), DistinctSample)> = (0..snapshot.files.len())
+    let per_file: Vec<FileRead> = (0..snapshot.files.len())
         .into_par_iter()
         .map(|file| {
             let mut bad = BadValues::default();

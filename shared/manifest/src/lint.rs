@@ -171,6 +171,17 @@ fn lint_data(value: Option<&Value>, problems: &mut Problems) {
     lint_splits(data.get("splits"), problems);
     lint_label_positive(data.get("label_positive"), problems);
     lint_columns("data.categorical", data.get("categorical"), problems);
+    if let Some(value) = data.get("max_unsplit_fraction")
+        && !value.as_f64().is_some_and(|v| (0.0..=1.0).contains(&v))
+    {
+        problems.add(
+            "data.max_unsplit_fraction",
+            format!(
+                "must be a share of the rows between 0 and 1, found {}",
+                serde_json::to_string(value).unwrap_or_default()
+            ),
+        );
+    }
 }
 
 /// The label value that means positive is compared with the column's values by type, so it is
@@ -511,6 +522,14 @@ mod tests {
             (
                 Box::new(|m| m["data"]["categorical"] = json!(["policePrecinct", 3])),
                 "data.categorical[1]: must be a string, found the number 3 (quote it in YAML)",
+            ),
+            (
+                Box::new(|m| m["data"]["max_unsplit_fraction"] = json!(5)),
+                "data.max_unsplit_fraction: must be a share of the rows between 0 and 1, found 5",
+            ),
+            (
+                Box::new(|m| m["data"]["max_unsplit_fraction"] = json!("1%")),
+                "data.max_unsplit_fraction: must be a share of the rows between 0 and 1, found \"1%\"",
             ),
         ];
         for (edit, expected) in cases {

@@ -53,7 +53,15 @@ pub fn lines(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Stri
     let all = || series.iter().flat_map(|s| s.points.iter());
     let (x0, x1) = padded(all().map(|p| p.0), 0.0);
     let (y0, y1) = padded(all().map(|p| p.1), 0.05);
-    draw((720, 320), |root| {
+    let keys: Vec<Key> = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Key::Line {
+            text: s.label.clone(),
+            color: color(i),
+        })
+        .collect();
+    above_legend((720, 320), &keys, |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
@@ -72,10 +80,7 @@ pub fn lines(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Stri
             .draw()?;
         for (i, s) in series.iter().enumerate() {
             let style = color(i).stroke_width(2);
-            chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), style))?
-                .label(s.label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+            chart.draw_series(LineSeries::new(s.points.iter().copied(), style))?;
             if s.points.len() <= 30 {
                 chart.draw_series(
                     s.points
@@ -83,14 +88,6 @@ pub fn lines(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Stri
                         .map(|p| Circle::new(*p, 3, color(i).filled())),
                 )?;
             }
-        }
-        if !series.is_empty() {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.3))
-                .draw()?;
         }
         Ok(())
     })
@@ -203,6 +200,8 @@ enum Key {
     },
     /// A Δ plot's interval, named with its confidence.
     Interval(String),
+    /// A line plot's series: its line in its color.
+    Line { text: String, color: RGBColor },
     Limit,
     Zero,
     /// The slices plot's noise-floor band, baseline cross and candidate dot.
@@ -216,6 +215,7 @@ impl Key {
         match self {
             Key::Dot { text, .. } => text,
             Key::Interval(text) => text,
+            Key::Line { text, .. } => text,
             Key::Limit => "limit",
             Key::Zero => "zero",
             Key::Band => "noise floor (spread over seeds)",
@@ -476,6 +476,12 @@ fn draw_key(area: &DrawingArea<SVGBackend<'_>, Shift>, key: &Key, x: i32, y: i32
                 area.draw(&PathElement::new(vec![(end, y - 5), (end, y + 5)], style))?;
             }
         }
+        Key::Line { color, .. } => {
+            area.draw(&PathElement::new(
+                vec![(x, y), (x + 18, y)],
+                color.stroke_width(2),
+            ))?;
+        }
         Key::Limit => {
             area.draw(&PathElement::new(
                 vec![(x + 9, y - 8), (x + 9, y + 8)],
@@ -708,8 +714,18 @@ mod tests {
             }],
         );
         assert!(svg.starts_with("<svg width=\"100%\""), "{}", &svg[..80]);
-        assert!(svg.contains("viewBox=\"0 0 720 320\""));
-        assert!(svg.contains("seed &lt;7&gt;"));
+        // The chart is 320 high, and the legend a strip of its own under it: a legend inside
+        // the chart would cover the points under it.
+        assert!(svg.contains("viewBox=\"0 0 720 354\""), "{svg}");
+        let label = svg.find("seed &lt;7&gt;").expect("the series is named");
+        let tag = &svg[svg[..label].rfind("<text").unwrap()..label];
+        let y: f64 = tag
+            .split("y=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .and_then(|y| y.parse().ok())
+            .unwrap_or_else(|| panic!("no y in {tag}"));
+        assert!(y > 320.0, "the legend lies under the chart: {tag}");
         assert!(svg.contains("<polyline"), "the series is drawn");
     }
 

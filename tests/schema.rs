@@ -745,7 +745,9 @@ struct ValidateCheck {
     column: Option<String>,
     value: Option<f64>,
     threshold: Option<f64>,
+    noise: Option<f64>,
     passed: bool,
+    fails_run: bool,
     detail: Option<String>,
     explained: Option<String>,
 }

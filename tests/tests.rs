@@ -28,3 +28,4 @@ mod shardify;
 mod timings;
 mod train;
 mod util;
+mod validate_real;

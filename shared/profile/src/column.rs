@@ -16,6 +16,10 @@ use serde_json::{Value, json};
 /// HyperLogLog precision: 2^12 registers, about 1.6% error, 4 KiB per column in a profile.
 const HLL_PRECISION: u8 = 12;
 const TOP_CATEGORIES: usize = 10;
+/// Distinct values of a numeric column counted exactly: enough for terms, ages, counts and
+/// codes, whose ties the quantile sketch can only approximate; a continuous column passes it
+/// within its first batch and stops counting.
+pub const VALUE_CAP: usize = 1_000;
 const MICROS_PER_DAY: f64 = 86_400_000_000.0;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +36,11 @@ pub struct ColumnProfile {
     pub quantiles: Option<QuantileSketch>,
     pub distinct: HyperLogLog,
     pub frequencies: Option<Frequencies>,
+    /// Exact counts of a numeric column's values (keyed by the value's shortest round-trip
+    /// text), given up past [`VALUE_CAP`] distinct values. Absent from profiles written before
+    /// they were counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Frequencies>,
     pub label: Option<LabelCounts>,
     /// The label value counted as positive (`manifest.data.label_positive`); none: 0/1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,6 +131,8 @@ impl ColumnProfile {
             frequencies: (!is_identifier
                 && matches!(column_type, ColumnType::String | ColumnType::Bool))
             .then(Frequencies::default),
+            values: matches!(column_type, ColumnType::Int64 | ColumnType::Float64)
+                .then(|| Frequencies::new(VALUE_CAP)),
             label: is_label.then(LabelCounts::default),
             label_positive: None,
             label_values: is_label.then(LabelValues::default),
@@ -142,9 +153,7 @@ impl ColumnProfile {
                     finite.push(value);
                 }
             }
-            for value in &finite {
-                self.distinct.insert(hash_bytes(&value.to_le_bytes()));
-            }
+            self.count_values(&finite);
             if let Some(quantiles) = self.quantiles.as_mut() {
                 quantiles.add_batch(&finite);
             }
@@ -203,6 +212,53 @@ impl ColumnProfile {
         }
     }
 
+    /// Feeds the distinct count and, while it counts, the exact value counts; like category
+    /// counts, per batch first, and a batch with more distinct values than the cap gives up.
+    fn count_values(&mut self, finite: &[f64]) {
+        let mut counting = self.values.as_ref().is_some_and(|v| !v.truncated());
+        let mut over_cap = false;
+        let mut batch_counts: HashMap<HashedNumber, u64, BuildHashed> = HashMap::default();
+        for &value in finite {
+            // -0.0 and 0.0 are one value to a person and to the model.
+            let value = if value == 0.0 { 0.0 } else { value };
+            let hash = hash_bytes(&value.to_le_bytes());
+            self.distinct.insert(hash);
+            if counting {
+                *batch_counts
+                    .entry(HashedNumber {
+                        hash,
+                        bits: value.to_bits(),
+                    })
+                    .or_insert(0) += 1;
+                if batch_counts.len() > VALUE_CAP {
+                    (counting, over_cap) = (false, true);
+                }
+            }
+        }
+        if let Some(values) = self.values.as_mut() {
+            if over_cap {
+                values.give_up();
+            }
+            if counting {
+                for (key, count) in batch_counts {
+                    values.add_n(&value_key(f64::from_bits(key.bits)), count);
+                }
+            } else {
+                values.add_uncounted(finite.len() as u64);
+            }
+        }
+    }
+
+    /// The exact counts of a numeric column's values, when it kept them.
+    pub fn value_counts(&self) -> Option<Vec<(f64, u64)>> {
+        let values = self.values.as_ref().filter(|v| !v.truncated())?;
+        values
+            .counts()
+            .iter()
+            .map(|(key, count)| key.parse().ok().map(|value| (value, *count)))
+            .collect()
+    }
+
     pub fn merge(&mut self, other: &ColumnProfile) -> Result<(), String> {
         // A file whose column happened to hold only integers merges into a float column: both
         // are profiled as doubles.
@@ -241,6 +297,12 @@ impl ColumnProfile {
             (self.label_values.as_mut(), other.label_values.as_ref())
         {
             mine.merge(theirs);
+        }
+        match (self.values.as_mut(), other.values.as_ref()) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            // A part profiled before value counts existed: the whole's counts are unknown.
+            (Some(_), None) => self.values = None,
+            _ => {}
         }
         if let (Some(mine), Some(theirs)) = (self.label.as_mut(), other.label.as_ref()) {
             mine.positives += theirs.positives;
@@ -340,6 +402,24 @@ impl Hash for Hashed<'_> {
     }
 }
 
+/// A number's bits with their XXH3 hash, computed once for HyperLogLog and the count map.
+#[derive(PartialEq, Eq)]
+struct HashedNumber {
+    hash: u64,
+    bits: u64,
+}
+
+impl Hash for HashedNumber {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// A value's key in the exact counts: the shortest text that reads back as the same f64.
+fn value_key(value: f64) -> String {
+    format!("{value:?}")
+}
+
 /// Passes a `Hashed` key's hash through unchanged.
 #[derive(Default)]
 struct PassHash(u64);
@@ -350,7 +430,7 @@ impl Hasher for PassHash {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        // Only `Hashed` keys use this hasher, and they write one u64.
+        // Only `Hashed` and `HashedNumber` keys use this hasher, and they write one u64.
         for byte in bytes {
             self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
         }

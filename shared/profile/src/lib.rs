@@ -3,6 +3,10 @@
 pub mod column;
 pub mod compare;
 pub mod profile;
+pub mod scope;
+pub mod settings;
 
-pub use compare::{Check, Comparison, Explanation, Thresholds, compare};
+pub use compare::{Check, Comparison, Explanation, compare};
 pub use profile::{PROFILE_FORMAT, Profile, profile_snapshot};
+pub use scope::Roles;
+pub use settings::{FailOn, SettingsError, Thresholds};

@@ -10,4 +10,5 @@ pub mod minhash;
 mod mix;
 pub mod noise;
 pub mod normal;
+pub mod sampling;
 pub mod sketch;

@@ -9,8 +9,10 @@ use runfn_core::record::{RecordInput, read_text};
 use runfn_core::{Exit, InputError, Record};
 use runfn_data::partitioned::Partitioned;
 use runfn_data::spec::{DataSource, DataSpec};
-use runfn_profile::compare::Roles;
-use runfn_profile::{Explanation, PROFILE_FORMAT, Profile, Thresholds, compare, profile_snapshot};
+use runfn_profile::{
+    Explanation, PROFILE_FORMAT, Profile, Roles, SettingsError, Thresholds, compare,
+    profile_snapshot,
+};
 use serde_json::{Value, json};
 
 const AFTER_HELP: &str = "\
@@ -26,23 +28,36 @@ Profiles every column of the snapshot (--in, else manifest.data.snapshot): type,
 min, max, mean, std, quantiles (t-digest), distinct count (HyperLogLog), top categories, and the
 label's rate; files in parallel, merged. Then checks it, alone and against --previous, with the
 thresholds of manifest.validate (defaults in brackets): bad_values [0.001 share], label_missing,
-label_invalid (NaN or not 0/1), schema_change, row_count_change [0.5 relative], label_rate_shift
-[0.03], null_rate_rise [0.05], out_of_range [0.01 share], numeric_drift [Jensen-Shannon 0.01],
-new_categories [0.01 share], categorical_drift [L-infinity 0.05]. Dates are not range- or
-drift-checked, nor is a numeric entity id; entity and text columns are not category-checked, nor
-is a column with over 10000 distinct values (an id or free text: its counts are given up, only its
-distinct count kept, and its summary has top_skipped instead of top). --previous-model compares with
-the profile stored in the registry for the model that serves (register profile NAME@ALIAS); when
-the registry has no such model yet (the first run), only this snapshot's own checks run and the
-section says so in no_previous. --explained lists accepted drifts:
+label_invalid (NaN or not 0/1), schema_change, row_count_change [a shrink of 0.5], label_rate_shift
+[0.03], null_rate_rise [0.05], out_of_range [0.01 share], numeric_drift [Jensen-Shannon 0.01 over
+the previous deciles; exact value counts for a column of up to 1000 distinct values, the t-digest
+past that], new_categories [0.01 share], categorical_drift [L-infinity 0.05].
+Dates are not range- or drift-checked, nor is a numeric entity id; entity and text columns are not
+category-checked, nor is a column with over 10000 distinct values (an id or free text: its counts
+are given up, only its distinct count kept, and its summary has top_skipped instead of top).
+--previous-model compares with the profile stored in the registry for the model that serves
+(register profile NAME@ALIAS); when the registry has no such model yet (the first run), only this
+snapshot's own checks run and the section says so in no_previous. --explained lists accepted drifts:
 [{\"column\": \"monthly_spend\", \"check\": \"numeric_drift\", \"reason\": \"price change\"}].
+
+A drift check fails only above its threshold and above its noise: the value sampling alone would
+reach at these two sample sizes, at a false-alarm rate of validate.alpha [0.001] shared by every
+test of the run (Bonferroni). Large tables thus fail on shifts past the threshold, small ones not
+on noise. validate.fail_on [features]: only checks on the model's features (config.features, else
+the columns train chooses by default) and the label fail the run, plus bad values, null rises
+and schema changes of the columns manifest.data names; any other column's failures are reported
+(fails_run: false, and \"reported, not failed\" on stderr). fail_on: all fails on every column.
+Growth is not drift: a snapshot that grows passes row_count_change whatever its growth, unless
+validate.max_growth [none] sets a limit; one that shrinks by more than row_count_change fails
+(0 for a cumulative snapshot, which should never lose a row).
 
 Output: the input record plus
   \"validate\": {\"passed\": bool, \"profile\": {rows, files, label, label_rate, bad_values,
                columns: {<name>: {type, count, nulls, null_rate, distinct, min, max, mean, std,
                quantiles, top | top_skipped, label_rate}}}, \"profile_file\", \"previous\",
                \"previous_model\"?: {reference, version}, \"no_previous\"?: why nothing was compared,
-               \"checks\": [{\"name\", \"column\", \"value\", \"threshold\", \"passed\", \"detail\"?, \"explained\"?}]}
+               \"checks\": [{\"name\", \"column\", \"value\", \"threshold\", \"noise\"?, \"passed\",
+               \"fails_run\", \"detail\"?, \"explained\"?}]}
 `profile` and `merge` print a full profile (with its sketches); `compare` prints the record.
 
 Exit: 0 passed, 1 an unexplained check failed (record still on stdout), 2 bad usage or input.";
@@ -165,8 +180,10 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     let mut record = Record::read(args.source.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("validate")?;
     let spec = DataSpec::from_record(&record)?;
-    let thresholds = Thresholds::from_manifest(record.get_path("manifest.validate"))
-        .map_err(|m| InputError::field("manifest.validate", m))?;
+    let setting = |e: SettingsError| InputError::field(e.field, e.message);
+    let thresholds =
+        Thresholds::from_manifest(record.get_path("manifest.validate")).map_err(setting)?;
+    let features = Roles::features_from_manifest(record.get_path("manifest")).map_err(setting)?;
     // Every input is read before anything is written: a bad --previous or --explained leaves no
     // profile file behind.
     let (previous, previous_model, no_previous) = match (&args.previous, &args.previous_model) {
@@ -227,6 +244,14 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     let roles = Roles {
         label: spec.label.clone(),
         identifiers: spec.entity.iter().chain(&spec.text).cloned().collect(),
+        reserved: spec
+            .time
+            .iter()
+            .chain(&spec.label_time)
+            .chain(spec.as_of.values())
+            .cloned()
+            .collect(),
+        features,
     };
     let comparison = compare(
         previous.as_ref(),
@@ -343,8 +368,9 @@ fn report(tool: &Tool, comparison: &runfn_profile::Comparison) {
             .as_deref()
             .map(|c| format!(" `{c}`"))
             .unwrap_or_default();
-        let value = match (check.value, check.threshold) {
-            (Some(v), Some(t)) => format!(": {v:.4} > {t}"),
+        let value = match (check.value, check.threshold, check.noise) {
+            (Some(v), Some(t), Some(n)) if n > t => format!(": {v:.4} > {t} and > noise {n:.4}"),
+            (Some(v), Some(t), _) => format!(": {v:.4} > {t}"),
             _ => String::new(),
         };
         let detail = check
@@ -355,6 +381,11 @@ fn report(tool: &Tool, comparison: &runfn_profile::Comparison) {
         match &check.explained {
             Some(reason) => tool.info(format!(
                 "explained: {}{column}{value}{detail}: {reason}",
+                check.name
+            )),
+            None if !check.fails_run => tool.info(format!(
+                "reported, not failed: {}{column}{value}{detail}: not a feature or the label \
+                 (manifest.validate.fail_on: all fails on it)",
                 check.name
             )),
             None => tool.info(format!("failed: {}{column}{value}{detail}", check.name)),
@@ -418,7 +449,7 @@ fn compare_command(
     let previous_profile = previous.map(read_profile).transpose()?;
     let roles = Roles {
         label: label.or(current_profile.label.clone()),
-        identifiers: Vec::new(),
+        ..Roles::default()
     };
     let comparison = compare(
         previous_profile.as_ref(),

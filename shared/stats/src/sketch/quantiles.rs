@@ -169,6 +169,45 @@ impl QuantileSketch {
         self.flushed().estimate_rank(x)
     }
 
+    /// Estimated fraction of values ≤ x, with every centroid whose mean is exactly x counted
+    /// whole. On a repeated value (a discrete column's ties) `cdf` lands in the middle of the
+    /// tie, at a point that depends on how the digest happened to cut the tie into centroids,
+    /// and jumps to 1 when x is the max: two samples of one distribution then disagree by most
+    /// of the tie's mass. Here a tie is a point mass, as it is in the data. Between centroids
+    /// it interpolates as `cdf` does. `None` when the sketch is empty or x is NaN.
+    pub fn cdf_at_or_below(&self, x: f64) -> Option<f64> {
+        self.rank_with_ties(x, true)
+    }
+
+    /// Estimated fraction of values < x: [`Self::cdf_at_or_below`] without the tie at x.
+    pub fn cdf_below(&self, x: f64) -> Option<f64> {
+        self.rank_with_ties(x, false)
+    }
+
+    fn rank_with_ties(&self, x: f64, with_x: bool) -> Option<f64> {
+        if x.is_nan() {
+            return None;
+        }
+        let digest = self.flushed();
+        let (min, max) = (digest.min()?, digest.max()?);
+        if x > max || (with_x && x == max) {
+            return Some(1.0);
+        }
+        if x < min || (!with_x && x == min) {
+            return Some(0.0);
+        }
+        let centroids = digest.centroids();
+        if centroids.iter().any(|c| c.mean() == x) {
+            let counted: f64 = centroids
+                .iter()
+                .take_while(|c| c.mean() < x || (with_x && c.mean() == x))
+                .map(|c| c.weight())
+                .sum();
+            return Some((counted / digest.count()).clamp(0.0, 1.0));
+        }
+        digest.estimate_rank(x)
+    }
+
     fn flushed(&self) -> Cow<'_, TDigest> {
         if self.pending.is_empty() {
             Cow::Borrowed(&self.digest)
@@ -372,6 +411,62 @@ mod tests {
         }
         assert_eq!(sketch.cdf(-1.0), Some(0.0));
         assert_eq!(sketch.cdf(2.0), Some(1.0));
+    }
+
+    /// A discrete column (loan terms in months, a handful of values with heavy ties): the tie's
+    /// whole mass is at or below its value, whatever the max and however the digest cut it.
+    #[test]
+    fn cdf_at_or_below_counts_a_tie_whole() {
+        let terms = [6.0, 12.0, 24.0, 36.0, 48.0, 60.0];
+        let weights = [1, 4, 8, 21, 20, 46];
+        let mut rng = SplitMix64::new(9);
+        let draw = |rng: &mut SplitMix64| {
+            let mut u = (rng.next_f64() * 100.0) as u32;
+            let mut i = 0;
+            while u >= weights[i] {
+                u -= weights[i];
+                i += 1;
+            }
+            terms[i]
+        };
+        let values: Vec<f64> = (0..5_000).map(|_| draw(&mut rng)).collect();
+        // The same draws plus one longer term: `cdf` jumps to 1 at the max of the first only.
+        let mut longer = values.clone();
+        longer.push(72.0);
+        let (a, b) = (sketch_of(&values), sketch_of(&longer));
+        for term in terms {
+            let exact = values.iter().filter(|v| **v <= term).count() as f64 / 5_000.0;
+            let below = values.iter().filter(|v| **v < term).count() as f64 / 5_000.0;
+            for sketch in [&a, &b] {
+                // A centroid may still mix two neighbouring terms: at most its weight is counted
+                // on the wrong side.
+                let digest = sketch.flushed();
+                let largest = digest
+                    .centroids()
+                    .iter()
+                    .map(|c| c.weight())
+                    .fold(0.0, f64::max);
+                let bound = largest / digest.count();
+                assert!(bound < 0.04, "{bound}");
+                let got = sketch.cdf_at_or_below(term).expect("not empty");
+                assert!((got - exact).abs() <= bound, "{term}: {got} vs {exact}");
+                let got = sketch.cdf_below(term).expect("not empty");
+                assert!((got - below).abs() <= bound, "{term}: {got} vs {below}");
+            }
+        }
+        let (mid_tie, at_max) = (b.cdf(60.0).unwrap(), a.cdf(60.0).unwrap());
+        assert!(
+            at_max - mid_tie > 0.2,
+            "{mid_tie} {at_max}: the bug this avoids"
+        );
+        assert_eq!(a.cdf_at_or_below(5.0), Some(0.0));
+        assert_eq!(a.cdf_below(6.0), Some(0.0));
+        assert_eq!(a.cdf_below(61.0), Some(1.0));
+        assert_eq!(a.cdf_at_or_below(f64::NAN), None);
+        assert_eq!(QuantileSketch::default().cdf_at_or_below(1.0), None);
+        // Between values it interpolates like `cdf`.
+        let smooth = sketch_of(&uniform(10_000, 8));
+        assert_eq!(smooth.cdf_at_or_below(0.37), smooth.cdf(0.37));
     }
 
     #[test]

@@ -218,6 +218,20 @@ fn the_pipeline_writes_a_page_with_every_plot_and_the_browser_check_can_fail() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // As `make run` does after its stages: the night is kept, so the next one plans its
+        // checkpoints from what this one measured.
+        let kept = Command::new("make")
+            .current_dir(dir.path())
+            .args(["--no-print-directory", "-f"])
+            .arg(root().join("Makefile"))
+            .args(["night-archive", "RUN_DIR=.", "MODEL=churn", "REGISTRY=registry"])
+            .output()
+            .unwrap();
+        assert!(
+            kept.status.success(),
+            "{}",
+            String::from_utf8_lossy(&kept.stderr)
+        );
     }
     let record: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
@@ -238,8 +252,19 @@ fn the_pipeline_writes_a_page_with_every_plot_and_the_browser_check_can_fail() {
     );
     assert_eq!(stage(report, "evaluate (baseline)")["runs"], 1);
     assert_eq!(report["curves"].as_array().unwrap().len(), 2);
-    // The Makefile plans with a guessed 90 s checkpoint; the tiny model writes one in ms.
-    assert_eq!(pair(report, "checkpoint_write_s")["flagged"], true);
+    // The second run planned its checkpoints from what the first one measured (the Makefile's
+    // ckpt stage: ckpt-interval --measured <the first run's training, kept under nights/>).
+    let plan = &record["ckpt_interval"]["inputs"];
+    assert!(
+        plan["cost_source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("measured: ") && s.contains("/nights/")),
+        "{plan}"
+    );
+    assert_eq!(
+        pair(report, "checkpoint_write_s")["predicted"],
+        plan["cost_s"]
+    );
     assert!(dir.path().join("tensorboard/seed-11").is_dir());
 
     let html = dir.path().join("report.html");

@@ -332,6 +332,8 @@ struct CkptInputs {
     restart_s: f64,
     blocking_s: Option<f64>,
     mtbf_source: String,
+    /// `--cost`, `record: train.ckpt_mean_s` or `measured: <file>`.
+    cost_source: String,
 }
 
 #[derive(Deserialize)]
@@ -516,6 +518,8 @@ struct Report {
     predictions: Vec<ReportPair>,
     flagged: Vec<String>,
     curves: Vec<Value>,
+    /// Each night the inputs hold: its verdict, records and what was left out (see report).
+    nights: Vec<Value>,
     html: Option<String>,
     plots: Vec<String>,
     tensorboard: Option<Vec<String>>,
@@ -687,6 +691,27 @@ struct Shards {
     unassigned_rows: u64,
     bad_values: u64,
     seed: u64,
+    passed: bool,
+    unsplit: Unsplit,
+    splits_resolved: std::collections::BTreeMap<String, ResolvedSplit>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Unsplit {
+    rows: u64,
+    fraction: f64,
+    max_fraction: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolvedSplit {
+    rule: String,
+    resolved: String,
+    column: String,
+    after: Option<String>,
+    until: String,
 }
 
 #[derive(Deserialize)]

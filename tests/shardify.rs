@@ -333,7 +333,8 @@ fn splits_by_the_values_of_a_column() {
     // run may leave out, so the shards are written and the check fails.
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(
-        out.stderr.contains("shardify: failed: unsplit_rows: 10 of 30 rows"),
+        out.stderr
+            .contains("shardify: failed: unsplit_rows: 10 of 30 rows"),
         "{}",
         out.stderr
     );
@@ -378,6 +379,8 @@ fn splits_by_the_values_of_a_column() {
             "train=region in (north, 'south west')",
             "--split",
             "test=region == east",
+            "--max-unsplit-fraction",
+            "0.3",
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);

@@ -15,6 +15,7 @@ mod hosts;
 mod leak_check;
 mod logistic;
 mod mf_hash;
+mod nights;
 mod noise_floor;
 mod object_store;
 mod pipeline;

@@ -201,7 +201,10 @@ enum Key {
     /// A Δ plot's interval, named with its confidence.
     Interval(String),
     /// A line plot's series: its line in its color.
-    Line { text: String, color: RGBColor },
+    Line {
+        text: String,
+        color: RGBColor,
+    },
     Limit,
     Zero,
     /// The slices plot's noise-floor band, baseline cross and candidate dot.

@@ -94,11 +94,22 @@ struct Args {
     /// zstd level (1 fastest .. 22 smallest).
     #[arg(long, value_name = "LEVEL", default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
     zstd_level: i32,
+    /// The share of rows that may fall in no split before the run fails (default:
+    /// manifest.data.max_unsplit_fraction, else 0.01).
+    #[arg(long, value_name = "SHARE", value_parser = parse_share)]
+    max_unsplit_fraction: Option<f64>,
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
     #[command(flatten)]
     common: CommonArgs,
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|v| (0.0..=1.0).contains(v))
+        .ok_or_else(|| format!("`{text}` is not a share between 0 and 1"))
 }
 
 fn main() -> ExitCode {
@@ -114,7 +125,10 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let snapshot = spec.open_snapshot(&input, args.schema.as_deref())?;
     let rules = spec.splits_or(&args.splits)?;
     let time = args.time.as_deref().or(spec.time.as_deref());
-    let max_unsplit = max_unsplit_fraction(&record)?;
+    let max_unsplit = match args.max_unsplit_fraction {
+        Some(share) => share,
+        None => max_unsplit_fraction(&record)?,
+    };
     // Rolling windows count back from the latest time in the snapshot: one more read of it.
     let anchor = match time {
         Some(time)

@@ -224,7 +224,12 @@ fn the_pipeline_writes_a_page_with_every_plot_and_the_browser_check_can_fail() {
             .current_dir(dir.path())
             .args(["--no-print-directory", "-f"])
             .arg(root().join("Makefile"))
-            .args(["night-archive", "RUN_DIR=.", "MODEL=churn", "REGISTRY=registry"])
+            .args([
+                "night-archive",
+                "RUN_DIR=.",
+                "MODEL=churn",
+                "REGISTRY=registry",
+            ])
             .output()
             .unwrap();
         assert!(

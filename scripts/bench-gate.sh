@@ -151,13 +151,14 @@ rss_kib=$(printf '%s\n' "${gate_rss[@]}" | median)
 
 GATE_USED="${GATE#"$PWD"/}" "$PYTHON" - "$OUT" "$ROWS" "$RUNS" "$gate_s" "$numpy_s" "$rss_kib" "$double_rss" "$WORK/gated.json" \
     "${gate_times[*]}" "${numpy_times[*]}" <<'PY'
-import json, os, sys, datetime, platform
+import json, os, sys, datetime, platform, subprocess
 out, rows, runs, gate_s, numpy_s, rss, rss2, gated, gate_all, numpy_all = sys.argv[1:]
 gate = json.load(open(gated))["gate"]
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 result = {
     "benchmark": "gate: paired test, DeLong + 2,000-resample paired bootstrap, overall and 20 slices",
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "commit": subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown",
     "machine": {"cpus": os.cpu_count(), "model": model},
     "data": {"rows": int(rows), "slices": 20, "resamples": 2000, "metrics": ["auc", "logloss"]},
     "runs": int(runs),

@@ -308,6 +308,7 @@ from common import machine  # noqa: E402
 doc = {
     "benchmark": "mf-hash --data-digest",
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "commit": subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown",
     "machine": machine(),
     "data": {"bytes": n_bytes, "files": n_files},
     "runs": runs,

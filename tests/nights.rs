@@ -87,6 +87,8 @@ fn night(dir: &Path, night: usize, alert: &str) -> Output {
         .run();
     assert_eq!(pinned.code, 0, "{}", pinned.stderr);
     let out = Command::new("make")
+        // The tests run the dev build they have just made, never a release build.
+        .env("BUILD_PROFILE", "dev")
         .current_dir(dir)
         // What a shell sets on `cd`: where the caller is, which make -C does not change.
         .env("PWD", dir)
@@ -223,6 +225,7 @@ fn four_nights_on_a_real_table_with_one_unchanged_manifest() {
     // Cron's other way in: scripts/retrain.sh from the user's folder. Nothing changed since
     // night 2, so nothing reruns; the log lands under RUN_DIR, in the user's folder.
     let retrain = Command::new(format!("{ROOT}/scripts/retrain.sh"))
+        .env("BUILD_PROFILE", "dev")
         .current_dir(d)
         .env("PWD", d)
         .args([

@@ -258,7 +258,9 @@ fn make_runs_the_demo_with_snapshot_shards_checkpoints_and_blobs_in_buckets() {
     let cache = work.join("cache");
     let root = env!("CARGO_MANIFEST_DIR");
     let mut make = Command::new("make");
-    make.current_dir(work)
+    // The tests run the dev build they have just made, never a release build.
+    make.env("BUILD_PROFILE", "dev")
+        .current_dir(work)
         .args([
             "--no-print-directory",
             "-f",

@@ -18,6 +18,8 @@ pub fn make(dir: &Path, manifest: &str, extra: &[&str]) -> Output {
         crate::util::demo_snapshot(&dir.join("snapshot"), 20_000, &["--seed", "7"]);
     }
     Command::new("make")
+        // The tests run the dev build they have just made, never a release build.
+        .env("BUILD_PROFILE", "dev")
         .current_dir(dir)
         .args([
             "--no-print-directory",
@@ -128,6 +130,7 @@ fn retrain_takes_a_lock_and_reports_a_failed_stage() {
     let log = dir.path().join("retrain.log");
     let retrain = || {
         Command::new(format!("{root}/scripts/retrain.sh"))
+            .env("BUILD_PROFILE", "dev")
             .env("RETRAIN_LOCK", &lock)
             .env("RETRAIN_LOG", &log)
             .arg(format!("RUN_DIR={}", dir.path().join("run").display()))

@@ -221,6 +221,8 @@ fn the_pipeline_writes_a_page_with_every_plot_and_the_browser_check_can_fail() {
         // As `make run` does after its stages: the night is kept, so the next one plans its
         // checkpoints from what this one measured.
         let kept = Command::new("make")
+            // The tests run the dev build they have just made, never a release build.
+            .env("BUILD_PROFILE", "dev")
             .current_dir(dir.path())
             .args(["--no-print-directory", "-f"])
             .arg(root().join("Makefile"))

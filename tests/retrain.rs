@@ -24,6 +24,8 @@ fn write_manifest(dir: &Path, name: &str, snapshot: &str) -> PathBuf {
 
 pub fn make(dir: &Path, targets: &[&str], vars: &[String]) -> Output {
     let out = Command::new("make")
+        // The tests run the dev build they have just made, never a release build.
+        .env("BUILD_PROFILE", "dev")
         .current_dir(dir)
         .args(["--no-print-directory", "-f", &format!("{ROOT}/Makefile")])
         .args(targets)
@@ -436,6 +438,7 @@ fn retrain_rotates_its_log_and_alerts_on_a_run_that_fails_early() {
     let retrain = |extra: &[(&str, &str)]| {
         let mut command = Command::new(format!("{ROOT}/scripts/retrain.sh"));
         command
+            .env("BUILD_PROFILE", "dev")
             .env("RETRAIN_LOCK", dir.path().join("lock"))
             .env("RETRAIN_LOG", &log)
             .env("RUNFN_ALERT_CMD", &alert)

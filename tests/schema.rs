@@ -83,11 +83,11 @@ fn doc_fields(list: &str) -> Vec<DocField> {
 /// The README's run-record table: key -> (written by, the fields of the first `{...}` in its
 /// content, or `None` when it lists none).
 fn readme_table() -> Vec<(String, String, Option<Vec<DocField>>)> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/record.md"))
+        .expect("docs/record.md");
     let after = readme
         .split_once("\n## The run record\n")
-        .expect("README has a `## The run record` section")
+        .expect("docs/record.md has a `## The run record` section")
         .1;
     let mut lines = after
         .lines()

@@ -125,6 +125,15 @@ def now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def commit():
+    """The commit the measured tools were built from (BENCHMARKS.md names it), or "unknown"."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def rotate(names, run):
     k = run % len(names)
     return names[k:] + names[:k]

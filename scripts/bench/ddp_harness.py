@@ -233,7 +233,7 @@ def main():
     doc = {
         "benchmark": "ddp: 2-rank data-parallel training on the CPU, runfn `train --nproc-per-node 2` vs PyTorch "
                      "DistributedDataParallel (Gloo, torchrun) on the same MLP, data, global batch and steps",
-        "date": now(), "machine": machine(),
+        "date": now(), "commit": common.commit(), "machine": machine(),
         "versions": {"train": train_version(), "libtorch_of_train": env.get("BENCH_LIBTORCH_VERSION"),
                      "peers": pv},
         "data": spec, "runs": RUNS,

@@ -151,7 +151,7 @@ def run_shardify():
               "pyarrow_over_shardify": ratio(results["pyarrow"]["median_s"], results["shardify"]["median_s"]),
               "duckdb_over_shardify": ratio(results["duckdb"]["median_s"], results["shardify"]["median_s"])}
     doc = {"benchmark": "CSV -> zstd Parquet: shardify vs pyarrow vs DuckDB",
-           "date": now(), "machine": machine(), "data": data_block(spec), "runs": RUNS,
+           "date": now(), "commit": common.commit(), "machine": machine(), "data": data_block(spec), "runs": RUNS,
            "timing": "wall seconds of the child process, median of runs, page cache warm; peak RSS = max "
                      "ru_maxrss of the child over the runs; python peers include interpreter start-up",
            "interference": interference(results), "results": results, "ratios": ratios, "memory_scaling": scaling,
@@ -252,7 +252,7 @@ def run_ds_validate():
               "duckdb_over_ds_validate_undeclared": ratio(results["duckdb"]["median_s"],
                                                           results["ds-validate-undeclared"]["median_s"])}
     doc = {"benchmark": "profile a CSV snapshot: ds-validate profile vs DuckDB SUMMARIZE vs pandas describe",
-           "date": now(), "machine": machine(), "data": data_block(spec), "runs": RUNS,
+           "date": now(), "commit": common.commit(), "machine": machine(), "data": data_block(spec), "runs": RUNS,
            "timing": "wall seconds of the child process, median of runs, page cache warm; peak RSS = max "
                      "ru_maxrss of the child over the runs; python peers include interpreter start-up",
            "interference": interference(results), "results": results, "ratios": ratios,
@@ -428,7 +428,7 @@ def run_leak_check():
         ratios["datasketch_20x6_over_leak_check"] = ratio(results["datasketch-20x6"]["median_s"], lc_t)
     size = os.path.getsize(docs)
     doc = {"benchmark": "cross-split near-duplicate texts: leak-check vs datasketch MinHashLSH",
-           "date": now(), "machine": machine(),
+           "date": now(), "commit": common.commit(), "machine": machine(),
            "data": {"description": "synthetic documents (doc_id,note), 15-45 words from a 4,000-word vocabulary, "
                                    "with planted near copies (one word replaced)",
                     "file": docs, "bytes": size, "rows": truth["docs"], "planted_pairs": truth["planted_pairs"],

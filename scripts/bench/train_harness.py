@@ -393,7 +393,7 @@ def main():
     warm(shard_files())
     doc = {"benchmark": "train: runfn `train` vs PyTorch training loops on the same MLP, data, batch and steps; "
                         "checkpoint save/load vs torch.save/torch.load",
-           "date": now(), "machine": machine(),
+           "date": now(), "commit": common.commit(), "machine": machine(),
            "versions": {"train": train_version(), "libtorch_of_train": env.get("BENCH_LIBTORCH_VERSION"),
                         "peers": peer_versions()},
            "data": spec, "runs": RUNS}
@@ -431,7 +431,7 @@ def main():
         "Samples/s counts wait + compute of each step only; process start-up, preprocessing fit, the final val "
         "scoring and writing the weights are outside it (the process wall times are reported apart).",
     ]
-    order = ["benchmark", "date", "machine", "versions", "data", "runs", "train", "checkpoint", "interference", "notes"]
+    order = ["benchmark", "date", "commit", "machine", "versions", "data", "runs", "train", "checkpoint", "interference", "notes"]
     write_json(OUT, {k: doc[k] for k in order if k in doc})
     rm(SCRATCH)
     log(f"wrote {OUT}")

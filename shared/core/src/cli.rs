@@ -114,22 +114,77 @@ impl Tool {
     }
 }
 
+/// What `-h` prints under the flags; `--help` prints the tool's examples, output section and exit
+/// codes instead, and the man page keeps them too.
+const SHORT_AFTER_HELP: &str =
+    "Examples, the output section and the exit codes: --help (or man TOOL).";
+
 /// Parses the command line into `A`. `--help` and `--version` print to stdout and exit 0; a usage
 /// error is one line `tool: message` on stderr and exit 2, like every other bad input, instead
-/// of clap's several lines that start with `error:`.
-pub fn parse_args<A: clap::Parser>(name: &str) -> A {
-    match A::try_parse() {
+/// of clap's several lines that start with `error:`. `--generate KIND` as the first argument
+/// prints the man page or a completion script (see [`crate::generate`]). `version` is what
+/// `--version` prints after the name (the package version and the commit, from runfn-version,
+/// which only the binaries depend on so that a commit does not rebuild the libraries).
+pub fn parse_args<A: clap::Parser>(name: &str, version: &'static str) -> A {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    if let Some(request) = crate::generate::requested(&args) {
+        let kind = request.unwrap_or_else(|reason| usage_exit(&format!("{name}: {reason}")));
+        // The generated files carry the package version only, so they do not change with
+        // every commit.
+        let package = version.split(' ').next().unwrap_or(version);
+        let command = command::<A>(package);
+        let mut out = Vec::new();
+        let written = crate::generate::render(command, kind, &mut out)
+            .and_then(|()| std::io::stdout().lock().write_all(&out));
+        match written {
+            Ok(()) => std::process::exit(0),
+            Err(err) => usage_exit(&format!("{name}: writing the generated file: {err}")),
+        }
+    }
+    let mut command = command::<A>(version);
+    let parsed = command
+        .try_get_matches_from_mut(std::env::args_os())
+        .and_then(|mut matches| A::from_arg_matches_mut(&mut matches))
+        .map_err(|err| err.format(&mut command));
+    match parsed {
         Ok(args) => args,
         Err(err) => match err.kind() {
             clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                 err.exit()
             }
-            _ => {
-                let _ = writeln!(std::io::stderr(), "{}", usage_error_line(name, &err));
-                std::process::exit(Exit::BadInput.code().into())
-            }
+            _ => usage_exit(&usage_error_line(name, &err)),
         },
     }
+}
+
+/// `A`'s definition with `version`, and with each (sub)command's after-help moved to `--help`
+/// only, `-h` pointing there.
+pub fn command<A: clap::CommandFactory>(version: &'static str) -> clap::Command {
+    fn short_and_long(command: clap::Command) -> clap::Command {
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|sub| sub.get_name().to_string())
+            .collect();
+        let mut command = match command.get_after_help().cloned() {
+            Some(after) if command.get_after_long_help().is_none() => {
+                command.after_long_help(after).after_help(SHORT_AFTER_HELP)
+            }
+            _ => command,
+        };
+        for name in names {
+            command = command.mut_subcommand(name, short_and_long);
+        }
+        command
+    }
+    short_and_long(A::command().version(version))
+}
+
+fn usage_exit(line: &str) -> ! {
+    let _ = writeln!(std::io::stderr(), "{line}");
+    std::process::exit(Exit::BadInput.code().into())
 }
 
 /// clap's error as one line: its message and tip, then where to find the usage.

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod environment;
 pub mod error;
 pub mod exit;
+pub mod generate;
 pub mod leftovers;
 pub mod paths;
 pub mod record;

@@ -91,7 +91,7 @@ enum MethodArg {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("ckpt-interval");
+    let args: Args = runfn_core::cli::parse_args("ckpt-interval", runfn_version::long());
     runfn_core::cli::main("ckpt-interval", args.common.clone(), |tool| run(tool, args))
 }
 

@@ -110,7 +110,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("demo-data");
+    let args: Args = runfn_core::cli::parse_args("demo-data", runfn_version::long());
     runfn_core::cli::main("demo-data", args.common.clone(), |tool| run(tool, &args))
 }
 

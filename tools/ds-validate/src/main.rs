@@ -148,7 +148,7 @@ struct ValidateArgs {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("ds-validate");
+    let args: Args = runfn_core::cli::parse_args("ds-validate", runfn_version::long());
     runfn_core::cli::main("ds-validate", args.common.clone(), |tool| {
         match args.command {
             None => validate(tool, args.validate),

@@ -117,7 +117,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("evaluate");
+    let args: Args = runfn_core::cli::parse_args("evaluate", runfn_version::long());
     runfn_core::cli::main("evaluate", args.common.clone(), |tool| run(tool, args))
 }
 

@@ -91,7 +91,7 @@ fn parse_confidence(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("gate");
+    let args: Args = runfn_core::cli::parse_args("gate", runfn_version::long());
     runfn_core::cli::main("gate", args.common.clone(), |tool| run(tool, args))
 }
 

@@ -89,7 +89,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("leak-check");
+    let args: Args = runfn_core::cli::parse_args("leak-check", runfn_version::long());
     runfn_core::cli::main("leak-check", args.common.clone(), |tool| run(tool, args))
 }
 

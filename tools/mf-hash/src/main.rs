@@ -103,7 +103,7 @@ enum FormatArg {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("mf-hash");
+    let args: Args = runfn_core::cli::parse_args("mf-hash", runfn_version::long());
     runfn_core::cli::main("mf-hash", args.common.clone(), |tool| run(tool, args))
 }
 

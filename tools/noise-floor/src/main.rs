@@ -64,7 +64,7 @@ enum MethodArg {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("noise-floor");
+    let args: Args = runfn_core::cli::parse_args("noise-floor", runfn_version::long());
     runfn_core::cli::main("noise-floor", args.common.clone(), |tool| run(tool, args))
 }
 

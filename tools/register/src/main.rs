@@ -95,7 +95,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("register");
+    let args: Args = runfn_core::cli::parse_args("register", runfn_version::long());
     runfn_core::cli::main("register", args.common.clone(), |tool| run(tool, args))
 }
 

@@ -206,7 +206,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("report");
+    let args: Args = runfn_core::cli::parse_args("report", runfn_version::long());
     runfn_core::cli::main("report", args.common.clone(), |tool| match args.command {
         Some(Command::History {
             nights,

@@ -113,7 +113,7 @@ fn parse_share(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("shardify");
+    let args: Args = runfn_core::cli::parse_args("shardify", runfn_version::long());
     runfn_core::cli::main("shardify", args.common.clone(), |tool| run(tool, args))
 }
 

@@ -171,7 +171,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args: Args = runfn_core::cli::parse_args("train");
+    let args: Args = runfn_core::cli::parse_args("train", runfn_version::long());
     if let Some(nproc) = args.nproc_per_node {
         let launched = launcher::run(
             nproc,

@@ -1,0 +1,18 @@
+complete -c evaluate -l model -d 'Model file, training folder, or a registered model as NAME@ALIAS or NAME@VERSION (default: the record\'s train.weights)' -r -F
+complete -c evaluate -l registry -d 'The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry)' -r -F
+complete -c evaluate -l checkpoint -d 'Which of the record\'s weights to score: the final model or the best checkpoint' -r -f -a "final\t'The model file train wrote (train.weights): under early stopping, the best val AUC\'s'
+best\t'The kept checkpoint of the best val AUC (train.best.checkpoint)'"
+complete -c evaluate -l split -d 'The split to score' -r
+complete -c evaluate -l as -d 'Whose result this is: the candidate\'s goes under `evaluate`, the baseline\'s under `baseline`' -r -f -a "candidate\t''
+baseline\t''"
+complete -c evaluate -l slice -d 'Slice columns, overriding manifest.eval.slices (repeatable)' -r
+complete -c evaluate -l bootstrap -d 'Bootstrap resamples for 95% intervals on the overall metrics (at most 100000)' -r
+complete -c evaluate -l predictions -d 'Also write every row\'s label and score as CSV (row,label,score) to FILE' -r -F
+complete -c evaluate -l row-scores -d 'Where the per-row scores go (Parquet, for gate\'s paired test); a path or store URL. Default: beside the scored model\'s training, row-scores-<evaluate|baseline>-<split>-<weights blake3>-<rows blake3>.parquet (12 hex each)' -r
+complete -c evaluate -l shards -d 'The shard folder (default: the record\'s shards.dir)' -r -F
+complete -c evaluate -l device -d 'cpu, cuda or cuda:N' -r
+complete -c evaluate -l record -d 'Read the record from FILE instead of stdin' -r -F
+complete -c evaluate -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
+complete -c evaluate -l pretty -d 'Indent the JSON on stdout (default: one line)'
+complete -c evaluate -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c evaluate -s V -l version -d 'Print version'

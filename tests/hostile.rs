@@ -793,3 +793,157 @@ fn leak_check_refuses_a_snapshot_that_is_not_there() {
         .run()
         .assert_bad_input("leak-check", "nowhere.csv");
 }
+
+/// The telco table (testdata/real/telco) copied into `dir/snapshot` with `edit` applied to the
+/// `monthly_charges` field of each data row (by row number from 0), and its manifest without the
+/// pin, as `dir/manifest.yaml`; the tools run in `dir`.
+fn telco_with_charges(dir: &Path, edit: &dyn Fn(usize, &str) -> String) -> PathBuf {
+    let root = crate::util::testdata("real/telco");
+    let text = std::fs::read_to_string(root.join("snapshot/telco.csv")).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let column = header
+        .split(',')
+        .position(|h| h == "monthly_charges")
+        .unwrap();
+    let mut out = format!("{header}\n");
+    for (row, line) in lines.enumerate() {
+        let mut fields: Vec<String> = line.split(',').map(str::to_string).collect();
+        fields[column] = edit(row, &fields[column]);
+        out.push_str(&fields.join(","));
+        out.push('\n');
+    }
+    std::fs::create_dir_all(dir.join("snapshot")).unwrap();
+    std::fs::write(dir.join("snapshot/telco.csv"), out).unwrap();
+    let manifest = std::fs::read_to_string(root.join("manifest.yaml"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with("snapshot:") {
+                "  snapshot: ./snapshot@snapshot=telco-edited".to_string()
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = dir.join("manifest.yaml");
+    std::fs::write(&path, manifest + "\n").unwrap();
+    path
+}
+
+fn stage_in(dir: &Path, name: &str, args: &[&str], stdin: &str) -> Output {
+    tool(name)
+        .current_dir(dir)
+        .args(args)
+        .args(["-q"])
+        .stdin(stdin.as_bytes().to_vec())
+        .run()
+}
+
+/// Two in a hundred `monthly_charges` of a real table are `inf`, `-inf` or `1e400`: the column
+/// stays numeric and validation stops on its bad values, naming it. Before, type inference voted
+/// the infinities out, the column became text and the model learned each charge as a category,
+/// with exit 0.
+#[test]
+fn infinities_in_a_numeric_feature_stop_validation_instead_of_making_it_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let infinities = ["inf", "-inf", "1e400", "-Infinity"];
+    let manifest = telco_with_charges(dir.path(), &|row, value| {
+        if row % 50 == 3 {
+            infinities[row / 50 % 4].to_string()
+        } else {
+            value.to_string()
+        }
+    });
+    let hashed = stage_in(
+        dir.path(),
+        "mf-hash",
+        &[manifest.to_str().unwrap(), "--data-digest", "snapshot"],
+        "",
+    );
+    assert_eq!(hashed.code, 0, "{}", hashed.stderr);
+    let validated = stage_in(dir.path(), "ds-validate", &[], &hashed.stdout);
+    assert_eq!(validated.code, 1, "{}", validated.stderr);
+    let section = &validated.json()["validate"];
+    let failed: Vec<(String, String)> = crate::util::failed_checks(section)
+        .into_iter()
+        .map(|check| {
+            (
+                check["name"].as_str().unwrap_or("").to_string(),
+                check["column"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        failed.contains(&("bad_values".to_string(), "monthly_charges".to_string())),
+        "{failed:?}"
+    );
+    assert!(
+        validated.stderr.contains("monthly_charges"),
+        "{}",
+        validated.stderr
+    );
+    let column = &section["profile"]["columns"]["monthly_charges"];
+    assert_eq!(column["type"], "float64", "{column}");
+}
+
+/// Four `monthly_charges` of 1e300 in a real table: their squares overflow a float, and the
+/// deviation the model standardizes with was written as `null` (train exit 0), which evaluate
+/// then blamed on the model file. Now the deviation is finite and the chain scores the model.
+#[test]
+fn huge_values_in_a_feature_give_a_finite_deviation_and_a_model_evaluate_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = telco_with_charges(dir.path(), &|row, value| {
+        if [10, 2000, 4000, 6000].contains(&row) {
+            "1e300".to_string()
+        } else {
+            value.to_string()
+        }
+    });
+    let mut record = String::new();
+    for (name, args) in [
+        (
+            "mf-hash",
+            vec![manifest.to_str().unwrap(), "--data-digest", "snapshot"],
+        ),
+        ("ds-validate", vec![]),
+        ("leak-check", vec![]),
+        ("shardify", vec!["--out", "shards"]),
+        ("train", vec!["--out", "train", "--threads", "1"]),
+        ("evaluate", vec![]),
+    ] {
+        let out = stage_in(dir.path(), name, &args, &record);
+        assert_eq!(out.code, 0, "{name}: {}", out.stderr);
+        record = out.stdout;
+    }
+    let record: Value = serde_json::from_str(&record).unwrap();
+    let weights = dir
+        .path()
+        .join(record["train"]["weights"].as_str().unwrap());
+    let bytes = std::fs::read(&weights).unwrap();
+    let length = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + length]).unwrap();
+    let meta: Value =
+        serde_json::from_str(header["__metadata__"]["runfn"].as_str().unwrap()).unwrap();
+    let charges = meta["preprocess"]["numeric"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|feature| feature["name"] == "monthly_charges")
+        .unwrap()
+        .clone();
+    let std = charges["std"].as_f64().unwrap_or(f64::NAN);
+    assert!(std.is_finite() && std > 1e297, "{charges}");
+    assert!(record["evaluate"]["overall"]["auc"].as_f64().is_some());
+}
+
+/// 1e308 and -1e308 are finite; their range is not. It was written as `"floor": null` with exit 0.
+#[test]
+fn noise_floor_refuses_values_whose_spread_overflows() {
+    let out = tool("noise-floor")
+        .args(["--values=1e308,-1e308", "--metric", "evaluate.overall.auc"])
+        .stdin(worked_case().to_string())
+        .run();
+    out.assert_bad_input("noise-floor", "their mean or spread overflows a float");
+}

@@ -313,7 +313,11 @@ impl FieldValues<'_> {
                 Arc::new(builder.finish())
             }
             DataType::Int64 => Arc::new(self.parsed::<Int64Type>(Int64Type::parse)?),
-            DataType::Float64 => Arc::new(self.parsed::<Float64Type>(Float64Type::parse)?),
+            // An infinity fails the batch here like any bad value, so that the cast path nulls
+            // and reports it (see `read::finite`).
+            DataType::Float64 => Arc::new(self.parsed::<Float64Type>(|text| {
+                Float64Type::parse(text).filter(|value| !value.is_infinite())
+            })?),
             DataType::Date32 => Arc::new(self.parsed::<Date32Type>(|text| {
                 plain_date(text.as_bytes()).or_else(|| Date32Type::parse(text))
             })?),

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -354,6 +354,8 @@ impl Snapshot {
             let target = column.column_type.data_type();
             let typed = cast_with_options(raw, &target, &options)
                 .map_err(|e| DataError::file(path, format!("column `{}`: {e}", column.name)))?;
+            let typed = finite(raw, typed)
+                .map_err(|e| DataError::file(path, format!("column `{}`: {e}", column.name)))?;
             if typed.null_count() > raw.null_count() {
                 collect_bad(raw, &typed, &column.name, path, first_row, &mut bad_values);
             }
@@ -381,6 +383,24 @@ fn parquet_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>,
 
 fn not_parquet(path: &Path, error: parquet::errors::ParquetError) -> DataError {
     DataError::file(path, format!("not a readable Parquet file: {error}"))
+}
+
+/// `typed` with the infinities that a text value (`inf`, `1e400`) was cast to made null, so that
+/// they are bad values like any other that is no number a column can hold: type inference does
+/// not count them as floats either, and a feature must be finite.
+fn finite(raw: &ArrayRef, typed: ArrayRef) -> Result<ArrayRef, arrow::error::ArrowError> {
+    let from_text = matches!(
+        raw.data_type(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    let Some(floats) = typed.as_any().downcast_ref::<Float64Array>() else {
+        return Ok(typed);
+    };
+    if !from_text || !floats.iter().flatten().any(f64::is_infinite) {
+        return Ok(typed);
+    }
+    let infinite: BooleanArray = floats.iter().map(|v| v.map(f64::is_infinite)).collect();
+    arrow::compute::nullif(&typed, &infinite)
 }
 
 /// Values that were present before the cast and null after it did not parse.
@@ -700,7 +720,7 @@ fn columns_of_schema(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Float64Array, Int64Array};
+    use arrow::array::Int64Array;
 
     fn write(dir: &Path, name: &str, text: &str) {
         std::fs::write(dir.join(name), text).unwrap();
@@ -739,6 +759,43 @@ mod tests {
         let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
         let types: Vec<_> = snapshot.columns.iter().map(|c| c.column_type).collect();
         assert_eq!(types, [ColumnType::Int64, ColumnType::Int64]);
+    }
+
+    /// A numeric column with a few percent of infinities (`inf`, `-inf`, `1e400`) stays numeric,
+    /// and each infinity is a bad value with its row, null in the batch: before, type inference
+    /// voted them out, the column became text and was trained as categories.
+    #[test]
+    fn infinities_in_a_numeric_column_are_bad_values_not_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::from("id,spend\n");
+        let infinities = ["inf", "-inf", "1e400", "-Infinity"];
+        for i in 0..1000 {
+            let spend = if i % 50 == 7 {
+                infinities[(i / 50) % 4].to_string()
+            } else {
+                format!("{i}.5")
+            };
+            text.push_str(&format!("C{i},{spend}\n"));
+        }
+        write(dir.path(), "part-0.csv", &text);
+        let snapshot = Snapshot::open(dir.path(), &BTreeMap::new()).unwrap();
+        let types: Vec<_> = snapshot.columns.iter().map(|c| c.column_type).collect();
+        assert_eq!(types, [ColumnType::String, ColumnType::Float64]);
+        let batches = read_all(&snapshot).unwrap();
+        let bad = &batches[0].bad_values.columns["spend"];
+        assert_eq!(bad.count, 20);
+        assert_eq!(
+            (bad.examples[0].row, bad.examples[0].value.as_str()),
+            (8, "inf")
+        );
+        let spend = batches[0]
+            .batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        assert_eq!(spend.null_count(), 20);
+        assert!(spend.iter().flatten().all(f64::is_finite));
     }
 
     #[test]

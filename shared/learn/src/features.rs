@@ -279,7 +279,7 @@ impl Preprocess {
             .zip(stats.iter().zip(&nulls))
             .map(|(name, (w, &nulls))| NumericFeature {
                 name: name.clone(),
-                mean: if w.n > 0 { w.mean } else { 0.0 },
+                mean: w.mean(),
                 std: w.std(),
                 nulls,
                 indicator: missing_indicators && nulls > 0,
@@ -438,19 +438,56 @@ pub struct Lookup {
     maps: Vec<HashMap<String, i64>>,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// Welford's running mean and deviation, on values divided by a power-of-two `scale` at least
+/// as large as any value seen: the squares of values near 1e300 overflowed `m2` to infinity, the
+/// deviation became infinite (written as `null`) and every later stage read a broken model.
+/// Powers of two rescale exactly, so ordinary columns (scale 1) get the same bits as before.
+#[derive(Debug, Clone, Copy)]
 struct Welford {
     n: u64,
     mean: f64,
     m2: f64,
+    scale: f64,
+}
+
+impl Default for Welford {
+    fn default() -> Self {
+        Welford {
+            n: 0,
+            mean: 0.0,
+            m2: 0.0,
+            scale: 1.0,
+        }
+    }
 }
 
 impl Welford {
     fn push(&mut self, x: f64) {
+        if x.abs() > self.scale {
+            // The next power of two at or above |x| (|x| is finite, so at most 2^1024 is never
+            // needed: f64::MAX < 2^1024 and the exponent search stops at 2^1023).
+            let mut scale = self.scale;
+            while scale < x.abs() && scale < f64::MAX / 2.0 {
+                scale *= 2.0;
+            }
+            let shrink = self.scale / scale;
+            self.mean *= shrink;
+            self.m2 *= shrink * shrink;
+            self.scale = scale;
+        }
+        let x = x / self.scale;
         self.n += 1;
         let delta = x - self.mean;
         self.mean += delta / self.n as f64;
         self.m2 += delta * (x - self.mean);
+    }
+
+    fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.mean * self.scale
+        }
     }
 
     /// The population deviation; 1 for a constant column so scaling never divides by zero.
@@ -458,8 +495,12 @@ impl Welford {
         if self.n == 0 {
             return 1.0;
         }
-        let std = (self.m2 / self.n as f64).sqrt();
-        if std > 1e-12 { std } else { 1.0 }
+        let std = (self.m2 / self.n as f64).sqrt() * self.scale;
+        if std > 1e-12 && std.is_finite() {
+            std
+        } else {
+            1.0
+        }
     }
 }
 
@@ -657,6 +698,38 @@ mod tests {
             numeric: vec!["logins".into(), "spend".into()],
             categorical: vec!["tier".into()],
         }
+    }
+
+    /// Values near 1e300 give a finite mean and deviation (their squares overflow f64), and an
+    /// ordinary column gets the same bits as the unscaled computation.
+    #[test]
+    fn huge_values_give_a_finite_deviation() {
+        let mut huge = Welford::default();
+        for x in [1e300, -1e300, 1e300, -1e300, 0.0, 0.0, 0.0, 0.0] {
+            huge.push(x);
+        }
+        assert_eq!(huge.mean(), 0.0);
+        let std = huge.std();
+        assert!(
+            std.is_finite() && (std / (0.5f64.sqrt() * 1e300) - 1.0).abs() < 1e-12,
+            "{std}"
+        );
+        let mut max = Welford::default();
+        for x in [f64::MAX, -f64::MAX, f64::MAX] {
+            max.push(x);
+        }
+        assert!(max.mean().is_finite() && max.std().is_finite());
+        let mut small = Welford::default();
+        let (mut n, mut mean, mut m2) = (0u64, 0.0f64, 0.0f64);
+        for x in [0.3, 900.7, 0.1, 77.7, -3.2] {
+            small.push(x);
+            n += 1;
+            let delta = x - mean;
+            mean += delta / n as f64;
+            m2 += delta * (x - mean);
+        }
+        assert_eq!(small.mean().to_bits(), mean.to_bits());
+        assert_eq!(small.std().to_bits(), (m2 / n as f64).sqrt().to_bits());
     }
 
     #[test]

@@ -85,10 +85,11 @@ pub fn ece(scores: &[f64], labels: &[bool]) -> f64 {
         count[bin] += 1;
     }
     let n = scores.len() as f64;
-    (0..ECE_BINS)
+    // A float sum starts at -0.0: no rows would print `"ece": -0.0`.
+    0.0 + (0..ECE_BINS)
         .filter(|&b| count[b] > 0)
         .map(|b| (sum_p[b] - sum_y[b]).abs() / n)
-        .sum()
+        .sum::<f64>()
 }
 
 /// Reads one metric of a bootstrap replicate.
@@ -150,6 +151,11 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ece_of_no_rows_is_positive_zero() {
+        assert!(ece(&[], &[]).is_sign_positive());
+    }
 
     #[test]
     fn hand_computed_case() {

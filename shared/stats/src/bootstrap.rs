@@ -175,6 +175,8 @@ impl Bins {
             .map(|k| (self.score[k] - self.label[k]).abs())
             .sum::<f64>()
             / f64::from(total.max(1))
+            // A float sum starts at -0.0: no rows would print `"ece": -0.0`.
+            + 0.0
     }
 }
 

@@ -32,6 +32,8 @@ pub enum SpreadError {
     TooFew(usize),
     #[error("value {index} is {value}, not a finite number")]
     NotFinite { index: usize, value: f64 },
+    #[error("the values run from {min} to {max}: their mean or spread overflows a float")]
+    Overflow { min: f64, max: f64 },
 }
 
 pub fn spread(values: &[f64], method: FloorMethod) -> Result<Spread, SpreadError> {
@@ -55,6 +57,11 @@ pub fn spread(values: &[f64], method: FloorMethod) -> Result<Spread, SpreadError
         FloorMethod::Std => std,
         FloorMethod::Ci95 => t_975(n - 1) * std / (n as f64).sqrt(),
     };
+    // 1e308 and -1e308 are finite, their difference is not: a floor of `null` (JSON has no
+    // infinity) with exit 0 would let every gate through.
+    if ![mean, std, max - min, floor].iter().all(|v| v.is_finite()) {
+        return Err(SpreadError::Overflow { min, max });
+    }
     Ok(Spread {
         n,
         mean,
@@ -75,6 +82,19 @@ fn t_975(degrees: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_spread_that_overflows_is_an_error_not_a_null_floor() {
+        let err = spread(&[1e308, -1e308], FloorMethod::Range).unwrap_err();
+        assert_eq!(
+            err,
+            SpreadError::Overflow {
+                min: -1e308,
+                max: 1e308
+            }
+        );
+        assert!(spread(&[1e150, -1e150], FloorMethod::Std).is_ok());
+    }
+
     use super::*;
     use proptest::prelude::*;
 

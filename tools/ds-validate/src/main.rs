@@ -388,7 +388,8 @@ fn report(tool: &Tool, comparison: &runfn_profile::Comparison) {
                  (manifest.validate.fail_on: all fails on it)",
                 check.name
             )),
-            None => tool.info(format!("failed: {}{column}{value}{detail}", check.name)),
+            // Why the run stops: shown even under -q, like any tool's failed check.
+            None => tool.notice(format!("failed: {}{column}{value}{detail}", check.name)),
         }
     }
 }

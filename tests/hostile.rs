@@ -947,3 +947,44 @@ fn noise_floor_refuses_values_whose_spread_overflows() {
         .run();
     out.assert_bad_input("noise-floor", "their mean or spread overflows a float");
 }
+
+/// `mf-hash pin --out` where nothing can be written: exit 2, and no listing left beside the
+/// snapshot (it was written first, then the manifest failed).
+#[test]
+fn mf_hash_pin_to_an_unwritable_out_writes_nothing() {
+    let (dir, manifest) = manifest_with("snapshot: ", "snapshot: ");
+    let snapshot = dir.path().join("snap");
+    std::fs::create_dir(&snapshot).unwrap();
+    small_csv(&snapshot);
+    let listing = dir.path().join("snap.pin.json");
+    let out = tool("mf-hash")
+        .current_dir(dir.path())
+        .args(["pin", manifest.to_str().unwrap(), "--snapshot", "snap"])
+        .args(["--out", "/proc/pinned.yaml"])
+        .run();
+    out.assert_bad_input("mf-hash", "/proc/pinned.yaml");
+    assert!(!listing.exists(), "{}", listing.display());
+    // The same pin to a folder that can be written leaves both files.
+    let out = tool("mf-hash")
+        .current_dir(dir.path())
+        .args(["pin", manifest.to_str().unwrap(), "--snapshot", "snap"])
+        .args(["--out", "pinned.yaml", "-q"])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(listing.exists() && dir.path().join("pinned.yaml").exists());
+}
+
+/// An earlier stage whose `passed` is not a boolean is refused, naming the field: `0`, `"false"`
+/// and `null` read as "not false" and let a failed stage through.
+#[test]
+fn a_passed_that_is_not_a_boolean_is_refused() {
+    for passed in [json!(0), json!("false"), json!(null)] {
+        let mut record = worked_case();
+        record["validate"] = json!({ "passed": passed });
+        let out = tool("ckpt-interval")
+            .args(["--cost", "90", "--mtbf", "43200", "--step-time", "0.4"])
+            .stdin(record.to_string())
+            .run();
+        out.assert_bad_input("ckpt-interval", "validate.passed: must be true or false");
+    }
+}

@@ -145,15 +145,28 @@ impl Record {
 
     /// Refuses a record in which an earlier check failed: any top-level section that is an object
     /// with `"passed": false`. `own` is the caller's own section, which it is about to rewrite.
+    /// A `passed` that is not a boolean (`0`, `"false"`, `null`) is refused too, naming it: read
+    /// as "not false", it let a failed stage through.
     pub fn refuse_failed_checks(&self, own: &str) -> Result<(), InputError> {
-        let failed: Vec<&str> = self
-            .fields
-            .iter()
-            .filter(|(key, value)| {
-                key.as_str() != own && value.get("passed") == Some(&Value::Bool(false))
-            })
-            .map(|(key, _)| key.as_str())
-            .collect();
+        let mut failed: Vec<&str> = Vec::new();
+        for (key, value) in &self.fields {
+            if key.as_str() == own {
+                continue;
+            }
+            match value.get("passed") {
+                None | Some(Value::Bool(true)) => {}
+                Some(Value::Bool(false)) => failed.push(key.as_str()),
+                Some(other) => {
+                    return Err(InputError::field(
+                        format!("{key}.passed"),
+                        format!(
+                            "must be true or false, found {}",
+                            crate::error::json_type_name(other)
+                        ),
+                    ));
+                }
+            }
+        }
         if failed.is_empty() {
             Ok(())
         } else {
@@ -360,6 +373,20 @@ mod tests {
         assert!(err.to_string().contains("(validate)"), "{err}");
         let ok = Record::from_value(json!({"gate": {"passed": false}}), "t").unwrap();
         assert!(ok.refuse_failed_checks("gate").is_ok());
+    }
+
+    #[test]
+    fn a_passed_that_is_not_a_boolean_is_refused() {
+        for passed in [json!(0), json!("false"), json!(null), json!("true")] {
+            let record =
+                Record::from_value(json!({"validate": {"passed": passed.clone()}}), "t").unwrap();
+            let err = record.refuse_failed_checks("gate").unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with("validate.passed: must be true or false, found "),
+                "{passed}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -335,13 +335,27 @@ fn pin(
     let value = format!("{location}@{}", digest.digest);
     let pinned_text = replace_snapshot(&text, format, &value)
         .map_err(|message| InputError::field(&origin, message))?;
-    let listing = write_listing(root, &digest, files)?;
     let target = out.unwrap_or(manifest_path);
     // `--out runs/stops/tonight.yaml` on the first night: the folder is made, as --out folders are.
     if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
         runfn_core::paths::create_dir_all(parent)?;
     }
-    runfn_core::atomic::write_bytes_atomic(target, pinned_text.as_bytes())?;
+    // The listing is written once the manifest's temp file exists: an --out that cannot be
+    // written fails before anything is, instead of leaving a listing beside the snapshot.
+    let mut listing = None;
+    let written = runfn_core::atomic::write_atomic(target, |writer| {
+        listing = Some(write_listing(root, &digest, files));
+        match &listing {
+            Some(Ok(_)) => writer.write_all(pinned_text.as_bytes()),
+            _ => Err(std::io::Error::other("the listing was not written")),
+        }
+    });
+    let listing = match (listing, written) {
+        (Some(Err(err)), _) => return Err(err.into()),
+        (_, Err(err)) => return Err(err.into()),
+        (Some(Ok(listing)), Ok(())) => listing,
+        (None, Ok(())) => anyhow::bail!("{}: written without its listing", target.display()),
+    };
     tool.info(format!(
         "pinned {value} in {} (listing {})",
         target.display(),

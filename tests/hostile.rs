@@ -988,3 +988,65 @@ fn a_passed_that_is_not_a_boolean_is_refused() {
         out.assert_bad_input("ckpt-interval", "validate.passed: must be true or false");
     }
 }
+
+/// Side files read without a bound: `/dev/zero` as a baseline record or a previous profile grew
+/// the tool until the kernel killed it. Each is refused at once, naming the file and what it is.
+#[test]
+fn side_files_that_are_devices_are_refused_without_reading_them() {
+    let out = run_with_limit(
+        "gate",
+        &[
+            "--baseline".as_ref(),
+            "/dev/zero".as_ref(),
+            "--record".as_ref(),
+            "testdata/gate/worked-case.json".as_ref(),
+        ],
+        Duration::from_secs(30),
+    )
+    .expect("gate read /dev/zero without end");
+    out.assert_bad_input(
+        "gate",
+        "/dev/zero: is a character device, not a regular file",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("lake");
+    std::fs::create_dir(&snapshot).unwrap();
+    std::fs::rename(small_csv(dir.path()), snapshot.join("a.csv")).unwrap();
+    let out = run_with_limit(
+        "ds-validate",
+        &[
+            "--in".as_ref(),
+            os(&snapshot),
+            "--previous".as_ref(),
+            "/dev/zero".as_ref(),
+        ],
+        Duration::from_secs(30),
+    )
+    .expect("ds-validate read /dev/zero without end");
+    out.assert_bad_input(
+        "ds-validate",
+        "/dev/zero: is a character device, not a regular file",
+    );
+}
+
+/// A snapshot's listing (`<snapshot>.pin.json`) that is a FIFO: verifying a pinned snapshot
+/// that moved read it and blocked in `open` for ever. Now refused, naming it.
+#[test]
+fn a_fifo_as_the_snapshot_listing_is_refused_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("snap");
+    std::fs::create_dir(&snapshot).unwrap();
+    small_csv(&snapshot);
+    let (_manifest_dir, manifest) = manifest_with(
+        "./runs/demo/snapshot@snapshot=demo-seed7-200k",
+        &format!("{}@blake3:{}", snapshot.display(), "0".repeat(64)),
+    );
+    mkfifo(&dir.path().join("snap.pin.json"));
+    let out = run_with_limit(
+        "mf-hash",
+        &[os(&manifest), "--data-digest".as_ref(), os(&snapshot)],
+        Duration::from_secs(30),
+    )
+    .expect("mf-hash blocked on the FIFO listing");
+    out.assert_bad_input("mf-hash", "snap.pin.json: is a FIFO, not a regular file");
+}

@@ -15,6 +15,7 @@ pub mod generate;
 pub mod leftovers;
 pub mod paths;
 pub mod record;
+pub mod side_file;
 pub mod stop;
 pub mod timings;
 

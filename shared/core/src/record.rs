@@ -233,10 +233,7 @@ impl Record {
 pub fn read_text(path: Option<&Path>) -> Result<(String, String), InputError> {
     match path {
         Some(path) if path != Path::new("-") => {
-            let text = std::fs::read_to_string(path).map_err(|source| InputError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            let text = crate::side_file::read_bounded_text(path, crate::side_file::JSON_LIMIT)?;
             Ok((text, path.display().to_string()))
         }
         _ => {

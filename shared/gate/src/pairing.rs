@@ -13,10 +13,7 @@ use crate::paired::PairedScores;
 
 /// Reads a per-row scores file and checks it is the one the evaluation recorded.
 pub fn load(path: &Path, expected_blake3: &str, origin: &str) -> Result<RowScores, InputError> {
-    let bytes = std::fs::read(path).map_err(|source| InputError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = runfn_core::side_file::read_bounded(path, runfn_core::side_file::MODEL_LIMIT)?;
     let digest = blake3::hash(&bytes).to_hex().to_string();
     if digest != expected_blake3 {
         return Err(InputError::field(

@@ -61,7 +61,7 @@ pub fn load(path: &Path, device: Device) -> Result<LoadedModel> {
         path.to_path_buf()
     };
     let origin = path.display().to_string();
-    let bytes = std::fs::read(&path).with_context(|| origin.clone())?;
+    let bytes = runfn_core::side_file::read_bounded(&path, runfn_core::side_file::MODEL_LIMIT)?;
     let (tensors, mut meta) = tensor_file::decode(&bytes, &origin)?;
     let carried = meta
         .as_object_mut()
@@ -146,6 +146,17 @@ pub fn load_expecting(path: &Path, expected: &str, device: Device) -> Result<Loa
 mod tests {
     use super::*;
     use crate::features::NumericFeature;
+
+    /// A device given as the model is refused by name, never read (`/dev/zero` grew evaluate
+    /// without end).
+    #[test]
+    fn a_device_as_the_model_is_refused_without_reading_it() {
+        let err = load(Path::new("/dev/zero"), Device::Cpu).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "/dev/zero: is a character device, not a regular file"
+        );
+    }
 
     fn meta(indicator: bool, numeric_inputs: i64) -> ModelMeta {
         ModelMeta {

@@ -131,16 +131,27 @@ fn check(
 }
 
 fn read_listing(path: &Path) -> Result<Option<Listing>, PinError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => {
-            return Err(PinError::Listing {
-                path: path.to_path_buf(),
-                message: err.to_string(),
-            });
-        }
-    };
+    let text =
+        match runfn_core::side_file::read_bounded_text(path, runfn_core::side_file::JSON_LIMIT) {
+            Ok(text) => text,
+            Err(runfn_core::InputError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(None);
+            }
+            Err(err) => {
+                // The listing's path is said once, by PinError.
+                let message = match err {
+                    runfn_core::InputError::Field { message, .. } => message,
+                    runfn_core::InputError::Io { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                };
+                return Err(PinError::Listing {
+                    path: path.to_path_buf(),
+                    message,
+                });
+            }
+        };
     let listing: Listing = serde_json::from_str(&text).map_err(|e| PinError::Listing {
         path: path.to_path_buf(),
         message: format!("not a {LISTING_FORMAT} listing: {e}"),

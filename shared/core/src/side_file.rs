@@ -1,0 +1,98 @@
+//! Files a tool reads beside its record (a previous profile, a baseline record, a model, a
+//! snapshot's listing), read with a bound: only a regular file, and no more than a stated size.
+//! `/dev/zero` as a baseline grew a tool's memory until the kernel killed it, and a FIFO as a
+//! listing blocked in `open` for ever.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::InputError;
+use crate::paths::special_kind;
+
+/// The most a JSON side file (a record, a profile, a listing) may hold.
+pub const JSON_LIMIT: u64 = 1 << 30;
+
+/// The most a model file may hold.
+pub const MODEL_LIMIT: u64 = 64 << 30;
+
+/// The bytes of `path`, a regular file (after symlinks) of at most `limit` bytes; otherwise an
+/// error naming the path and what it is. A missing file is the `NotFound` I/O error it always was.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Looked at before opening: opening a FIFO with no writer blocks.
+    let metadata = std::fs::metadata(path).map_err(io)?;
+    let refuse = |message: String| InputError::field(path.display().to_string(), message);
+    if let Some(kind) = special_kind(&metadata.file_type()) {
+        return Err(refuse(format!("is {kind}, not a regular file")));
+    }
+    if metadata.is_dir() {
+        return Err(refuse("is a folder, not a file".into()));
+    }
+    if metadata.len() > limit {
+        return Err(refuse(format!(
+            "is {} bytes, more than the {limit} bytes such a file may hold",
+            metadata.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    // The file may grow after the look: read one byte past the limit at most.
+    std::fs::File::open(path)
+        .and_then(|file| file.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(refuse(format!(
+            "grew past the {limit} bytes such a file may hold while it was read"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// `read_bounded` as UTF-8 text.
+pub fn read_bounded_text(path: &Path, limit: u64) -> Result<String, InputError> {
+    String::from_utf8(read_bounded(path, limit)?).map_err(|err| InputError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, err.utf8_error()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn special_files_folders_and_large_files_are_refused_by_name() {
+        let err = read_bounded(Path::new("/dev/zero"), JSON_LIMIT).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/dev/zero: is a character device, not a regular file"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_bounded(dir.path(), JSON_LIMIT).unwrap_err();
+        assert!(
+            err.to_string().ends_with("is a folder, not a file"),
+            "{err}"
+        );
+        let file = dir.path().join("big.json");
+        std::fs::write(&file, vec![b' '; 100]).unwrap();
+        let err = read_bounded(&file, 99).unwrap_err();
+        assert!(
+            err.to_string().contains("is 100 bytes, more than the 99"),
+            "{err}"
+        );
+        assert_eq!(read_bounded(&file, 100).unwrap().len(), 100);
+        let missing = read_bounded(&dir.path().join("none"), 10).unwrap_err();
+        assert!(matches!(missing, InputError::Io { .. }), "{missing}");
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let err = read_bounded(&fifo, 10).unwrap_err();
+            assert!(
+                err.to_string().ends_with("is a FIFO, not a regular file"),
+                "{err}"
+            );
+        }
+    }
+}

@@ -921,12 +921,8 @@ fn huge_values_in_a_feature_give_a_finite_deviation_and_a_model_evaluate_reads()
     let weights = dir
         .path()
         .join(record["train"]["weights"].as_str().unwrap());
-    let bytes = std::fs::read(&weights).unwrap();
-    let length = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: Value = serde_json::from_slice(&bytes[8..8 + length]).unwrap();
-    let meta: Value =
-        serde_json::from_str(header["__metadata__"]["runfn"].as_str().unwrap()).unwrap();
-    let charges = meta["preprocess"]["numeric"]
+    let preprocess = crate::real_data::model_preprocessing(weights.to_str().unwrap());
+    let charges = preprocess["numeric"]
         .as_array()
         .unwrap()
         .iter()

@@ -364,7 +364,7 @@ fn label_share(
 }
 
 /// The preprocessing stored in a model file's safetensors metadata.
-fn model_preprocessing(weights: &str) -> Value {
+pub fn model_preprocessing(weights: &str) -> Value {
     let bytes = std::fs::read(weights).unwrap();
     let length = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let header: Value = serde_json::from_slice(&bytes[8..8 + length]).unwrap();

@@ -726,6 +726,15 @@ mod tests {
         std::fs::write(dir.join(name), text).unwrap();
     }
 
+    fn float_column(batch: &TypedBatch, index: usize) -> &Float64Array {
+        batch
+            .batch
+            .column(index)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap()
+    }
+
     fn read_all(snapshot: &Snapshot) -> Result<Vec<TypedBatch>, DataError> {
         let mut out = Vec::new();
         for file in 0..snapshot.files.len() {
@@ -788,12 +797,7 @@ mod tests {
             (bad.examples[0].row, bad.examples[0].value.as_str()),
             (8, "inf")
         );
-        let spend = batches[0]
-            .batch
-            .column(1)
-            .as_any()
-            .downcast_ref::<Float64Array>()
-            .unwrap();
+        let spend = float_column(&batches[0], 1);
         assert_eq!(spend.null_count(), 20);
         assert!(spend.iter().flatten().all(f64::is_finite));
     }
@@ -829,12 +833,7 @@ mod tests {
             (bad.examples[0].row, bad.examples[0].value.as_str()),
             (1501, "n/a")
         );
-        let spend = batches[0]
-            .batch
-            .column(1)
-            .as_any()
-            .downcast_ref::<Float64Array>()
-            .unwrap();
+        let spend = float_column(&batches[0], 1);
         assert!(spend.is_null(1500));
         assert_eq!(spend.value(3), 3.25);
     }

@@ -58,15 +58,24 @@ for name, t in times.items():
     results[name] = {"dev_median_s": d, "release_median_s": r, "dev_all_s": t["debug"], "release_all_s": t["release"],
                      "dev_over_release": round(d / r, 3)}
 worst = max(v["dev_over_release"] for v in results.values())
+# The build make run and make retrain use, read from the Makefile's default, so the target below
+# fails if that default ever becomes a build slower than release by more than 10%.
+import re
+make_profile = re.search(r"^BUILD_PROFILE \?= (\S+)", open("Makefile").read(), re.M).group(1)
+make_dir = "debug" if make_profile in ("dev", "test") else make_profile
+if make_dir not in ("debug", "release"):
+    sys.exit(f"bench-profiles: make run uses the {make_profile} build, which this bench does not time")
+make_over_release = max(
+    (statistics.median(t[make_dir]) / statistics.median(t["release"]) for t in times.values()))
 out = {
     "benchmark": "the binaries make run uses: dev build vs release build, per stage, same demo snapshot",
     "date": common.now(), "commit": common.commit(), "machine": common.machine(),
     "data": {"rows": rows, "generator": f"demo-data --rows {rows} --seed 7", "train": "max_steps 2000, 1 thread"},
     "runs": runs, "results": results,
     "ratios": {f"dev_over_release_{k}": v["dev_over_release"] for k, v in results.items()},
-    "target": {"metric": "time of make run's binaries over release's, every stage", "max": 1.1,
-               "value": 1.0, "met": True,
-               "note": f"make run and make retrain use the release build (ratio 1.0); the dev build is up to {worst}x slower"},
+    "target": {"metric": "time of make run's binaries over release's, the slowest stage", "max": 1.1,
+               "value": round(make_over_release, 3), "met": make_over_release <= 1.1,
+               "note": f"make run and make retrain use the {make_profile} build; the dev build is up to {worst}x slower"},
 }
 path = "bench/profiles.json"
 open(path + ".new", "w").write(json.dumps(out, indent=2) + "\n")

@@ -72,9 +72,11 @@ build:
 	$(CARGO) build --manifest-path $(ROOT)/Cargo.toml --workspace --bins --profile $(BUILD_PROFILE) --quiet
 
 ## Every test: unit tests of each crate and the integration tests that run the real binaries
-## (the dev build).
+## (the dev build). The tests' build adds train-with-faults and register-with-faults, which inject
+## the faults some tests need (RUNFN_TEST_*); the tools themselves never read those variables.
+TEST_FEATURES := train/fault-injection,register/fault-injection
 test:
-	$(CARGO) build --manifest-path $(ROOT)/Cargo.toml --workspace --bins --quiet
+	$(CARGO) build --manifest-path $(ROOT)/Cargo.toml --workspace --bins --features $(TEST_FEATURES) --quiet
 	$(CARGO) test --manifest-path $(ROOT)/Cargo.toml --workspace --quiet
 
 ## The tools on a PATH: PREFIX/bin, their man pages (PREFIX/share/man/man1) and bash, zsh and fish

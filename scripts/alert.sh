@@ -9,7 +9,10 @@
 #                        three, then how many more), else its last message
 #   RUNFN_ALERT_STAGE    the stage (manifest, validate, leaks, shards, train-seed7, gate, ...),
 #                        or `make` when the run failed before any stage did
-#   RUNFN_ALERT_EXIT     the stage's exit code (1 a check failed, 2 bad input, 3 preempted)
+#   RUNFN_ALERT_EXIT     the stage's exit code (1 a check failed, 2 bad input, 3 preempted,
+#                        4 the environment failed)
+#   RUNFN_ALERT_ATTEMPTS how many times retrain.sh ran the night (it retries exit 4); 1 under
+#                        plain `make run`
 #   RUNFN_ALERT_RECORD   the record's file (RUN_DIR/failed.json), empty when there is none
 #   RUNFN_ALERT_MANIFEST, RUNFN_ALERT_MODEL
 #
@@ -32,6 +35,7 @@ case $code in
   1) meaning="a check failed" ;;
   2) meaning="bad usage or input" ;;
   3) meaning="training was preempted" ;;
+  4) meaning="the environment failed; a retry may pass" ;;
   *) meaning="an error" ;;
 esac
 # Why: the checks the stage says failed (tools print them even under -q), else its last message
@@ -47,7 +51,14 @@ if [[ -f $run_dir/failed.err ]]; then
     reason=$(tail -n 1 "$run_dir/failed.err" | tr -d '\r')
   fi
 fi
+attempt=${RUNFN_RETRY_ATTEMPT:-1} attempts=${RUNFN_RETRY_ATTEMPTS:-1}
+# retrain.sh runs this night again: only the last attempt's failure is news.
+if [[ $code == 4 ]] && (( attempt < attempts )); then
+  echo "alert: stage $stage exited 4 (the environment failed) on attempt $attempt of $attempts; retrain will retry, no alert sent" >&2
+  exit 0
+fi
 summary="runfn: $model run failed at stage $stage (exit $code: $meaning)"
+(( attempt > 1 )) && summary+=" on attempt $attempt of $attempts"
 [[ -n $reason ]] && summary+=": $reason"
 summary+="; manifest $manifest"
 [[ -n $record ]] && summary+="; record $record"
@@ -56,7 +67,7 @@ if [[ -z $command ]]; then
   echo "alert: no alert command (set RUNFN_ALERT_CMD or alert: in the manifest)" >&2
   exit 0
 fi
-RUNFN_ALERT_SUMMARY=$summary RUNFN_ALERT_STAGE=$stage RUNFN_ALERT_EXIT=$code \
+RUNFN_ALERT_SUMMARY=$summary RUNFN_ALERT_STAGE=$stage RUNFN_ALERT_EXIT=$code RUNFN_ALERT_ATTEMPTS=$attempt \
   RUNFN_ALERT_RECORD=$record RUNFN_ALERT_MANIFEST=$manifest RUNFN_ALERT_MODEL=$model \
   sh -c "$command" < "${record:-/dev/null}"
 status=$?

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::train::{edited, fixture, weights_hash};
-use crate::util::{Output, tool};
+use crate::util::Output;
 
 /// A command that stores each alert's stdin and summary as `<kind>-<pid>.json` in `dir`.
 fn alert_command(dir: &Path) -> String {
@@ -45,7 +45,7 @@ fn received(dir: &Path) -> Vec<(String, Value, String)> {
 
 /// train on `record` into `out`, not quiet, with `env` set.
 fn run(record: &str, out: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut run = tool("train")
+    let mut run = crate::util::Run::new(crate::util::bin_for("train", env))
         .args(["--out".as_ref(), out.as_os_str()])
         .args(["--threads", "1"])
         .args(extra)

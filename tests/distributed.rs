@@ -448,7 +448,7 @@ fn setup_errors_are_clear() {
         free_port(),
         "2",
     ));
-    alone.assert_bad_input("train", "timed out after 2 s: not every rank joined");
+    alone.assert_environment_failed("train", "timed out after 2 s: not every rank joined");
     assert!(started.elapsed() < Duration::from_secs(30));
 
     // The rendezvous port is taken.
@@ -462,7 +462,7 @@ fn setup_errors_are_clear() {
         port,
         "2",
     ));
-    busy.assert_bad_input("train", &format!("MASTER_PORT {port} is already in use"));
+    busy.assert_environment_failed("train", &format!("MASTER_PORT {port} is already in use"));
     // --nproc-per-node hosts the store itself, so a taken --master-port is named before any rank
     // starts.
     let hosted = train_ranks(
@@ -471,7 +471,7 @@ fn setup_errors_are_clear() {
         2,
         &["--master-port", &port.to_string()],
     );
-    hosted.assert_bad_input("train", &format!("port {port} is already in use"));
+    hosted.assert_environment_failed("train", &format!("port {port} is already in use"));
     assert!(!dir.path().join("hosted").exists());
 
     // A global batch the ranks cannot share evenly (128 over 3).

@@ -608,7 +608,11 @@ fn a_store_gone_mid_upload_fails_the_run_shows_no_partial_set_and_a_rerun_comple
         server.dir.path().join("cut.json").exists(),
         "the proxy never went away"
     );
-    assert_eq!(cut.code, 2, "{}", cut.stderr);
+    assert_eq!(
+        cut.code, 4,
+        "the store went away: a retry may pass; {}",
+        cut.stderr
+    );
     assert_eq!(cut.stdout, "", "nothing on stdout after a failed upload");
     assert_eq!(cut.stderr.lines().count(), 1, "{}", cut.stderr);
     assert!(
@@ -725,4 +729,88 @@ fn wrong_credentials_exit_2_naming_the_bucket_and_print_no_secret() {
     }
     let (objects, _) = server.ls("runfn-runs", "");
     assert!(objects.is_empty(), "nothing was written: {objects:?}");
+}
+
+#[test]
+fn cron_retries_a_night_whose_store_was_away_for_20_s_and_the_night_completes() {
+    // `make retrain` as cron runs it, with the snapshot, shards and checkpoints in buckets. As
+    // soon as the shards are written the store goes away for 20 s: the stage that needs it ends
+    // with exit 4, retrain.sh waits and runs the night again from that stage, and the night
+    // completes without an alert.
+    let server = S3Server::start(&["runfn-data", "runfn-runs"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path();
+    let snapshot = crate::util::demo_snapshot(&work.join("snapshot"), 8_000, &["--seed", "7"]);
+    server.put_tree("runfn-data", "demo", &snapshot);
+    let manifest = bucket_manifest(
+        work,
+        "e2e/manifest.yaml",
+        "s3://runfn-data/demo@snapshot=e2e-8k",
+    );
+    let root = env!("CARGO_MANIFEST_DIR");
+    let alerted = work.join("alerted");
+    // As a crontab line runs it: cd FOLDER && CLONE/scripts/retrain.sh NAME=VALUE...
+    let mut make = Command::new(format!("{root}/scripts/retrain.sh"));
+    make.env("BUILD_PROFILE", "dev")
+        .current_dir(work)
+        .arg(format!("MANIFEST={}", manifest.display()))
+        .args([
+            "RUN_DIR=run",
+            "SEEDS=11 12",
+            "MODEL=churn",
+            "REGISTRY=registry",
+            "STORE=s3://runfn-runs/demo",
+        ])
+        .env("RUNFN_CACHE", work.join("cache"))
+        .env("RETRAIN_BACKOFF_S", "8")
+        .env("RETRAIN_RETRIES", "3")
+        .env("RUNFN_ALERT_CMD", format!("touch '{}'", alerted.display()));
+    for (key, value) in server.env() {
+        make.env(key, value);
+    }
+    let mut child = make
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("retrain.sh runs");
+    let shards = work.join("run/shards.json");
+    let started = Instant::now();
+    while !shards.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "make ended before the shards were written"
+        );
+        assert!(started.elapsed() < Duration::from_secs(300), "no shards");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.signal("USR1");
+    let away = Instant::now();
+    std::thread::sleep(Duration::from_secs(20));
+    server.signal("USR2");
+    let away_for = away.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let log = std::fs::read_to_string(work.join("run/retrain.log")).unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        log
+    );
+    assert!(away_for >= Duration::from_secs(20));
+    let retried = log
+        .lines()
+        .filter(|l| l.starts_with("== retrain: stage ") && l.contains("exited 4 (the environment"))
+        .count();
+    assert!(retried >= 1, "{log}");
+    assert!(
+        log.contains(&format!("exit 0 after {} attempt(s)", retried + 1)),
+        "{log}"
+    );
+    assert!(
+        log.contains("may pass when retried (exit 4)") && log.contains("cannot be reached"),
+        "{log}"
+    );
+    assert!(log.contains("retrain will retry, no alert sent"), "{log}");
+    assert!(!alerted.exists(), "a night that completed sent an alert");
+    assert!(work.join("run/register.json").exists(), "{log}");
 }

@@ -288,7 +288,11 @@ fn noted(record: &str, note: &str) -> String {
 /// Starts `register --name churn --promote prod` on `record`; with `pause`, it stops after its
 /// blobs and creates that file (the registry's test-only pause point).
 fn start_registration(registry: &Path, record: &str, pause: Option<&Path>) -> Child {
-    let mut command = Command::new(bin("register"));
+    let mut command = Command::new(bin(if pause.is_some() {
+        "register-with-faults"
+    } else {
+        "register"
+    }));
     command
         .args(["--registry".as_ref(), registry.as_os_str()])
         .args(["--name", "churn", "--promote", "prod", "-q"])

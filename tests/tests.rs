@@ -8,6 +8,7 @@ mod distributed;
 mod docs;
 mod ds_validate;
 mod evaluate;
+mod exits;
 mod gate;
 mod gate_nights;
 mod gate_oracle;

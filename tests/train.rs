@@ -188,7 +188,7 @@ pub fn wait_for_step(out: &Path, step: u64, child: &mut std::process::Child) {
 
 /// Starts train (`-q`, one thread, then `args`) on `record` writing to `out`, stdout piped.
 pub fn start(record: &str, out: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
-    let mut command = std::process::Command::new(crate::util::bin("train"));
+    let mut command = std::process::Command::new(crate::util::bin_for("train", env));
     command
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["--out".as_ref(), out.as_os_str()])

@@ -18,7 +18,7 @@ pub fn bin(tool: &str) -> PathBuf {
     let built = std::fs::metadata(&path).and_then(|m| m.modified());
     let Ok(built) = built else {
         panic!(
-            "{} is not built: run `cargo build --workspace --bins` first (make test does)",
+            "{} is not built: run `make test`, or `cargo build --workspace --bins --features train/fault-injection,register/fault-injection`",
             path.display()
         );
     };
@@ -27,12 +27,23 @@ pub fn bin(tool: &str) -> PathBuf {
     // source it was built from.
     if let Some(source) = newer_source(&path, built) {
         panic!(
-            "{} is older than {}: run `cargo build --workspace --bins` first (make test does)",
+            "{} is older than {}: run `make test`, or `cargo build --workspace --bins --features train/fault-injection,register/fault-injection`",
             path.display(),
             source.display()
         );
     }
     path
+}
+
+/// `tool`, or its `-with-faults` build when `env` injects a test fault (a `RUNFN_TEST_*`
+/// variable): only that build, made for the tests with the `fault-injection` feature, reads
+/// them.
+pub fn bin_for(tool: &str, env: &[(&str, &str)]) -> PathBuf {
+    if env.iter().any(|(key, _)| key.starts_with("RUNFN_TEST_")) {
+        bin(&format!("{tool}-with-faults"))
+    } else {
+        bin(tool)
+    }
 }
 
 /// A source of the binary at `path` modified after `built`, per `path.d` (one `target: deps`
@@ -127,6 +138,29 @@ impl Output {
     }
 
     /// Asserts a bad-input ending: exit 2, nothing on stdout, one `tool: ...` line containing `message`.
+    /// Exit 4: the environment failed; one line naming `message`, saying a retry may pass, and
+    /// nothing on stdout.
+    pub fn assert_environment_failed(&self, tool: &str, message: &str) {
+        assert_eq!(
+            self.code, 4,
+            "expected exit 4\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        assert_eq!(
+            self.stdout, "",
+            "stdout must stay empty when the environment failed"
+        );
+        let line = self.stderr.lines().last().unwrap_or("");
+        assert!(
+            line.starts_with(&format!("{tool}: ")) && line.contains(message),
+            "stderr {line:?} must start with `{tool}: ` and contain {message:?}"
+        );
+        assert!(
+            line.contains("may pass when retried (exit 4)"),
+            "stderr {line:?} must say a retry may help"
+        );
+    }
+
     pub fn assert_bad_input(&self, tool: &str, message: &str) {
         assert_eq!(
             self.code, 2,
@@ -153,15 +187,20 @@ pub struct Run {
 }
 
 pub fn tool(name: &str) -> Run {
-    let mut command = Command::new(bin(name));
-    command.current_dir(env!("CARGO_MANIFEST_DIR"));
-    Run {
-        command,
-        stdin: None,
-    }
+    Run::new(bin(name))
 }
 
 impl Run {
+    /// The program at `path`, run in the tests' folder.
+    pub fn new(path: PathBuf) -> Run {
+        let mut command = Command::new(path);
+        command.current_dir(env!("CARGO_MANIFEST_DIR"));
+        Run {
+            command,
+            stdin: None,
+        }
+    }
+
     pub fn args<I, S>(mut self, args: I) -> Run
     where
         I: IntoIterator<Item = S>,

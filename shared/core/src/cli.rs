@@ -210,24 +210,77 @@ fn usage_error_line(name: &str, err: &clap::Error) -> String {
 }
 
 /// Runs a tool's `run` and turns its outcome into the process exit code. Errors are printed once
-/// as `tool: message` and end with exit 2.
+/// as `tool: message` and end with exit 2, or exit 4 when the environment failed (see
+/// [`crate::retryable`]); a panic anywhere prints one line and ends with exit 4, never Rust's
+/// 101 with a backtrace hint.
 pub fn main(
     name: &'static str,
     common: CommonArgs,
     run: impl FnOnce(&Tool) -> anyhow::Result<Exit>,
 ) -> ExitCode {
+    install_panic_hook(name);
     let tool = Tool {
         name,
         stopwatch: Stopwatch::start(),
         common,
     };
-    match run(&tool) {
-        Ok(exit) => exit.into(),
-        Err(err) => {
-            let _ = writeln!(std::io::stderr(), "{name}: {}", error_chain(&err));
-            Exit::BadInput.into()
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&tool)));
+    match outcome {
+        Ok(Ok(exit)) => exit.into(),
+        Ok(Err(err)) => {
+            let (line, exit) = error_line(&err);
+            let _ = writeln!(std::io::stderr(), "{name}: {line}");
+            exit.into()
         }
+        // The hook printed the line.
+        Err(_) => Exit::EnvironmentFailed.into(),
     }
+}
+
+/// The error's line and its exit: 4 when a cause in its chain is the environment's (the line
+/// then says a retry may help, unless a cause already does), else 2.
+pub fn error_line(err: &anyhow::Error) -> (String, Exit) {
+    let mut line = error_chain(err);
+    match crate::retryable::cause_of(err) {
+        Some(cause) => {
+            let marker = crate::retryable::EnvironmentFailed::new(cause).to_string();
+            if !line.contains(&marker) {
+                line.push_str(": ");
+                line.push_str(&marker);
+            }
+            (line, Exit::EnvironmentFailed)
+        }
+        None => (line, Exit::BadInput),
+    }
+}
+
+/// Prints the first panic of the process as one line on stderr (what, where, and that exit 4
+/// follows); `main` catches the unwinding and exits 4. Later panics (a thread's re-raised on
+/// join) print nothing more.
+fn install_panic_hook(name: &'static str) {
+    static PRINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    std::panic::set_hook(Box::new(move |info| {
+        if PRINTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let payload = info.payload();
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_string());
+        let what: String = what.split_whitespace().collect::<Vec<_>>().join(" ");
+        let what: String = what.chars().take(400).collect();
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let marker = crate::retryable::EnvironmentFailed::new(crate::retryable::Cause::Crash);
+        let _ = writeln!(
+            std::io::stderr(),
+            "{name}: internal error{place}: {what}: {marker}"
+        );
+    }));
 }
 
 /// The error and its causes on one line, skipping causes whose text the message already holds

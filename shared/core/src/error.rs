@@ -26,6 +26,10 @@ pub enum InputError {
     EarlierCheckFailed { sections: String },
     #[error("{field}: {message}")]
     Field { field: String, message: String },
+    /// An object store's error (runfn-storage's), kept whole so that an unreachable store
+    /// still reads as the environment's failure (exit 4), not the input's.
+    #[error(transparent)]
+    Store(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl InputError {

@@ -15,6 +15,10 @@ pub enum Exit {
     /// finishing the step in progress and writing a checkpoint; the same command resumes there.
     /// Only `train` ends this way. It is not a failed check: a scheduler can requeue on it.
     Preempted,
+    /// 4: the environment failed (a store unreachable or timing out, a full disk, memory
+    /// exhausted, a failed rendezvous, a crash): the input was not judged wrong, and the same
+    /// command may pass when retried. Nothing went to stdout. See [`crate::retryable`].
+    EnvironmentFailed,
 }
 
 impl Exit {
@@ -24,6 +28,7 @@ impl Exit {
             Exit::CheckFailed => 1,
             Exit::BadInput => 2,
             Exit::Preempted => 3,
+            Exit::EnvironmentFailed => 4,
         }
     }
 
@@ -36,14 +41,16 @@ impl Exit {
         }
     }
 
-    /// Combines two outcomes: the worse one wins (bad input over a failed check over a pass;
-    /// a preemption, which says nothing about the checks, only over a pass).
+    /// Combines two outcomes: the worse one wins (bad input over a failed environment over a
+    /// failed check over a pass; a preemption, which says nothing about the checks, only over a
+    /// pass).
     pub fn and(self, other: Exit) -> Exit {
         let rank = |e: Exit| match e {
             Exit::Passed => 0,
             Exit::Preempted => 1,
             Exit::CheckFailed => 2,
-            Exit::BadInput => 3,
+            Exit::EnvironmentFailed => 3,
+            Exit::BadInput => 4,
         };
         if rank(other) > rank(self) {
             other
@@ -82,6 +89,7 @@ mod tests {
         assert_eq!(Exit::CheckFailed.code(), 1);
         assert_eq!(Exit::BadInput.code(), 2);
         assert_eq!(Exit::Preempted.code(), 3);
+        assert_eq!(Exit::EnvironmentFailed.code(), 4);
     }
 
     #[test]
@@ -97,5 +105,10 @@ mod tests {
         assert_eq!(Exit::CheckFailed.and(Exit::BadInput), Exit::BadInput);
         assert_eq!(Exit::Preempted.and(Exit::CheckFailed), Exit::CheckFailed);
         assert_eq!(Exit::Passed.and(Exit::Preempted), Exit::Preempted);
+        assert_eq!(
+            Exit::CheckFailed.and(Exit::EnvironmentFailed),
+            Exit::EnvironmentFailed
+        );
+        assert_eq!(Exit::EnvironmentFailed.and(Exit::BadInput), Exit::BadInput);
     }
 }

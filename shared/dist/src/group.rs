@@ -179,7 +179,12 @@ impl ProcessGroup {
             )
         };
         let at = format!("{}:{}", launch.master_addr, launch.master_port);
-        take_error(result).map_err(|message| explain_connect(&message, launch, &at, options))?;
+        take_error(result).map_err(|message| {
+            // Where it failed says what failed: the ranks could not form their group, which a
+            // later attempt may do (exit 4), whatever c10d's words were.
+            let marker = runfn_core::EnvironmentFailed::new(runfn_core::Cause::Rendezvous);
+            anyhow::Error::new(marker).context(explain_connect(&message, launch, &at, options))
+        })?;
         let raw = NonNull::new(raw).ok_or_else(|| anyhow!("c10d returned no process group"))?;
         Ok(ProcessGroup {
             raw,
@@ -283,21 +288,16 @@ pub(crate) fn address_in_use(message: &str) -> bool {
 
 /// A rendezvous failure in words: a port already taken or peers that never came are the
 /// common ones, and c10d's own message is kept after the explanation.
-fn explain_connect(
-    message: &str,
-    launch: &Launch,
-    at: &str,
-    options: &GroupOptions,
-) -> anyhow::Error {
+fn explain_connect(message: &str, launch: &Launch, at: &str, options: &GroupOptions) -> String {
     let lower = message.to_lowercase();
     if address_in_use(message) {
-        anyhow!(
+        format!(
             "MASTER_PORT {} is already in use on this host: rank 0 cannot host the rendezvous at {at}; \
              pick a free port (c10d: {message})",
             launch.master_port
         )
     } else if lower.contains("timed out") || lower.contains("timeout") {
-        anyhow!(
+        format!(
             "rank {} of {}: the rendezvous at {at} timed out after {:.0} s: not every rank joined \
              (check that all {} ranks were started with the same MASTER_ADDR and MASTER_PORT) (c10d: {message})",
             launch.rank,
@@ -306,10 +306,9 @@ fn explain_connect(
             launch.world
         )
     } else {
-        anyhow!(
+        format!(
             "rank {} of {}: cannot join the process group at {at}: {message}",
-            launch.rank,
-            launch.world
+            launch.rank, launch.world
         )
     }
 }
@@ -417,6 +416,11 @@ mod tests {
         assert!(
             text.contains("timed out") && text.contains("not every rank joined"),
             "{text}"
+        );
+        assert_eq!(
+            runfn_core::retryable::cause_of(&err),
+            Some(runfn_core::Cause::Rendezvous),
+            "a failed rendezvous is the environment's (exit 4)"
         );
         assert!(
             started.elapsed() < Duration::from_secs(20),

@@ -45,14 +45,17 @@ impl HostedStore {
             )
         };
         take_error(result).map_err(|message| {
-            if address_in_use(&message) {
-                anyhow!(
+            let explained = if address_in_use(&message) {
+                format!(
                     "port {port} is already in use on this host: cannot host the rendezvous there; \
                      pick another --master-port or leave it out (c10d: {message})"
                 )
             } else {
-                anyhow!("cannot host the rendezvous on port {port}: {message}")
-            }
+                format!("cannot host the rendezvous on port {port}: {message}")
+            };
+            // A port held by another job, like a peer that never came, may be free later.
+            let marker = runfn_core::EnvironmentFailed::new(runfn_core::Cause::Rendezvous);
+            anyhow::Error::new(marker).context(explained)
         })?;
         let raw = NonNull::new(raw).ok_or_else(|| anyhow!("c10d returned no store"))?;
         let port = u16::try_from(bound)

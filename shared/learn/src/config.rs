@@ -4,6 +4,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The most weights one layer may have (2^28: 1 GiB of f32, 4 GiB with gradients and AdamW's
+/// moments).
+pub const MAX_LAYER_WEIGHTS: i64 = 1 << 28;
+/// The most rows one step may take.
+pub const MAX_GLOBAL_BATCH: u64 = 1 << 24;
+
 use crate::alerts::AlertConfig;
 use crate::schedule::Schedule;
 
@@ -246,6 +252,18 @@ impl TrainConfig {
                 ));
             }
         };
+        // Two consecutive layers of 65,536 would ask for 4.3 billion weights (17 GB, three times
+        // that with the optimizer's state): refused by name before any memory is asked for.
+        if let Some(widest) = hidden.windows(2).map(|w| w[0] * w[1]).max()
+            && widest > MAX_LAYER_WEIGHTS
+        {
+            return Err(format!(
+                "{}: two consecutive layers of {:?} need {widest} weights, above the limit of \
+                 {MAX_LAYER_WEIGHTS} per layer",
+                field("hidden"),
+                hidden
+            ));
+        }
         let features = match map.get("features") {
             None => None,
             Some(v) => Some(
@@ -268,7 +286,15 @@ impl TrainConfig {
             dropout: float("dropout", 0.1, |x| (0.0..1.0).contains(&x), "in [0, 1)")?,
             lr: float("lr", 1e-3, |x| x > 0.0, "> 0")?,
             weight_decay: float("weight_decay", 0.01, |x| x >= 0.0, ">= 0")?,
-            global_batch: int("global_batch", 512, 1)?,
+            global_batch: match int("global_batch", 512, 1)? {
+                rows if rows > MAX_GLOBAL_BATCH => {
+                    return Err(format!(
+                        "{}: {rows} rows per step is above the limit of {MAX_GLOBAL_BATCH}",
+                        field("global_batch")
+                    ));
+                }
+                rows => rows,
+            },
             max_steps,
             warmup_steps: int("warmup_steps", (max_steps / 20).min(200), 0)?,
             min_lr_ratio: float(
@@ -367,6 +393,14 @@ mod tests {
         assert!(err.contains("did you mean `max_steps`"), "{err}");
         let err = TrainConfig::from_json(Some(&json!({"lr": -1}))).unwrap_err();
         assert_eq!(err, "manifest.config.lr: must be a number > 0, found -1");
+        let err = TrainConfig::from_json(Some(&json!({"hidden": [65536, 65536]}))).unwrap_err();
+        assert!(
+            err.starts_with("manifest.config.hidden") && err.contains("268435456"),
+            "{err}"
+        );
+        TrainConfig::from_json(Some(&json!({"hidden": [16384, 16384]}))).unwrap();
+        let err = TrainConfig::from_json(Some(&json!({"global_batch": 100_000_000}))).unwrap_err();
+        assert!(err.contains("limit of 16777216"), "{err}");
         let err = TrainConfig::from_json(Some(&json!({"hidden": [0]}))).unwrap_err();
         assert!(err.starts_with("manifest.config.hidden"), "{err}");
         let err = TrainConfig::from_json(Some(&json!({"missing_indicator": false}))).unwrap_err();

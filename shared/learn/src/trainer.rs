@@ -71,6 +71,8 @@ pub struct TrainJob {
     pub pinned_cpus: Option<Vec<usize>>,
     /// Gradient all-reduce bucket size.
     pub bucket_bytes: usize,
+    /// Faults a test injects (none in a real run).
+    pub faults: Faults,
 }
 
 /// The record's `train` section.
@@ -391,7 +393,7 @@ fn train_job(
             dropout_widths: config.hidden.clone(),
         },
     )?;
-    let hooks = TestHooks::from_env();
+    let hooks = &job.faults;
     let mut writer = async_checkpoint::Writer::new(&ckpt_dir, config.keep_checkpoints)
         .with_delay(hooks.slow_ckpt_write)
         .with_store(ckpt_store.clone());
@@ -436,6 +438,9 @@ fn train_job(
         }
         if hooks.hang_at == Some(step) {
             hang_forever();
+        }
+        if hooks.panic_at == Some(step) {
+            panic!("injected fault: a panic at step {step}");
         }
         let t_wait = Instant::now();
         if let Some((from, delay)) = hooks.slow_input
@@ -873,38 +878,23 @@ fn watch_of(config: &TrainConfig, state: Option<&CheckpointState>) -> ValWatch {
     }
 }
 
-/// Faults for the tests, from environment variables that real runs leave unset.
-#[derive(Default)]
-struct TestHooks {
-    /// `RUNFN_TEST_HANG_AT_STEP=N`: the loop stops making progress for good at step N (the
-    /// stall watchdog's tests).
-    hang_at: Option<u64>,
-    /// `RUNFN_TEST_SLOW_INPUT_MS_FROM_STEP=STEP:MS`: from step STEP on, every batch arrives MS
-    /// milliseconds late, as from a throttled input (the throughput and input-bound alerts).
-    slow_input: Option<(u64, Duration)>,
-    /// `RUNFN_TEST_LOSS_SPIKE_AT_STEP=N`: step N trains on its batch's labels flipped (the
-    /// loss-spike alert).
-    flip_labels_at: Option<u64>,
-    /// `RUNFN_TEST_SLOW_CKPT_WRITE_MS=MS`: every background checkpoint write starts MS
-    /// milliseconds late, as on a slow disk (exits that must wait for it).
-    slow_ckpt_write: Duration,
-}
-
-impl TestHooks {
-    fn from_env() -> TestHooks {
-        let var = |name: &str| std::env::var(name).ok();
-        TestHooks {
-            hang_at: var("RUNFN_TEST_HANG_AT_STEP").and_then(|v| v.parse().ok()),
-            slow_input: var("RUNFN_TEST_SLOW_INPUT_MS_FROM_STEP").and_then(|v| {
-                let (step, ms) = v.split_once(':')?;
-                Some((step.parse().ok()?, Duration::from_millis(ms.parse().ok()?)))
-            }),
-            flip_labels_at: var("RUNFN_TEST_LOSS_SPIKE_AT_STEP").and_then(|v| v.parse().ok()),
-            slow_ckpt_write: var("RUNFN_TEST_SLOW_CKPT_WRITE_MS")
-                .and_then(|v| v.parse().ok())
-                .map_or(Duration::ZERO, Duration::from_millis),
-        }
-    }
+/// Faults a test injects into the loop. A real run has none: only the `train-with-faults`
+/// binary, built with the `fault-injection` feature that only the tests enable, fills them in
+/// (from `RUNFN_TEST_*` variables); `train` never reads those variables.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// The loop stops making progress for good at this step (the stall watchdog's tests).
+    pub hang_at: Option<u64>,
+    /// From this step on, every batch arrives this late, as from a throttled input (the
+    /// throughput and input-bound alerts).
+    pub slow_input: Option<(u64, Duration)>,
+    /// This step trains on its batch's labels flipped (the loss-spike alert).
+    pub flip_labels_at: Option<u64>,
+    /// Every background checkpoint write starts this late, as on a slow disk (exits that must
+    /// wait for it).
+    pub slow_ckpt_write: Duration,
+    /// The loop panics at this step (a crash must end in one line and exit 4).
+    pub panic_at: Option<u64>,
 }
 
 /// A loop stuck for good, as in a read or a collective that never returns.

@@ -51,6 +51,10 @@ pub struct Registry {
     db_path: PathBuf,
     conn: Connection,
     pub blobs: BlobStore,
+    /// A test's fault, never set in a real run (only the tests' `register-with-faults` sets it):
+    /// a registration, once its blobs are stored and before its index transaction, creates
+    /// this file and sleeps a minute, so a test can SIGKILL it at exactly that moment.
+    pub pause_after_blobs: Option<PathBuf>,
 }
 
 /// What a registration supplies (the model and its lineage); the version and time are assigned
@@ -201,6 +205,7 @@ impl Registry {
             blobs: blob_store(dir)?,
             db_path,
             conn,
+            pause_after_blobs: None,
         })
     }
 
@@ -262,7 +267,10 @@ impl Registry {
                 .check(hash)
                 .map_err(|e| RegistryError::Invalid(format!("{role} blob: {e}")))?;
         }
-        pause_after_blobs_for_tests();
+        if let Some(marker) = &self.pause_after_blobs {
+            let _ = std::fs::write(marker, b"");
+            std::thread::sleep(Duration::from_secs(60));
+        }
         let at = now();
         let version = self.write(|tx| {
             let version: i64 = tx.query_row(
@@ -480,16 +488,6 @@ impl Registry {
             });
         }
         Ok(problems)
-    }
-}
-
-/// Test-only: `RUNFN_TEST_PAUSE_AFTER_BLOBS=<path>` makes a registration, once its blobs are
-/// stored and before its index transaction, create the file `<path>` and sleep a minute, so a
-/// test can SIGKILL it at exactly that moment (tests/register.rs). Nothing sets it in real use.
-fn pause_after_blobs_for_tests() {
-    if let Some(marker) = std::env::var_os("RUNFN_TEST_PAUSE_AFTER_BLOBS") {
-        let _ = std::fs::write(marker, b"");
-        std::thread::sleep(Duration::from_secs(60));
     }
 }
 

@@ -62,7 +62,7 @@ impl Failure {
     }
 }
 
-/// What an exit code of a stage means (0-3 from runfn's exit table; above 128 a signal, as the
+/// What an exit code of a stage means (0-4 from runfn's exit table; above 128 a signal, as the
 /// shell reports a killed process).
 pub fn exit_meaning(code: Option<i32>) -> String {
     match code {
@@ -70,6 +70,7 @@ pub fn exit_meaning(code: Option<i32>) -> String {
         Some(1) => "a check failed".into(),
         Some(2) => "bad usage or input".into(),
         Some(3) => "training was preempted".into(),
+        Some(4) => "the environment failed; a retry may pass".into(),
         Some(c) if c > 128 => format!("killed by signal {}", c - 128),
         Some(c) => format!("exit code {c}, not one of runfn's"),
         None => "exit code unknown".into(),

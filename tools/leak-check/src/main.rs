@@ -45,7 +45,9 @@ Output: the input record plus
             \"checks\": [{\"name\", \"passed\", \"count\", \"of\"?, \"fraction\"?, \"setting\", \"reason\"?,
                         \"examples\": [...], \"note\"?}]}
 
-Exit: 0 no leak, 1 a leak found (record still on stdout), 2 bad usage or input.";
+Exit: 0 no leak, 1 a leak found (record still on stdout), 2 bad usage or input.
+4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
+same command may pass when retried.";
 
 /// Find leakage across splits.
 #[derive(Debug, Parser)]

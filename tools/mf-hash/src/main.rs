@@ -43,7 +43,9 @@ Output (one JSON object on stdout):
                                 \"kernel\", \"os\", \"version\"},
                 \"cost\": {\"cpu\", \"gpu\", \"total\", \"currency\"}}]}     with manifest.cost
 
-Exit: 0 clean, 1 lint problem or --check mismatch (record still on stdout), 2 bad usage or input.";
+Exit: 0 clean, 1 lint problem or --check mismatch (record still on stdout), 2 bad usage or input.
+4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
+same command may pass when retried.";
 
 /// Lint a run manifest and hash its canonical form.
 #[derive(Debug, Parser)]

@@ -1,0 +1,164 @@
+//! Exit 4 (the environment failed; the same command may pass when retried) told apart from
+//! exit 2 (the input is wrong) by the error's type; a crash ends in one line and exit 4, never
+//! Rust's 101; limits on what a command may ask for are exit 2 naming the limit; and the test
+//! faults reach only the tests' `-with-faults` builds.
+
+use std::process::Stdio;
+
+use serde_json::json;
+
+use crate::train::{edited, fixture, train, weights_hash};
+use crate::util::{Output, Run, bin, bin_for, spawn, tool};
+
+#[test]
+fn a_full_disk_under_stdout_is_exit_4() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let child = spawn(
+        "mf-hash",
+        &["testdata/demo/manifest.yaml".as_ref(), "-q".as_ref()],
+        b"",
+        Stdio::from(full),
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("mf-hash: writing the record to stdout")
+            && stderr.contains("no space left on the device")
+            && stderr.contains("may pass when retried (exit 4)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unreachable_store_is_exit_4_and_never_prints_the_credentials_in_its_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let endpoint = format!("http://AKIDUSER:s3cr3tPassw0rd@127.0.0.1:{port}");
+    let out = tool("mf-hash")
+        .args([
+            "testdata/demo/manifest.yaml",
+            "--data-digest",
+            "s3://runfn-data/demo?token=t0kenValue99",
+            "-q",
+        ])
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .env("AWS_ACCESS_KEY_ID", "AKIDUSER")
+        .env("AWS_SECRET_ACCESS_KEY", "not-the-url-password-0123")
+        .env("AWS_REGION", "us-east-1")
+        .env("RUNFN_STORE_RETRY_S", "1")
+        .env("RUNFN_CACHE", dir.path())
+        .run();
+    out.assert_environment_failed("mf-hash", "cannot be reached");
+    for secret in [
+        "s3cr3tPassw0rd",
+        "t0kenValue99",
+        "not-the-url-password-0123",
+    ] {
+        assert!(!out.stderr.contains(secret), "{secret}: {}", out.stderr);
+    }
+    // The same command with a wrong input is still exit 2.
+    let wrong = tool("mf-hash")
+        .args(["testdata/demo/manifest.yaml", "--data-digest", "s3://"])
+        .run();
+    assert_eq!(wrong.code, 2, "{}", wrong.stderr);
+}
+
+#[test]
+fn what_a_command_may_ask_for_is_bounded_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    tool("train")
+        .args([
+            "--threads".as_ref(),
+            "100000".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ])
+        .stdin(fixture().record.clone())
+        .run()
+        .assert_bad_input("train", "1..=1024");
+    train(&fixture().record, &out, &["--dist-timeout", "1e300"])
+        .assert_bad_input("train", "at most 86400");
+    let wide = edited(|r| r["manifest"]["config"]["hidden"] = json!([65536, 65536]));
+    train(&wide, &out, &[]).assert_bad_input("train", "above the limit of 268435456");
+    let batch = edited(|r| r["manifest"]["config"]["global_batch"] = json!(1u64 << 30));
+    train(&batch, &out, &[]).assert_bad_input("train", "above the limit of 16777216");
+    assert!(!out.exists(), "a refused command left its folder");
+}
+
+fn train_with(env: &[(&str, &str)], out: &std::path::Path) -> Output {
+    let mut run = Run::new(bin_for("train", env))
+        .args(["--out".as_ref(), out.as_os_str(), "-q".as_ref()])
+        .args(["--threads", "1"])
+        .stdin(fixture().record.clone());
+    for (key, value) in env {
+        run = run.env(key, value);
+    }
+    run.run()
+}
+
+#[test]
+fn a_crash_is_one_line_and_exit_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let crashed = train_with(
+        &[("RUNFN_TEST_PANIC_AT_STEP", "3")],
+        &dir.path().join("run"),
+    );
+    assert_eq!(crashed.code, 4, "{}", crashed.stderr);
+    assert_eq!(crashed.stdout, "");
+    assert_eq!(crashed.stderr.lines().count(), 1, "{}", crashed.stderr);
+    assert!(
+        crashed.stderr.starts_with("train: internal error at ")
+            && crashed.stderr.contains("injected fault: a panic at step 3")
+            && crashed.stderr.contains("(the tool crashed)")
+            && crashed.stderr.contains("may pass when retried (exit 4)"),
+        "{}",
+        crashed.stderr
+    );
+}
+
+#[test]
+fn the_tools_never_read_the_test_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = [
+        ("RUNFN_TEST_LOSS_SPIKE_AT_STEP", "5"),
+        ("RUNFN_TEST_PANIC_AT_STEP", "7"),
+        ("RUNFN_TEST_SLOW_CKPT_WRITE_MS", "1"),
+    ];
+    let clean = weights_hash(&train(&fixture().record, &dir.path().join("clean"), &[]));
+    // `train` with every fault variable set trains exactly as without them.
+    let mut run = tool("train")
+        .args([
+            "--out".as_ref(),
+            dir.path().join("set").as_os_str(),
+            "-q".as_ref(),
+        ])
+        .args(["--threads", "1"])
+        .stdin(fixture().record.clone());
+    for (key, value) in faults {
+        run = run.env(key, value);
+    }
+    assert_eq!(weights_hash(&run.run()), clean);
+    // The tests' build does read them: the label flip changes the weights (so the check above
+    // could fail).
+    let flipped = train_with(&faults[..1], &dir.path().join("flipped"));
+    assert_ne!(weights_hash(&flipped), clean);
+    // Nor does the product's binary hold the variables' names at all.
+    for name in ["train", "register"] {
+        let bytes = std::fs::read(bin(name)).unwrap();
+        assert!(
+            !bytes.windows(11).any(|w| w == b"RUNFN_TEST_"),
+            "{name} mentions RUNFN_TEST_"
+        );
+    }
+    let bytes = std::fs::read(bin("register-with-faults")).unwrap();
+    assert!(bytes.windows(11).any(|w| w == b"RUNFN_TEST_"));
+}

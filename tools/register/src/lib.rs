@@ -1,0 +1,420 @@
+//! register: store an approved model with its lineage; move and resolve aliases; verify. The
+//! binaries are thin: `register` runs [`main`] with no faults; `register-with-faults` (the
+//! tests' build only) with the pause its environment asks for.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use runfn_core::canonical::to_canonical_string;
+use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::record::RecordInput;
+use runfn_core::{Exit, InputError, Record};
+use runfn_registry::{Blobs, ModelRef, NewEntry, Registry};
+use serde_json::{Value, json};
+
+const AFTER_HELP: &str = "\
+Examples:
+  gate < compared.json | register --name churn --promote prod > registered.json
+  register --name churn --allow-ungated --reason 'first model, no baseline yet' < evaluated.json
+  register alias churn@prod 7 --reason 'roll back: v8 mis-scores new regions'
+  register resolve churn@prod
+  register profile churn@prod > prod-profile.json     # the data profile it was trained on
+  register list churn
+  register show churn 7
+  register history churn
+  register verify
+
+The registry is a folder (--registry, else RUNFN_REGISTRY, else ./registry): index.sqlite
+(SQLite, WAL) lists entries and aliases; blobs/ab/<blake3> holds the weights, the evaluation, the
+normalized manifest, the data profile and the whole run record, read-only. With
+RUNFN_REGISTRY_BLOBS=s3://bucket/prefix (remembered in the registry's blob-store file) the blobs
+are also uploaded to <prefix>/ab/<blake3> and blobs/ is a local cache; index.sqlite stays a local
+file. The weights path train recorded may be a store URL. A registration writes
+its blobs, then inserts the entry with the next version of its name (and moves --promote's
+alias) in one transaction: concurrent registrations get distinct consecutive versions, and a
+process killed halfway leaves no half entry and no alias pointing nowhere. Every alias move is
+kept in an append-only history (from, to, time, reason).
+
+A record whose `gate` is missing or failed is refused (exit 1) unless --allow-ungated with
+--reason, which is stored with the entry. Names and aliases match [a-z0-9][a-z0-9._-]*.
+
+Output (registering): the input record plus
+  \"register\": {\"passed\", \"reason\" (when refused), \"registry\", \"name\", \"version\",
+               \"weights_blake3\", \"weights\", \"manifest_hash\", \"promoted\", \"ungated_reason\"}
+Output (resolve, show): the entry {name, version, weights_blake3, weights, manifest_hash, snapshot,
+code_commit, image, metrics, gate, ungated_reason, blobs, created_at, aliases}; list: an array of
+entries; profile: the stored ds-validate profile, as written; history: an array of moves; verify: {passed, entries, problems: [{entry, blob, problem}]}.
+
+Exit: 0 done, 1 refused (gate missing or failed) or verify found problems, 2 bad usage or input
+(an unknown name, version or alias, an invalid name, weights that changed since train).
+4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
+same command may pass when retried.";
+
+/// Store an approved model with its lineage in the registry; aliases such as churn@prod.
+#[derive(Debug, Parser)]
+#[command(name = "register", version, after_help = AFTER_HELP)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The registry folder (default: RUNFN_REGISTRY, else ./registry).
+    #[arg(long, value_name = "DIR", global = true)]
+    registry: Option<PathBuf>,
+    /// The model's name (default: manifest.name, else manifest.run_id).
+    #[arg(long)]
+    name: Option<String>,
+    /// Point this alias (for example prod) at the new entry.
+    #[arg(long, value_name = "ALIAS")]
+    promote: Option<String>,
+    /// Register even though the record's gate is missing or failed (needs --reason).
+    #[arg(long, requires = "reason")]
+    allow_ungated: bool,
+    /// Why: stored with an ungated entry, or with an alias move.
+    #[arg(long, global = true)]
+    reason: Option<String>,
+    /// Read the record from FILE instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Point NAME@ALIAS at VERSION (the move is recorded with --reason).
+    Alias { reference: String, version: i64 },
+    /// Print the entry NAME@ALIAS or NAME@VERSION names, with its weights path and hash.
+    Resolve { reference: String },
+    /// Print the data profile stored with the entry NAME@ALIAS or NAME@VERSION names (the
+    /// snapshot it was trained on, as ds-validate profiled it), for ds-validate --previous.
+    Profile { reference: String },
+    /// List every entry, or those of NAME.
+    List { name: Option<String> },
+    /// Print one entry.
+    Show { name: String, version: i64 },
+    /// Print the alias moves of NAME, oldest first.
+    History { name: String },
+    /// Re-hash every blob; report missing or corrupt ones and aliases pointing nowhere.
+    Verify,
+}
+
+/// The tool. `pause_after_blobs` is a test's fault (none in `register`): see
+/// `runfn_registry::Registry::pause_after_blobs`.
+pub fn main(pause_after_blobs: Option<PathBuf>) -> ExitCode {
+    let args: Args = runfn_core::cli::parse_args("register", runfn_version::long());
+    runfn_core::cli::main("register", args.common.clone(), |tool| {
+        run(tool, args, pause_after_blobs)
+    })
+}
+
+fn registry_dir(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("RUNFN_REGISTRY").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("registry"))
+}
+
+fn print(tool: &Tool, value: &Value, pretty: bool) -> anyhow::Result<()> {
+    let _ = tool;
+    let text = if pretty {
+        serde_json::to_string_pretty(value)?
+    } else {
+        value.to_string()
+    };
+    println!("{text}");
+    Ok(())
+}
+
+fn entry_json(registry: &Registry, entry: &runfn_registry::Entry) -> Value {
+    let mut value = serde_json::to_value(entry).expect("entries serialize");
+    value["weights"] = json!(
+        registry
+            .blobs
+            .path(&entry.lineage.weights_blake3)
+            .display()
+            .to_string()
+    );
+    value
+}
+
+fn run(tool: &Tool, args: Args, pause_after_blobs: Option<PathBuf>) -> anyhow::Result<Exit> {
+    let dir = registry_dir(args.registry.clone());
+    let pretty = args.common.pretty;
+    if args.command.is_some()
+        && (args.name.is_some()
+            || args.promote.is_some()
+            || args.allow_ungated
+            || args.record.is_some())
+    {
+        return Err(InputError::field(
+            "register",
+            "--name, --promote, --allow-ungated and --record apply to registering a record, not to a subcommand",
+        )
+        .into());
+    }
+    match args.command {
+        None => register(tool, args, dir, pause_after_blobs),
+        Some(Command::Alias { reference, version }) => {
+            let (name, alias) = match ModelRef::parse(&reference)? {
+                ModelRef::Alias { name, alias } => (name, alias),
+                ModelRef::Version { .. } => {
+                    return Err(InputError::field(
+                        "alias",
+                        format!("`{reference}`: expected NAME@ALIAS, not a version"),
+                    )
+                    .into());
+                }
+            };
+            let mut registry = Registry::open_existing(&dir)?;
+            let moved = registry.set_alias(&name, &alias, version, args.reason.as_deref())?;
+            tool.info(format!(
+                "{name}@{alias}: {} -> {version}",
+                moved.from_version.map_or("none".into(), |v| v.to_string())
+            ));
+            print(tool, &serde_json::to_value(moved)?, pretty)?;
+            Ok(Exit::Passed)
+        }
+        Some(Command::Resolve { reference }) => {
+            let reference = ModelRef::parse(&reference)?;
+            let registry = Registry::open_existing(&dir)?;
+            let entry = registry.resolve(&reference)?;
+            print(tool, &entry_json(&registry, &entry), pretty)?;
+            Ok(Exit::Passed)
+        }
+        Some(Command::Profile { reference }) => {
+            let registry = Registry::open_existing(&dir)?;
+            let entry = registry.resolve(&ModelRef::parse(&reference)?)?;
+            let Some(hash) = &entry.lineage.blobs.profile else {
+                return Err(InputError::field(
+                    reference,
+                    format!(
+                        "{}@{} was registered without a data profile",
+                        entry.lineage.name, entry.version
+                    ),
+                )
+                .into());
+            };
+            let bytes = registry.blobs.read(hash)?;
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            if let Err(err) = stdout.write_all(&bytes).and_then(|_| stdout.flush())
+                && err.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                return Err(err.into());
+            }
+            Ok(Exit::Passed)
+        }
+        Some(Command::List { name }) => {
+            let registry = Registry::open_existing(&dir)?;
+            let entries: Vec<Value> = registry
+                .list(name.as_deref())?
+                .iter()
+                .map(|e| entry_json(&registry, e))
+                .collect();
+            print(tool, &Value::Array(entries), pretty)?;
+            Ok(Exit::Passed)
+        }
+        Some(Command::Show { name, version }) => {
+            let registry = Registry::open_existing(&dir)?;
+            let entry = registry.show(&name, version)?;
+            print(tool, &entry_json(&registry, &entry), pretty)?;
+            Ok(Exit::Passed)
+        }
+        Some(Command::History { name }) => {
+            let registry = Registry::open_existing(&dir)?;
+            print(
+                tool,
+                &serde_json::to_value(registry.alias_history(&name)?)?,
+                pretty,
+            )?;
+            Ok(Exit::Passed)
+        }
+        Some(Command::Verify) => {
+            let registry = Registry::open_existing(&dir)?;
+            let problems = registry.verify()?;
+            let entries = registry.list(None)?.len();
+            for p in &problems {
+                tool.warn(format!("{} {}: {}", p.entry, p.blob, p.problem));
+            }
+            tool.info(format!("{entries} entries, {} problems", problems.len()));
+            print(
+                tool,
+                &json!({"passed": problems.is_empty(), "entries": entries, "problems": problems}),
+                pretty,
+            )?;
+            Ok(Exit::from_passed(problems.is_empty()))
+        }
+    }
+}
+
+fn string_at(record: &Record, path: &str) -> Option<String> {
+    record
+        .get_path(path)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn register(
+    tool: &Tool,
+    args: Args,
+    dir: PathBuf,
+    pause_after_blobs: Option<PathBuf>,
+) -> anyhow::Result<Exit> {
+    let mut record = Record::read(args.record.as_deref(), RecordInput::Required)?;
+    // The gate is judged here (exit 1 with the reason); any other failed stage is bad input.
+    let mut without_gate = record.clone().into_value();
+    if let Some(map) = without_gate.as_object_mut() {
+        map.remove("gate");
+    }
+    Record::from_value(without_gate, "stdin")?.refuse_failed_checks("register")?;
+    let gate = record.get("gate").cloned();
+    let gate_problem = match &gate {
+        None => Some("the record has no gate section: the candidate was never gated".to_string()),
+        Some(g) if g.get("passed") != Some(&Value::Bool(true)) => Some(format!(
+            "the gate did not pass: {}",
+            g.get("reasons")
+                .and_then(Value::as_array)
+                .map(|r| r
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("; "))
+                .unwrap_or_default()
+        )),
+        Some(_) => None,
+    };
+    let ungated_reason = match (&gate_problem, args.allow_ungated) {
+        (Some(problem), false) => {
+            tool.warn(format!(
+                "refused: {problem} (--allow-ungated --reason TEXT overrides)"
+            ));
+            record.set_section("register", json!({"passed": false, "reason": problem}));
+            return tool.finish(record, Exit::CheckFailed);
+        }
+        (Some(problem), true) => {
+            let reason = args.reason.clone().unwrap_or_default();
+            tool.warn(format!("registering ungated ({problem}): {reason}"));
+            Some(reason)
+        }
+        (None, _) => None,
+    };
+    let name = args
+        .name
+        .clone()
+        .or_else(|| string_at(&record, "manifest.name"))
+        .or_else(|| string_at(&record, "manifest.run_id"))
+        .ok_or_else(|| {
+            InputError::field(
+                "--name",
+                "is missing and the record has no manifest.name or run_id",
+            )
+        })?;
+    runfn_registry::validate_name("--name", &name)?;
+    if let Some(alias) = &args.promote {
+        runfn_registry::validate_name("--promote", alias)?;
+    }
+    let weights_path = string_at(&record, "train.weights").ok_or_else(|| {
+        InputError::field(
+            "train.weights",
+            "is missing: register needs a trained model",
+        )
+    })?;
+    let weights_blake3 = string_at(&record, "train.weights_blake3")
+        .ok_or_else(|| InputError::field("train.weights_blake3", "is missing"))?;
+    // The gate judged the model evaluate scored; registering another one (the final weights of a
+    // run scored with `evaluate --checkpoint best`) would put an ungated model behind the alias.
+    if let Some(scored) = string_at(&record, "evaluate.weights_blake3")
+        && scored != weights_blake3
+    {
+        return Err(InputError::field(
+            "evaluate.weights_blake3",
+            format!(
+                "is {scored}, but train.weights_blake3 is {weights_blake3}: the model evaluated and gated is not the model register would store (evaluate --checkpoint best scores a checkpoint; register the final model scored as such)"
+            ),
+        )
+        .into());
+    }
+    let manifest_hash = string_at(&record, "manifest_hash")
+        .ok_or_else(|| InputError::field("manifest_hash", "is missing (run mf-hash first)"))?;
+    let manifest = record
+        .get("manifest")
+        .ok_or_else(|| InputError::field("manifest", "is missing"))?;
+
+    let mut registry = Registry::open(&dir)?;
+    registry.pause_after_blobs = pause_after_blobs;
+    let weights = registry
+        .blobs
+        .put_file(&runfn_storage::local_path(&weights_path)?)?;
+    if weights != weights_blake3 {
+        return Err(InputError::field(
+            "train.weights",
+            format!(
+                "{weights_path}: its blake3 is {weights}, but train recorded {weights_blake3} (changed since training)"
+            ),
+        )
+        .into());
+    }
+    let manifest_text = to_canonical_string(manifest)?;
+    let profile = match string_at(&record, "validate.profile_file") {
+        Some(path) if std::path::Path::new(&path).exists() => {
+            Some(registry.blobs.put_file(std::path::Path::new(&path))?)
+        }
+        _ => None,
+    };
+    let evaluation = match record.get("evaluate") {
+        Some(e) => Some(registry.blobs.put(e.to_string().as_bytes())?),
+        None => None,
+    };
+    let blobs = Blobs {
+        weights,
+        record: registry
+            .blobs
+            .put(record.clone().into_value().to_string().as_bytes())?,
+        manifest: registry.blobs.put(manifest_text.as_bytes())?,
+        evaluation,
+        profile,
+    };
+    let entry = registry.register(
+        NewEntry {
+            name,
+            weights_blake3: weights_blake3.clone(),
+            manifest_hash: manifest_hash.clone(),
+            snapshot: string_at(&record, "manifest.data.snapshot"),
+            code_commit: string_at(&record, "manifest.code.commit"),
+            image: string_at(&record, "manifest.code.image"),
+            metrics: record
+                .get_path("evaluate.overall")
+                .cloned()
+                .unwrap_or(Value::Null),
+            gate: gate.map_or(Value::Null, |g| {
+                json!({"passed": g.get("passed"), "no_baseline": g.get("no_baseline"),
+                       "reasons": g.get("reasons")})
+            }),
+            ungated_reason: ungated_reason.clone(),
+            blobs,
+        },
+        args.promote.as_deref(),
+    )?;
+    tool.info(format!(
+        "{}@{} registered{}",
+        entry.lineage.name,
+        entry.version,
+        args.promote
+            .as_deref()
+            .map(|a| format!(", now {}@{a}", entry.lineage.name))
+            .unwrap_or_default()
+    ));
+    record.set_section(
+        "register",
+        json!({
+            "passed": true,
+            "registry": dir.display().to_string(),
+            "name": entry.lineage.name,
+            "version": entry.version,
+            "weights_blake3": weights_blake3,
+            "weights": registry.blobs.location(&entry.lineage.weights_blake3),
+            "manifest_hash": manifest_hash,
+            "promoted": args.promote,
+            "ungated_reason": ungated_reason,
+        }),
+    );
+    tool.finish(record, Exit::Passed)
+}

@@ -1046,3 +1046,125 @@ fn a_fifo_as_the_snapshot_listing_is_refused_without_hanging() {
     .expect("mf-hash blocked on the FIFO listing");
     out.assert_bad_input("mf-hash", "snap.pin.json: is a FIFO, not a regular file");
 }
+
+// Shard paths are confined to the index's folder, and only regular files are opened.
+
+/// The small snapshot sharded into `dir/shards`, and its index as JSON.
+fn sharded(dir: &Path) -> (PathBuf, Value) {
+    let snapshot = small_csv(dir);
+    let out = dir.join("shards");
+    let good = shardify(&snapshot, &out, &GOOD_SPLITS);
+    assert_eq!(good.code, 0, "{}", good.stderr);
+    let index = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    (out, index)
+}
+
+fn leak_check_shards(shards: &Path) -> Option<Output> {
+    let mut child = crate::util::spawn(
+        "leak-check",
+        &["--shards".as_ref(), os(shards)],
+        json!({"manifest": {"data": {"entity": "id"}}})
+            .to_string()
+            .as_bytes(),
+        Stdio::piped(),
+    );
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().unwrap();
+    Some(Output {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    })
+}
+
+#[test]
+fn an_index_naming_a_path_outside_its_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, index) = sharded(dir.path());
+    let first = index["splits"]["train"]["shards"][0]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::copy(out.join(&first), dir.path().join("outside.parquet")).unwrap();
+    for bad in [
+        "../outside.parquet".to_string(),
+        dir.path().join("outside.parquet").display().to_string(),
+        format!("train/../../{first}"),
+        String::new(),
+    ] {
+        let mut edited = index.clone();
+        edited["splits"]["train"]["shards"][0]["path"] = json!(bad);
+        std::fs::write(out.join("index.json"), edited.to_string()).unwrap();
+        leak_check_shards(&out)
+            .expect("ends")
+            .assert_bad_input("leak-check", "which is not a path inside the shard folder");
+    }
+}
+
+#[test]
+fn a_shard_that_is_a_link_a_device_or_a_fifo_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, index) = sharded(dir.path());
+    let first = index["splits"]["train"]["shards"][0]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shard = out.join(&first);
+    let kept = dir.path().join("kept.parquet");
+    std::fs::rename(&shard, &kept).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &shard).unwrap();
+    leak_check_shards(&out)
+        .expect("ends without reading /dev/zero")
+        .assert_bad_input(
+            "leak-check",
+            "is a symbolic link; a shard must be a regular file",
+        );
+    std::fs::remove_file(&shard).unwrap();
+    std::os::unix::fs::symlink(&kept, &shard).unwrap();
+    leak_check_shards(&out)
+        .expect("ends")
+        .assert_bad_input("leak-check", "is a symbolic link");
+    std::fs::remove_file(&shard).unwrap();
+    mkfifo(&shard);
+    leak_check_shards(&out)
+        .expect("ends without blocking on the FIFO")
+        .assert_bad_input("leak-check", "is a FIFO; a shard must be a regular file");
+    std::fs::remove_file(&shard).unwrap();
+    std::fs::rename(&kept, &shard).unwrap();
+    assert_ne!(leak_check_shards(&out).expect("ends").code, 2, "restored");
+}
+
+#[test]
+fn split_rules_read_quotes_before_operators() {
+    // A category holding `==`, a column whose name has a space.
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("id,home region,churned\n");
+    for i in 0..30 {
+        let region = ["a==b", "north", "in (x)"][i % 3];
+        text.push_str(&format!("C{i},\"{region}\",{}\n", i % 2));
+    }
+    let snapshot = dir.path().join("snap.csv");
+    std::fs::write(&snapshot, text).unwrap();
+    let out = dir.path().join("shards");
+    let sharded = shardify(
+        &snapshot,
+        &out,
+        &[
+            r#"train=`home region` != "a==b""#,
+            r#"test="home region" in ("a==b")"#,
+        ],
+    );
+    assert_eq!(sharded.code, 0, "{}", sharded.stderr);
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["splits"]["train"]["rows"], 20, "{index}");
+    assert_eq!(index["splits"]["test"]["rows"], 10, "{index}");
+}

@@ -10,6 +10,7 @@ pub mod partitioned;
 pub mod read;
 pub mod rolling;
 pub mod row_scores;
+mod rule_tokens;
 pub mod shards;
 pub mod source;
 pub mod spec;

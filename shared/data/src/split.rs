@@ -8,6 +8,8 @@
 //!   `hash(customer_id) >= 0.9`, `0.8 <= hash(customer_id) < 0.9`;
 //! - a column's own values: `split == test`, `region != east`, `region in (north, "south west")`
 //!   (strings bare or quoted, numbers, dates, `true`/`false`; a null matches none of these);
+//!   quotes are read before operators, so `region != "a==b"` works, and a column's name with a
+//!   space goes in quotes or backticks: `` `home region` == north ``;
 //! - rolling windows over `manifest.data.time`, counted back from the snapshot's latest time:
 //!   `last 1 month`, `1 month before test`, `before val` (see [`crate::rolling`]).
 
@@ -18,6 +20,7 @@ use arrow::datatypes::{DataType, Date32Type, Float64Type, TimeUnit, TimestampMic
 
 use crate::error::DataError;
 use crate::rolling::{Rolling, check_time_column, format_point};
+use crate::rule_tokens::{Op, Token, tokenize};
 use crate::types::ColumnType;
 
 const MICROS_PER_DAY: f64 = 86_400_000_000.0;
@@ -609,39 +612,148 @@ pub fn numeric_values(array: &ArrayRef) -> Vec<Option<f64>> {
         .collect()
 }
 
+/// One rule, tokenised first (see [`crate::rule_tokens`]), then read as a comparison, a list, a
+/// hash fraction or a period.
 fn parse_rule(rule: &str, time: Option<&str>) -> Result<Condition, String> {
-    let rule = rule.trim();
-    if let Some(member) = parse_member(rule)? {
-        return Ok(member);
+    let tokens = tokenize(rule)?;
+    if let Some(at) = tokens
+        .windows(2)
+        .position(|w| matches!(&w[0], Token::Word(word) if word == "hash") && w[1] == Token::Open)
+    {
+        return parse_hash(&tokens, at);
     }
-    if rule.contains("hash(") {
-        return parse_hash(rule);
+    match tokens.as_slice() {
+        [column, Token::Op(op), rest @ ..] => comparison(column_name(column)?, *op, rest),
+        [column, Token::Word(word), Token::Open, rest @ ..] if word == "in" => {
+            in_list(column_name(column)?, rest)
+        }
+        [Token::Op(_), ..] => Err("`` is not a column name".into()),
+        _ => bare_period(rule, &tokens, time),
     }
-    for op in ["<=", ">=", "<", ">"] {
-        if let Some((column, literal)) = rule.split_once(op) {
-            let (column, literal) = (column.trim(), literal.trim());
-            if column.is_empty() || column.contains(char::is_whitespace) {
-                return Err(format!("`{column}` is not a column name"));
-            }
-            let value = parse_point(literal)
-                .ok_or_else(|| format!("`{literal}` is not a date, timestamp or number"))?;
-            let bound = Some((value, op.len() == 2));
-            let (lower, upper) = if op.starts_with('<') {
-                (None, bound)
-            } else {
-                (bound, None)
-            };
-            return Ok(Condition::Range {
-                column: column.to_string(),
-                lower,
-                upper,
+}
+
+/// The column a rule names left of its operator: a bare word, or any quoted text.
+fn column_name(token: &Token) -> Result<String, String> {
+    match token {
+        Token::Word(word) => Ok(word.clone()),
+        Token::Quoted { text, .. } if !text.trim().is_empty() => Ok(text.clone()),
+        other => Err(format!("`{}` is not a column name", other.written())),
+    }
+}
+
+/// A value: a bare word or text in single or double quotes.
+fn literal(token: &Token) -> Result<Literal, String> {
+    match token {
+        Token::Word(word) => Ok(Literal {
+            text: word.clone(),
+            quoted: false,
+        }),
+        Token::Quoted { text, quote } if *quote != '`' => Ok(Literal {
+            text: text.clone(),
+            quoted: true,
+        }),
+        other => Err(format!("`{}` is not a value (quote it)", other.written())),
+    }
+}
+
+/// `column OP value`: == and != compare with one value, the others bound a range.
+fn comparison(column: String, op: Op, rest: &[Token]) -> Result<Condition, String> {
+    let written = || {
+        rest.iter()
+            .map(Token::written)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let value = match rest {
+        [one] => literal(one)?,
+        [] => return Err(format!("an empty value after `{}`", op.written())),
+        _ if matches!(op, Op::Eq | Op::Ne) => {
+            return Err("compare with one value, or write `column in (a, b)`".into());
+        }
+        _ => {
+            return Err(format!(
+                "`{}` is not a date, timestamp or number",
+                written()
+            ));
+        }
+    };
+    let bound = |inclusive: bool| {
+        parse_point(&value.text)
+            .map(|point| Some((point, inclusive)))
+            .ok_or_else(|| format!("`{}` is not a date, timestamp or number", value.text))
+    };
+    let (lower, upper) = match op {
+        Op::Eq | Op::Ne => {
+            return Ok(Condition::Member {
+                column,
+                literals: vec![value],
+                values: Members::Unresolved,
+                negate: op == Op::Ne,
             });
         }
+        Op::Lt => (None, bound(false)?),
+        Op::Le => (None, bound(true)?),
+        Op::Gt => (bound(false)?, None),
+        Op::Ge => (bound(true)?, None),
+    };
+    Ok(Condition::Range {
+        column,
+        lower,
+        upper,
+    })
+}
+
+/// `column in (a, b, ...)`: `rest` is what follows the `(`.
+fn in_list(column: String, rest: &[Token]) -> Result<Condition, String> {
+    let Some((Token::Close, inner)) = rest.split_last() else {
+        return Err("write `column in (a, b)`".into());
+    };
+    if inner.is_empty() {
+        return Err("the list of values is empty".into());
     }
+    let text = || {
+        inner
+            .iter()
+            .map(Token::written)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut literals = Vec::new();
+    let mut items = inner.iter().peekable();
+    while let Some(token) = items.next() {
+        if *token == Token::Comma {
+            return Err(format!("an empty value in `{}`", text()));
+        }
+        literals.push(literal(token)?);
+        match items.next() {
+            None => {}
+            Some(Token::Comma) if items.peek().is_none() => {
+                return Err(format!("a trailing `,` in `{}`", text()));
+            }
+            Some(Token::Comma) => {}
+            Some(other) => return Err(format!("expected `,` before `{}`", other.written())),
+        }
+    }
+    Ok(Condition::Member {
+        column,
+        literals,
+        values: Members::Unresolved,
+        negate: false,
+    })
+}
+
+/// `YYYY[-MM[-DD]]` or `START..END` on the time column.
+fn bare_period(rule: &str, tokens: &[Token], time: Option<&str>) -> Result<Condition, String> {
     let time = time.ok_or("a bare period needs manifest.data.time to name the time column")?;
-    let (start, end) = match rule.split_once("..") {
-        Some((start, end)) => (period(start.trim())?.0, period(end.trim())?.1),
-        None => period(rule)?,
+    let (start, end) = match tokens {
+        [Token::Word(day)] => period(day)?,
+        [Token::Word(start), Token::DotDot, Token::Word(end)] => (period(start)?.0, period(end)?.1),
+        _ => {
+            return Err(format!(
+                "`{}` is not a period (YYYY, YYYY-MM or YYYY-MM-DD)",
+                rule.trim()
+            ));
+        }
     };
     if end <= start {
         return Err("the period ends before it starts".into());
@@ -651,100 +763,6 @@ fn parse_rule(rule: &str, time: Option<&str>) -> Result<Condition, String> {
         lower: Some((start, true)),
         upper: Some((end, false)),
     })
-}
-
-/// `col == v`, `col != v` or `col in (v, ...)`; `None` when the rule is none of these.
-fn parse_member(rule: &str) -> Result<Option<Condition>, String> {
-    let (column, rest, negate, list) = if let Some((column, value)) = rule.split_once("==") {
-        (column, value, false, false)
-    } else if let Some((column, value)) = rule.split_once("!=") {
-        (column, value, true, false)
-    } else {
-        let mut words = rule.splitn(2, char::is_whitespace);
-        let column = words.next().unwrap_or_default();
-        let rest = words.next().unwrap_or_default().trim_start();
-        match rest.strip_prefix("in") {
-            Some(list) if list.trim_start().starts_with('(') => (column, list, false, true),
-            _ => return Ok(None),
-        }
-    };
-    let column = column.trim();
-    if column.is_empty() || column.contains(char::is_whitespace) || column.contains("hash(") {
-        return Err(format!("`{column}` is not a column name"));
-    }
-    let rest = rest.trim();
-    let literals = if list {
-        let inner = rest
-            .strip_prefix('(')
-            .and_then(|r| r.strip_suffix(')'))
-            .ok_or("write `column in (a, b)`")?;
-        split_literals(inner)?
-    } else {
-        let literals = split_literals(rest)?;
-        if literals.len() != 1 {
-            return Err("compare with one value, or write `column in (a, b)`".into());
-        }
-        literals
-    };
-    if literals.is_empty() {
-        return Err("the list of values is empty".into());
-    }
-    Ok(Some(Condition::Member {
-        column: column.to_string(),
-        literals,
-        values: Members::Unresolved,
-        negate,
-    }))
-}
-
-/// Comma-separated literals, each bare or in single or double quotes (a quoted one may hold commas).
-fn split_literals(text: &str) -> Result<Vec<Literal>, String> {
-    let mut literals = Vec::new();
-    let mut rest = text.trim();
-    while !rest.is_empty() {
-        let (literal, after) = match rest.chars().next() {
-            Some(quote @ ('"' | '\'')) => {
-                let close = rest[1..]
-                    .find(quote)
-                    .ok_or_else(|| format!("unclosed {quote} in `{text}`"))?;
-                (
-                    Literal {
-                        text: rest[1..1 + close].to_string(),
-                        quoted: true,
-                    },
-                    &rest[close + 2..],
-                )
-            }
-            _ => {
-                let end = rest.find(',').unwrap_or(rest.len());
-                let bare = rest[..end].trim();
-                if bare.is_empty() {
-                    return Err(format!("an empty value in `{text}`"));
-                }
-                if bare.contains(['"', '\'', '(', ')']) {
-                    return Err(format!("`{bare}` is not a value (quote it)"));
-                }
-                (
-                    Literal {
-                        text: bare.to_string(),
-                        quoted: false,
-                    },
-                    &rest[end..],
-                )
-            }
-        };
-        literals.push(literal);
-        let after = after.trim_start();
-        rest = match after.strip_prefix(',') {
-            Some(next) if next.trim().is_empty() => {
-                return Err(format!("a trailing `,` in `{text}`"));
-            }
-            Some(next) => next.trim_start(),
-            None if after.is_empty() => after,
-            None => return Err(format!("expected `,` before `{after}`")),
-        };
-    }
-    Ok(literals)
 }
 
 /// `[start, end)` in microseconds of a day `YYYY-MM-DD`, a month `YYYY-MM` or a year `YYYY`.
@@ -804,51 +822,49 @@ fn parse_point(text: &str) -> Option<f64> {
     text.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
-fn parse_hash(rule: &str) -> Result<Condition, String> {
-    let start = rule.find("hash(").ok_or("expected hash(<column>)")?;
-    let close = rule[start..].find(')').ok_or("unclosed hash(")? + start;
-    let column = rule[start + 5..close].trim();
-    if column.is_empty() {
-        return Err("hash() needs a column".into());
-    }
-    let fraction = |s: &str| -> Result<f64, String> {
-        let value: f64 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{}` is not a fraction", s.trim()))?;
+/// `hash(col) < b`, `hash(col) >= a` or `a <= hash(col) < b`; `at` is where `hash` is.
+fn parse_hash(tokens: &[Token], at: usize) -> Result<Condition, String> {
+    let (column, after) = match &tokens[at + 2..] {
+        [Token::Close, ..] => return Err("hash() needs a column".into()),
+        [column, Token::Close, after @ ..] => (column_name(column)?, after),
+        _ => return Err("unclosed hash(".into()),
+    };
+    let fraction = |token: &Token| -> Result<f64, String> {
+        let text = token.written();
+        let value: f64 = match token {
+            Token::Word(word) => word.parse().ok(),
+            _ => None,
+        }
+        .ok_or_else(|| format!("`{text}` is not a fraction"))?;
         if (0.0..=1.0).contains(&value) {
             Ok(value)
         } else {
             Err(format!("{value} is not between 0 and 1"))
         }
     };
-    let (before, after) = (rule[..start].trim(), rule[close + 1..].trim());
     let mut lower = 0.0;
     let mut upper = 1.0 + f64::EPSILON;
-    if !before.is_empty() {
-        let value = before
-            .strip_suffix("<=")
-            .ok_or("write `a <= hash(col) < b`")?;
-        lower = fraction(value)?;
+    let before = &tokens[..at];
+    match before {
+        [] => {}
+        [value, Token::Op(Op::Le)] => lower = fraction(value)?,
+        _ => return Err("write `a <= hash(col) < b`".into()),
     }
-    if let Some(value) = after.strip_prefix("<") {
-        if value.starts_with('=') {
+    match after {
+        [] => {}
+        [Token::Op(Op::Lt), value] => upper = fraction(value)?,
+        [Token::Op(Op::Le), ..] => {
             return Err("use `hash(col) < x`: fractions are half-open".into());
         }
-        upper = fraction(value)?;
-    } else if let Some(value) = after.strip_prefix(">=") {
-        if !before.is_empty() {
-            return Err("write `a <= hash(col) < b`".into());
-        }
-        lower = fraction(value)?;
-    } else if !after.is_empty() {
-        return Err("expected `< x` or `>= x` after hash(col)".into());
+        [Token::Op(Op::Ge), value] if before.is_empty() => lower = fraction(value)?,
+        [Token::Op(Op::Ge), _] => return Err("write `a <= hash(col) < b`".into()),
+        _ => return Err("expected `< x` or `>= x` after hash(col)".into()),
     }
     if lower >= upper {
         return Err("the fraction range is empty".into());
     }
     Ok(Condition::Hash {
-        column: column.to_string(),
+        column,
         lower,
         upper,
     })
@@ -1116,6 +1132,51 @@ mod tests {
     }
 
     #[test]
+    fn operators_in_quoted_values_and_names_with_spaces() {
+        let rule = parse_rule(r#"region != "a==b""#, None).unwrap();
+        assert_eq!(
+            rule,
+            Condition::Member {
+                column: "region".into(),
+                literals: vec![Literal {
+                    text: "a==b".into(),
+                    quoted: true
+                }],
+                values: Members::Unresolved,
+                negate: true
+            }
+        );
+        let Condition::Member { literals, .. } =
+            parse_rule(r#"region in ("a==b", x, 'in (y)')"#, None).unwrap()
+        else {
+            panic!("a list");
+        };
+        let texts: Vec<&str> = literals.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["a==b", "x", "in (y)"]);
+        let Condition::Range { column, upper, .. } =
+            parse_rule("`trip distance` < 5.5", None).unwrap()
+        else {
+            panic!("a range");
+        };
+        assert_eq!(
+            (column.as_str(), upper),
+            ("trip distance", Some((5.5, false)))
+        );
+        let Condition::Member { column, .. } =
+            parse_rule(r#""home region" == north"#, None).unwrap()
+        else {
+            panic!("a member");
+        };
+        assert_eq!(column, "home region");
+        let Condition::Hash { column, lower, .. } =
+            parse_rule("0.5 <= hash(`customer id`) < 0.9", None).unwrap()
+        else {
+            panic!("a hash");
+        };
+        assert_eq!((column.as_str(), lower), ("customer id", 0.5));
+    }
+
+    #[test]
     fn column_rules_name_an_unknown_column_or_a_type_mismatch() {
         let err = on_columns(&[("train", "fold == 1")])
             .unwrap_err()
@@ -1150,6 +1211,7 @@ mod tests {
             ("region == north, east", "compare with one value"),
             ("region == 'north", "unclosed"),
             ("== north", "is not a column name"),
+            ("region = north", "not an operator"),
         ] {
             let err = on_columns(&[("x", rule)]).unwrap_err().to_string();
             assert!(err.contains(message), "{rule}: {err}");

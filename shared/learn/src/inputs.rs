@@ -35,8 +35,8 @@ pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputErr
     };
     // A store URL: the set is staged into the local cache (shards, then the index).
     let dir = runfn_data::shards::local_shards(&dir)?;
-    let index =
-        ShardIndex::load(&dir, true).map_err(|e| InputError::field("shards", e.to_string()))?;
+    // The index's hash is checked against the record before any shard is opened: an index
+    // that is not the one shardify wrote may name anything.
     let index_blake3 =
         ShardIndex::file_blake3(&dir).map_err(|e| InputError::field("shards", e.to_string()))?;
     if let Some(expected) = record
@@ -52,6 +52,8 @@ pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputErr
             ),
         ));
     }
+    let index =
+        ShardIndex::load(&dir, true).map_err(|e| InputError::field("shards", e.to_string()))?;
     Ok(Shards {
         dir,
         index,

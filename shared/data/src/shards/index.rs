@@ -63,18 +63,24 @@ impl ShardIndex {
     /// Reads `dir/index.json`; with `verify`, re-hashes every shard and refuses a mismatch.
     pub fn load(dir: &Path, verify: bool) -> Result<ShardIndex, DataError> {
         let path = dir.join(INDEX_NAME);
-        let text = std::fs::read_to_string(&path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
+        let text = runfn_core::side_file::read_bounded_text(
+            &path,
+            runfn_core::side_file::JSON_LIMIT,
+        )
+        .map_err(|err| match err {
+            runfn_core::InputError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
                 DataError::file(
                     &path,
                     "missing: the folder holds no finished shards (shardify did not complete)",
                 )
-            } else {
-                DataError::Io {
-                    path: path.clone(),
-                    source,
-                }
             }
+            runfn_core::InputError::Io { source, .. } => DataError::Io {
+                path: path.clone(),
+                source,
+            },
+            other => DataError::Other(other.to_string()),
         })?;
         let index: ShardIndex = serde_json::from_str(&text)
             .map_err(|e| DataError::file(&path, format!("not a shard index: {e}")))?;
@@ -84,10 +90,69 @@ impl ShardIndex {
                 format!("format `{}`, expected `{INDEX_FORMAT}`", index.format),
             ));
         }
+        index.confine(dir)?;
         if verify {
             index.verify(dir)?;
         }
         Ok(index)
+    }
+
+    /// Every shard the index names is a plain relative path inside `dir` (no `..`, no absolute
+    /// path, no empty segment) and, where it exists, a regular file, not a symlink (which could
+    /// lead out of the folder), a device such as `/dev/zero` or a FIFO (whose `open` blocks).
+    /// A missing shard is left to whoever reads it, which names it.
+    pub fn confine(&self, dir: &Path) -> Result<(), DataError> {
+        let index = dir.join(INDEX_NAME);
+        for shard in self.splits.values().flat_map(|s| &s.shards) {
+            let plain = !shard.path.is_empty()
+                && shard.path.split('/').all(|part| {
+                    !part.is_empty() && part != "." && part != ".." && !part.contains('\\')
+                });
+            if !plain {
+                return Err(DataError::file(
+                    &index,
+                    format!(
+                        "names the shard `{}`, which is not a path inside the shard folder",
+                        shard.path
+                    ),
+                ));
+            }
+            // A folder on the way that is a link could lead out as well.
+            let parts: Vec<&str> = shard.path.split('/').collect();
+            for depth in 1..parts.len() {
+                let folder = dir.join(parts[..depth].join("/"));
+                if let Ok(metadata) = std::fs::symlink_metadata(&folder)
+                    && !metadata.is_dir()
+                {
+                    return Err(DataError::file(
+                        &folder,
+                        "is not a folder (a symbolic link?); shards must lie inside the shard folder",
+                    ));
+                }
+            }
+            let path = dir.join(&shard.path);
+            match std::fs::symlink_metadata(&path) {
+                Ok(metadata) if metadata.file_type().is_file() => {}
+                Ok(metadata) => {
+                    let kind = if metadata.file_type().is_symlink() {
+                        "a symbolic link"
+                    } else if metadata.is_dir() {
+                        "a folder"
+                    } else {
+                        runfn_core::paths::special_kind(&metadata.file_type())
+                            .unwrap_or("not a regular file")
+                    };
+                    return Err(DataError::file(
+                        &path,
+                        format!(
+                            "is {kind}; a shard must be a regular file inside the shard folder"
+                        ),
+                    ));
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Re-hashes every shard: a missing, truncated or altered shard is an error naming it.
@@ -126,7 +191,11 @@ impl ShardIndex {
     /// blake3 of the index file's bytes: names this exact set of shards.
     pub fn file_blake3(dir: &Path) -> Result<String, DataError> {
         let path = dir.join(INDEX_NAME);
-        let bytes = std::fs::read(&path).map_err(|source| DataError::Io { path, source })?;
+        let bytes = runfn_core::side_file::read_bounded(&path, runfn_core::side_file::JSON_LIMIT)
+            .map_err(|err| match err {
+            runfn_core::InputError::Io { source, .. } => DataError::Io { path, source },
+            other => DataError::Other(other.to_string()),
+        })?;
         Ok(blake3::hash(&bytes).to_hex().to_string())
     }
 }

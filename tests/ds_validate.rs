@@ -608,7 +608,7 @@ fn profiles_shards_like_the_snapshot_they_came_from() {
 fn bad_inputs_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = demo_snapshot(&dir.path().join("s"), 1_000, &[]);
-    let record = demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\"");
+    let record = crate::util::rehashed(demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\""));
     tool("ds-validate")
         .args(["--in".as_ref(), snapshot.as_os_str()])
         .stdin(record)
@@ -640,16 +640,16 @@ fn bad_inputs_exit_2() {
         .stdin(demo_record())
         .run()
         .assert_bad_input("ds-validate", "no/such/snapshot: ");
-    let with_validate = demo_record().replace(
+    let with_validate = crate::util::rehashed(demo_record().replace(
         "\"seed\":7",
         "\"seed\":7,\"validate\":{\"numeric_drfit\":0.1}",
-    );
+    ));
     tool("ds-validate")
         .args(["--in".as_ref(), snapshot.as_os_str()])
         .stdin(with_validate)
         .run()
         .assert_bad_input(
             "ds-validate",
-            "manifest.validate: unknown field `numeric_drfit`",
+            "manifest.validate.numeric_drfit: unknown setting (did you mean `numeric_drift`?)",
         );
 }

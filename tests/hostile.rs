@@ -351,6 +351,21 @@ fn mf_hash_refuses_a_number_that_overflows_a_float() {
 }
 
 #[test]
+fn mf_hash_refuses_deep_nesting_at_once() {
+    // 100,000 brackets (200 KB) took over ten minutes when every node rebuilt its path.
+    let deep = format!("lr: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let (_dir, path) = manifest_with("lr: 0.003", &deep);
+    let started = Instant::now();
+    let out = tool("mf-hash").args([os(&path)]).run();
+    out.assert_bad_input("mf-hash", "nested more than 64 levels deep");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn mf_hash_refuses_an_explicit_tag() {
     let (_dir, path) = manifest_with("lr: 0.003", "lr: !!str 0.003");
     let out = tool("mf-hash").args([os(&path)]).run();
@@ -1167,4 +1182,35 @@ fn split_rules_read_quotes_before_operators() {
         serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
     assert_eq!(index["splits"]["train"]["rows"], 20, "{index}");
     assert_eq!(index["splits"]["test"]["rows"], 10, "{index}");
+}
+
+#[test]
+fn a_rerun_removes_what_a_killed_shardify_left_and_two_at_once_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = small_csv(dir.path());
+    let out = dir.path().join("shards");
+    // What a shardify killed mid-run leaves: a spill folder, a part and an index not renamed.
+    std::fs::create_dir_all(out.join(".shardify-spillX1/")).unwrap();
+    std::fs::write(out.join(".shardify-spillX1/slot-3.arrows"), vec![7u8; 4096]).unwrap();
+    std::fs::create_dir_all(out.join("train")).unwrap();
+    std::fs::write(out.join("train/.part.tmpK2"), b"PAR1").unwrap();
+    std::fs::write(out.join(".index.json.tmpP3"), b"{").unwrap();
+    let good = shardify(&snapshot, &out, &GOOD_SPLITS);
+    assert_eq!(good.code, 0, "{}", good.stderr);
+    for left in [
+        ".shardify-spillX1",
+        "train/.part.tmpK2",
+        ".index.json.tmpP3",
+    ] {
+        assert!(!out.join(left).exists(), "{left} is still there");
+    }
+    // While one shardify holds the folder, another is refused and changes nothing.
+    let index = std::fs::read(out.join("index.json")).unwrap();
+    let held = std::fs::File::open(out.join(".shardify.lock")).unwrap();
+    held.lock().unwrap();
+    shardify(&snapshot, &out, &GOOD_SPLITS)
+        .assert_bad_input("shardify", "another shardify is writing to this folder");
+    assert_eq!(std::fs::read(out.join("index.json")).unwrap(), index);
+    drop(held);
+    assert_eq!(shardify(&snapshot, &out, &GOOD_SPLITS).code, 0);
 }

@@ -220,3 +220,183 @@ fn help_shows_examples_and_output_schema() {
         out.stdout
     );
 }
+
+/// Thirty typos across every section of the demo manifest: each stops at mf-hash (exit 1, the
+/// record listing it), before any data is read, naming the field and, where a known name is
+/// close, that name.
+#[test]
+fn thirty_typos_in_every_section_are_named_with_the_close_name() {
+    let demo = std::fs::read_to_string(testdata("demo/manifest.yaml")).unwrap();
+    let extra = |line: &str| format!("{demo}{line}\n");
+    let replaced = |from: &str, to: &str| {
+        assert!(demo.contains(from), "{from}");
+        demo.replacen(from, to, 1)
+    };
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            replaced("run_id: churn-demo", "run_idd: churn-demo"),
+            "run_idd",
+            "`run_id`",
+        ),
+        (replaced("\nseed: 7", "\nsede: 7"), "sede", "`seed`"),
+        (replaced("\neval:", "\nevl:"), "evl", "`eval`"),
+        (replaced("\nconfig: {", "\nconifg: {"), "conifg", "`config`"),
+        (
+            replaced("  entity: customer_id", "  entty: customer_id"),
+            "data.entty",
+            "`entity`",
+        ),
+        (
+            replaced("  label: churned", "  lable: churned"),
+            "data.lable",
+            "`label`",
+        ),
+        (
+            replaced("  label_time: label_date", "  label_tme: label_date"),
+            "data.label_tme",
+            "`label_time`",
+        ),
+        (
+            replaced("  splits: {", "  split: {"),
+            "data.split",
+            "`splits`",
+        ),
+        (
+            replaced("  time: signup_date", "  tme: signup_date"),
+            "data.tme",
+            "`time`",
+        ),
+        (replaced("  as_of: {", "  asof: {"), "data.asof", "`as_of`"),
+        (
+            replaced("  commit: 9c41be0", "  comit: 9c41be0"),
+            "code.comit",
+            "`commit`",
+        ),
+        (
+            replaced("  image: registry", "  imag: registry"),
+            "code.imag",
+            "`image`",
+        ),
+        (
+            replaced("hidden: [64, 32]", "hiden: [64, 32]"),
+            "config.hiden",
+            "`hidden`",
+        ),
+        (
+            replaced("lr: 0.003", "lr: fast"),
+            "config.lr",
+            "must be a number",
+        ),
+        (
+            replaced("max_steps: 4000", "max_step: 4000"),
+            "config.max_step",
+            "`max_steps`",
+        ),
+        (
+            replaced("model: mlp", "model: mlpp"),
+            "config.model",
+            "only \"mlp\"",
+        ),
+        (
+            replaced("global_batch: 1024", "global_bath: 1024"),
+            "config.global_bath",
+            "`global_batch`",
+        ),
+        (
+            replaced("lr: 0.003", "lr: 0.003, dropuot: 0.1"),
+            "config.dropuot",
+            "`dropout`",
+        ),
+        (
+            replaced("lr: 0.003", "lr: 0.003, alerts: {loss_windw: 20}"),
+            "config.alerts.loss_windw",
+            "`loss_window`",
+        ),
+        (
+            replaced("lr: 0.003", "lr: 0.003, patiense: 3"),
+            "config.patiense",
+            "`patience`",
+        ),
+        (
+            replaced("  slices: [", "  slice: ["),
+            "eval.slice",
+            "`slices`",
+        ),
+        (
+            replaced("  gates: {", "  gatse: {"),
+            "eval.gatse",
+            "`gates`",
+        ),
+        (
+            replaced("auc_min_delta: -0.002", "acu_min_delta: -0.002"),
+            "eval.gates.acu_min_delta",
+            "`auc`",
+        ),
+        (
+            extra("validate: {numeric_drfit: 0.2}"),
+            "validate.numeric_drfit",
+            "`numeric_drift`",
+        ),
+        (
+            extra("validate: {alpah: 0.01}"),
+            "validate.alpah",
+            "`alpha`",
+        ),
+        (
+            extra("validate: {max_grwoth: 0.5}"),
+            "validate.max_grwoth",
+            "`max_growth`",
+        ),
+        (
+            extra("leaks: {near_duplicate: {max_fraction: 0.1, reason: templates}}"),
+            "leaks.near_duplicate",
+            "`near_duplicates`",
+        ),
+        (
+            extra("leaks: {exact_duplicates: {max_fracton: 0.1, reason: resold}}"),
+            "leaks.exact_duplicates.max_fracton",
+            "`max_fraction`",
+        ),
+        (
+            extra("cost: {core_hr: 0.04}"),
+            "cost.core_hr",
+            "`core_hour`",
+        ),
+        (
+            extra("cost: {gpu_houre: 2.5}"),
+            "cost.gpu_houre",
+            "`gpu_hour`",
+        ),
+    ];
+    assert_eq!(cases.len(), 30);
+    let dir = tempfile::tempdir().unwrap();
+    let mut missed = Vec::new();
+    for (i, (text, field, named)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("typo{i}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        // A snapshot that does not exist: the typo must be found without reading any data.
+        let out = tool("mf-hash").args([path.as_os_str()]).run();
+        let problems = if out.code == 1 {
+            out.json()["mf_hash"]["problems"].clone()
+        } else {
+            serde_json::Value::Null
+        };
+        let found = problems.as_array().is_some_and(|list| {
+            list.iter().any(|p| {
+                p["field"] == *field && p["message"].as_str().unwrap_or("").contains(named)
+            })
+        });
+        if !found {
+            missed.push(format!(
+                "{field} ({named}): exit {}: {problems} {}",
+                out.code, out.stderr
+            ));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "{} missed:\n{}",
+        missed.len(),
+        missed.join("\n")
+    );
+}

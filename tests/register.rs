@@ -85,12 +85,12 @@ fn an_entry_carries_the_lineage_and_an_alias_resolves_to_it() {
         entry["weights_blake3"]
     );
 
-    // A second registration, then moving the alias back, with the history kept.
+    // A second run's registration, then moving the alias back, with the history kept.
     assert_eq!(
         register(
             &registry,
             &["--name", "churn", "--promote", "prod"],
-            &record
+            &noted(&record, "a second run")
         )
         .code,
         0
@@ -170,8 +170,10 @@ fn eight_concurrent_registrations_get_eight_consecutive_versions() {
     let dir = tempfile::tempdir().unwrap();
     let record = gated_record(dir.path());
     let registry = dir.path().join("registry");
+    // Eight runs (eight records: the same record again is one registration, see below).
     let children: Vec<_> = (0..8)
-        .map(|_| {
+        .map(|i| {
+            let record = noted(&record, &format!("run {i}"));
             spawn(
                 "register",
                 &[
@@ -447,4 +449,63 @@ fn a_registration_killed_at_any_moment_leaves_a_consistent_registry() {
     let expected: Vec<i64> = (1..=versions.len() as i64).collect();
     assert_eq!(versions, expected, "versions stay consecutive");
     assert_eq!(versions.len(), 1 + after_commit);
+}
+
+#[test]
+fn a_registration_retried_after_it_committed_adds_no_second_version() {
+    // The first attempt commits, then cannot write its record (stdout on a full disk): exit 4,
+    // which a cron wrapper retries. The retry finds the entry made from the same record and
+    // returns it; a new record is a new version.
+    let dir = tempfile::tempdir().unwrap();
+    let record = gated_record(dir.path());
+    let registry = dir.path().join("registry");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let first = spawn(
+        "register",
+        &[
+            "--registry".as_ref(),
+            registry.as_os_str(),
+            "--name".as_ref(),
+            "churn".as_ref(),
+            "--promote".as_ref(),
+            "prod".as_ref(),
+            "-q".as_ref(),
+        ],
+        record.as_bytes(),
+        Stdio::from(full),
+    )
+    .wait_with_output()
+    .unwrap();
+    assert_eq!(
+        first.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(versions(&registry), [1], "the first attempt committed");
+    let retry = register(
+        &registry,
+        &["--name", "churn", "--promote", "prod"],
+        &record,
+    );
+    assert_eq!(retry.code, 0, "{}", retry.stderr);
+    assert_eq!(retry.json()["register"]["version"], 1);
+    assert_eq!(retry.json()["register"]["already_registered"], true);
+    assert_eq!(versions(&registry), [1], "no second version");
+    let history = register(&registry, &["history", "churn"], "");
+    assert_eq!(
+        history.json().as_array().unwrap().len(),
+        1,
+        "one alias move"
+    );
+    let next = register(
+        &registry,
+        &["--name", "churn", "--promote", "prod"],
+        &noted(&record, "the next night"),
+    );
+    assert_eq!(next.json()["register"]["version"], 2);
+    assert_eq!(next.json()["register"]["already_registered"], false);
 }

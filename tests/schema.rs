@@ -469,6 +469,7 @@ struct Register {
     manifest_hash: String,
     promoted: Option<String>,
     ungated_reason: Option<String>,
+    already_registered: bool,
 }
 
 #[derive(Deserialize)]

@@ -56,9 +56,17 @@ pub fn train(record: &str, out: &Path, extra: &[&str]) -> Output {
 }
 
 /// The fixture's record with `edit` applied.
+/// The fixture's record with `edit` applied, hashed again when the edit changed the manifest
+/// but not its hash (as mf-hash would hash the edited manifest).
 pub fn edited(edit: impl FnOnce(&mut Value)) -> String {
-    let mut record: Value = serde_json::from_str(&fixture().record).unwrap();
+    let original: Value = serde_json::from_str(&fixture().record).unwrap();
+    let mut record = original.clone();
     edit(&mut record);
+    if record["manifest"] != original["manifest"]
+        && record["manifest_hash"] == original["manifest_hash"]
+    {
+        crate::util::rehash(&mut record);
+    }
     record.to_string()
 }
 
@@ -413,11 +421,30 @@ fn a_checkpoint_of_another_manifest_is_refused_unless_fresh() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     assert_eq!(train(&fixture().record, &out, &[]).code, 0);
-    let other = edited(|r| r["manifest_hash"] = "blake3:another".into());
+    // Another manifest (hashed again, as mf-hash would): its checkpoints are not this one's.
+    let other = edited(|r| {
+        r["manifest"]["run_id"] = "another".into();
+        r["manifest_hash"] = runfn_manifest::manifest_hash(&r["manifest"])
+            .unwrap()
+            .into();
+    });
     train(&other, &out, &[]).assert_bad_input("train", "rerun with --fresh");
     let fresh = train(&other, &out, &["--fresh"]);
     assert_eq!(fresh.code, 0, "{}", fresh.stderr);
     assert_eq!(fresh.json()["train"]["resumed_from"], Value::Null);
+}
+
+#[test]
+fn a_record_whose_manifest_was_edited_after_hashing_is_refused() {
+    // The learning rate edited in the record, the hash kept: training would resume that hash's
+    // checkpoint with another rate, and its output would claim the old manifest.
+    let mut edited: Value = serde_json::from_str(&fixture().record).unwrap();
+    edited["manifest"]["config"]["lr"] = 0.5.into();
+    let edited = edited.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    train(&edited, &dir.path().join("run"), &[])
+        .assert_bad_input("train", "manifest_hash: the record's manifest hashes to");
+    assert!(!dir.path().join("run").exists());
 }
 
 #[test]
@@ -537,8 +564,9 @@ pub fn tiny_run_with_splits(
             "data": {"label": "y", "entity": "id", "splits": splits},
             "config": config,
         },
-        "manifest_hash": "blake3:tiny",
     });
+    let mut record = record;
+    crate::util::rehash(&mut record);
     let shards = tool("shardify")
         .args(["--in".as_ref(), snapshot.as_os_str()])
         .args(["--out".as_ref(), dir.join("shards").as_os_str()])

@@ -420,3 +420,19 @@ pub fn python_with_pyarrow() -> PathBuf {
     );
     PathBuf::from(String::from_utf8(out.stdout).expect("a path").trim())
 }
+
+/// Sets the record's `manifest_hash` to its manifest's hash, as mf-hash would after an edit of
+/// the manifest: every tool refuses a manifest edited after hashing.
+pub fn rehash(record: &mut serde_json::Value) {
+    record["manifest_hash"] = runfn_manifest::manifest_hash(&record["manifest"])
+        .expect("a manifest to hash")
+        .into();
+}
+
+/// `record` (JSON text) with its `manifest_hash` set to its manifest's hash: a test's edit of the
+/// manifest, made as mf-hash would have hashed it.
+pub fn rehashed(record: String) -> String {
+    let mut value: serde_json::Value = serde_json::from_str(&record).expect("a JSON record");
+    rehash(&mut value);
+    value.to_string()
+}

@@ -56,41 +56,7 @@ pub struct Alert {
     pub message: String,
 }
 
-/// `manifest.config.alerts`. A `None` limit turns that kind off.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AlertConfig {
-    /// Alert when a log window's samples/s falls below this fraction of the run's median.
-    pub throughput_fraction: Option<f64>,
-    /// Log windows shorter than this many seconds are pooled with the next ones until they
-    /// cover it, and the pool is judged: a few milliseconds of steps say nothing about throughput.
-    pub min_window_s: f64,
-    /// Judged windows at the start of a process that neither count nor are checked (start-up,
-    /// first decode); the throughput check also waits until this many windows have counted.
-    pub warmup_windows: u64,
-    /// Alert when a step's loss is more than this many deviations above the recent mean.
-    pub loss_spike_sigmas: Option<f64>,
-    /// Steps in the recent-loss window; the check starts once it is full.
-    pub loss_window: u64,
-    /// Alert when this many seconds passed since the last checkpoint (None: twice
-    /// `ckpt_interval.interval_s` when the record has it, else off).
-    pub checkpoint_age_s: Option<f64>,
-    /// Alert when a log window spent more than this fraction of its time waiting for data.
-    pub data_wait_fraction: Option<f64>,
-}
-
-impl Default for AlertConfig {
-    fn default() -> Self {
-        AlertConfig {
-            throughput_fraction: Some(0.5),
-            min_window_s: 1.0,
-            warmup_windows: 3,
-            loss_spike_sigmas: Some(6.0),
-            loss_window: 50,
-            checkpoint_age_s: None,
-            data_wait_fraction: Some(0.5),
-        }
-    }
-}
+pub use runfn_schema::train::AlertConfig;
 
 /// Watches the loop's measurements and returns the alerts that start an episode.
 #[derive(Debug)]

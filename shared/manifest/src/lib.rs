@@ -13,6 +13,6 @@ pub mod snapshot;
 pub mod suggest;
 mod yaml_events;
 
-pub use hash::{FORMAT_TAG, manifest_hash};
+pub use hash::{FORMAT_TAG, manifest_hash, verify_record};
 pub use lint::{Problem, lint};
 pub use parse::{Format, parse_manifest};

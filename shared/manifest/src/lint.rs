@@ -23,6 +23,24 @@ pub const TOP_LEVEL_FIELDS: &[&str] = &[
     "cost",
 ];
 
+/// The fields of `data` the tools read.
+pub const DATA_FIELDS: &[&str] = &[
+    "snapshot",
+    "entity",
+    "time",
+    "label",
+    "label_positive",
+    "label_time",
+    "categorical",
+    "text",
+    "as_of",
+    "splits",
+    "max_unsplit_fraction",
+];
+
+/// The fields of `code`: the commit and the image the run's code is.
+const CODE_FIELDS: &[&str] = &["commit", "image"];
+
 /// The fields of `cost`: the price of an hour of one core and of one GPU.
 const COST_FIELDS: &[&str] = &["core_hour", "gpu_hour", "currency"];
 
@@ -57,10 +75,18 @@ pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
     lint_data(manifest.get("data"), &mut problems);
     lint_code(manifest.get("code"), &mut problems);
     lint_seed(manifest.get("seed"), &mut problems);
+    // The settings other tools read, checked by the same code they use: a typo stops the run
+    // here, before any data is read, not at the stage that reads it.
     if let Some(config) = manifest.get("config")
         && !config.is_object()
     {
         problems.add("config", "must be a mapping of settings");
+    } else if let Err(message) = runfn_schema::train::TrainConfig::from_json(manifest.get("config"))
+    {
+        problems.add_located(&message);
+    }
+    if let Err(err) = runfn_schema::validate::Thresholds::from_manifest(manifest.get("validate")) {
+        problems.add(err.field.trim_start_matches("manifest."), err.message);
     }
     lint_eval(manifest.get("eval"), &mut problems);
     lint_cost(manifest.get("cost"), &mut problems);
@@ -74,6 +100,28 @@ pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
 struct Problems(Vec<Problem>);
 
 impl Problems {
+    /// `unknown field` for each key of `map` (at `prefix`) that is not in `known`, with the
+    /// close name when there is one.
+    fn unknown_keys(&mut self, prefix: &str, map: &Map<String, Value>, known: &[&str]) {
+        for key in map.keys() {
+            if !known.contains(&key.as_str()) {
+                self.add(
+                    format!("{prefix}.{key}"),
+                    format!("unknown field{}", suggest::hint(key, known)),
+                );
+            }
+        }
+    }
+
+    /// A problem written `manifest.FIELD: message`, as the settings' parsers write them.
+    fn add_located(&mut self, text: &str) {
+        let text = text.strip_prefix("manifest.").unwrap_or(text);
+        match text.split_once(": ") {
+            Some((field, message)) => self.add(field, message),
+            None => self.add("config", text),
+        }
+    }
+
     fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.0.push(Problem {
             field: field.into(),
@@ -157,6 +205,7 @@ fn lint_data(value: Option<&Value>, problems: &mut Problems) {
     let Some(data) = problems.object("data", value) else {
         return;
     };
+    problems.unknown_keys("data", data, DATA_FIELDS);
     if let Some(snapshot) = problems.string("data.snapshot", data.get("snapshot"))
         && let Err(reason) = SnapshotRef::parse(snapshot)
     {
@@ -244,6 +293,7 @@ fn lint_code(value: Option<&Value>, problems: &mut Problems) {
     let Some(code) = problems.object("code", value) else {
         return;
     };
+    problems.unknown_keys("code", code, CODE_FIELDS);
     if let Some(commit) = problems.string("code.commit", code.get("commit")) {
         let hex = commit
             .bytes()

@@ -19,6 +19,9 @@ enum Frame {
     Sequence { index: usize },
 }
 
+/// How deep lists and mappings may nest in a manifest (a real one nests four or five levels).
+pub const MAX_DEPTH: usize = 64;
+
 /// The first explicitly tagged node or overflowing plain number in `text`, if any. Text libyaml
 /// cannot parse gives `None`: the deserializer reports that with its own message.
 pub fn first_refusal(text: &str) -> Option<Refusal> {
@@ -40,18 +43,12 @@ pub fn first_refusal(text: &str) -> Option<Refusal> {
                 line,
             } => {
                 let is_key = matches!(stack.last(), Some(Frame::Mapping { key: None }));
-                let field = match (&scalar, is_key) {
-                    (Some((value, _)), true) => join(&path(&stack), value),
-                    _ => path(&stack),
-                };
-                let field = if field.is_empty() {
-                    "(the manifest)".to_string()
-                } else {
-                    field
-                };
+                // The field's path is built only for a refusal: building it for every node
+                // made deep nesting quadratic.
+                let key = scalar.as_ref().filter(|_| is_key).map(|(v, _)| v.clone());
                 if let Some(tag) = tag {
                     return Some(Refusal {
-                        field,
+                        field: field_of(&stack, key.as_deref()),
                         message: format!(
                             "line {line}: the YAML tag `{}` is not allowed in a manifest (write the value plainly, quoted if it is a string)",
                             short_tag(&tag)
@@ -69,7 +66,7 @@ pub fn first_refusal(text: &str) -> Option<Refusal> {
                         }
                         if plain && overflows_float(&value) {
                             return Some(Refusal {
-                                field,
+                                field: field_of(&stack, key.as_deref()),
                                 message: format!(
                                     "line {line}: `{value}` is beyond the range of a 64-bit float, so it cannot be hashed as a number"
                                 ),
@@ -90,11 +87,33 @@ pub fn first_refusal(text: &str) -> Option<Refusal> {
                         // A non-string key: the deserializer refuses it with its own message.
                         return None;
                     }
+                    NodeKind::Sequence | NodeKind::Mapping if stack.len() >= MAX_DEPTH => {
+                        return Some(Refusal {
+                            field: field_of(&stack, key.as_deref()),
+                            message: format!(
+                                "line {line}: nested more than {MAX_DEPTH} levels deep, the most a manifest may be"
+                            ),
+                        });
+                    }
                     NodeKind::Sequence => stack.push(Frame::Sequence { index: 0 }),
                     NodeKind::Mapping => stack.push(Frame::Mapping { key: None }),
                 }
             }
         }
+    }
+}
+
+/// The dotted path of the node at the top of `stack` (a key's own name appended when the node
+/// is that key), or `(the manifest)`.
+fn field_of(stack: &[Frame], key: Option<&str>) -> String {
+    let field = match key {
+        Some(key) => join(&path(stack), key),
+        None => path(stack),
+    };
+    if field.is_empty() {
+        "(the manifest)".to_string()
+    } else {
+        field
     }
 }
 
@@ -316,6 +335,22 @@ mod tests {
         assert!(refusal("config:\n  lr: -1.5E+999\n").is_some());
         assert_eq!(refusal("config:\n  lr: \"1e400\"\n"), None);
         assert_eq!(refusal("a: 1e300\nb: .inf\nc: 1e4x\nd: e400\n"), None);
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_at_once_naming_the_limit() {
+        let deep = format!(
+            "config:\n  x: {}{}\n",
+            "[".repeat(200_000),
+            "]".repeat(200_000)
+        );
+        let started = std::time::Instant::now();
+        let (field, message) = refusal(&deep).expect("refused");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert!(field.starts_with("config.x"), "{field}");
+        assert!(message.contains("more than 64 levels"), "{message}");
+        let fine = format!("config:\n  x: {}{}\n", "[".repeat(60), "]".repeat(60));
+        assert_eq!(refusal(&fine), None);
     }
 
     #[test]

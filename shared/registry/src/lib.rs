@@ -13,7 +13,7 @@ mod store;
 
 pub use blobs::{BlobStore, Blobs};
 pub use names::{ModelRef, validate_name};
-pub use store::{AliasMove, Entry, NewEntry, Problem, Registry};
+pub use store::{AliasMove, Entry, NewEntry, Problem, Registration, Registry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {

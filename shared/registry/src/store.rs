@@ -57,6 +57,14 @@ pub struct Registry {
     pub pause_after_blobs: Option<PathBuf>,
 }
 
+/// What `register` did: the entry, and whether it is new (false: the same record was
+/// registered before, and that entry is returned unchanged).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registration {
+    pub entry: Entry,
+    pub added: bool,
+}
+
 /// What a registration supplies (the model and its lineage); the version and time are assigned
 /// inside the transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -256,8 +264,11 @@ impl Registry {
     }
 
     /// Inserts an entry with the next version of its name and, with `promote`, points that
-    /// alias at it, all in one transaction.
-    pub fn register(&mut self, entry: NewEntry, promote: Option<&str>) -> Result<Entry> {
+    /// alias at it, all in one transaction. The record is the registration's idempotency key:
+    /// when this name already has an entry made from the very same record (a retry of a
+    /// registration that committed but could not say so: its stdout failed, it was stopped),
+    /// that entry is returned with `added: false` and nothing changes.
+    pub fn register(&mut self, entry: NewEntry, promote: Option<&str>) -> Result<Registration> {
         validate_name("name", &entry.name)?;
         if let Some(alias) = promote {
             validate_name("alias", alias)?;
@@ -272,7 +283,18 @@ impl Registry {
             std::thread::sleep(Duration::from_secs(60));
         }
         let at = now();
-        let version = self.write(|tx| {
+        let (version, added) = self.write(|tx| {
+            let earlier: Option<i64> = tx
+                .query_row(
+                    "SELECT version FROM entries WHERE name = ?1 AND json_extract(blobs, '$.record') = ?2
+                     ORDER BY version DESC LIMIT 1",
+                    params![entry.name, entry.blobs.record],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if let Some(version) = earlier {
+                return Ok(Ok((version, false)));
+            }
             let version: i64 = tx.query_row(
                 "SELECT COALESCE(MAX(version), 0) + 1 FROM entries WHERE name = ?1",
                 params![entry.name],
@@ -300,9 +322,12 @@ impl Registry {
             if let Some(alias) = promote {
                 move_alias(tx, &entry.name, alias, version, Some("promoted at registration"), &at)?;
             }
-            Ok(Ok(version))
+            Ok(Ok((version, true)))
         })??;
-        self.show(&entry.name, version)
+        Ok(Registration {
+            entry: self.show(&entry.name, version)?,
+            added,
+        })
     }
 
     /// Points `name@alias` at `version`, recording the move.

@@ -181,6 +181,7 @@ fn main() -> ExitCode {
 fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     let mut record = Record::read(args.source.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("validate")?;
+    runfn_manifest::verify_record(&record)?;
     let spec = DataSpec::from_record(&record)?;
     let setting = |e: SettingsError| InputError::field(e.field, e.message);
     let thresholds =

@@ -130,6 +130,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     };
     let mut record = Record::read(args.record.as_deref(), RecordInput::Required)?;
     record.refuse_failed_checks(section)?;
+    runfn_manifest::verify_record(&record)?;
     let registry_dir = args
         .registry
         .clone()

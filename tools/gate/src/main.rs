@@ -105,7 +105,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     };
     let mut record = Record::read(args.record.as_deref(), input)?;
     record.refuse_failed_checks("gate")?;
-    verify_manifest_hash(&record)?;
+    runfn_manifest::verify_record(&record)?;
     let mut policy = policy(&record, &args)?;
     let settings = eval_settings(&record, &args)?;
 
@@ -277,29 +277,6 @@ fn policy(record: &Record, args: &Args) -> Result<Policy, InputError> {
         policy.apply_noise_floor(metric, floor);
     }
     Ok(policy)
-}
-
-/// The record's manifest must be the one its `manifest_hash` names: gates edited (or deleted)
-/// after hashing would otherwise decide under the old hash's name.
-fn verify_manifest_hash(record: &Record) -> Result<(), InputError> {
-    let (Some(manifest), Some(Value::String(recorded))) =
-        (record.get("manifest"), record.get("manifest_hash"))
-    else {
-        return Ok(());
-    };
-    let actual = runfn_manifest::manifest_hash(manifest)
-        .map_err(|e| InputError::field("manifest", e.to_string()))?;
-    if &actual != recorded {
-        return Err(InputError::field(
-            "manifest_hash",
-            format!(
-                "the record's manifest hashes to {}, not to its manifest_hash {}: the manifest was edited after hashing; run mf-hash again",
-                &actual[..12.min(actual.len())],
-                recorded.get(..12).unwrap_or(recorded)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// manifest.eval's rule settings, with the flags' overrides.

@@ -101,6 +101,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     }
     let mut record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("leaks")?;
+    runfn_manifest::verify_record(&record)?;
     let spec = DataSpec::from_record(&record)?;
     let decisions = runfn_manifest::leaks::parse_leaks(record.get_path("manifest.leaks"))
         .map_err(|e| runfn_core::InputError::field(e.field, e.message))?;

@@ -41,7 +41,9 @@ A record whose `gate` is missing or failed is refused (exit 1) unless --allow-un
 
 Output (registering): the input record plus
   \"register\": {\"passed\", \"reason\" (when refused), \"registry\", \"name\", \"version\",
-               \"weights_blake3\", \"weights\", \"manifest_hash\", \"promoted\", \"ungated_reason\"}
+               \"weights_blake3\", \"weights\", \"manifest_hash\", \"promoted\", \"ungated_reason\",
+               \"already_registered\" (true: this same record was registered before, as that
+               version; nothing was added, so a retry never makes a second version)}
 Output (resolve, show): the entry {name, version, weights_blake3, weights, manifest_hash, snapshot,
 code_commit, image, metrics, gate, ungated_reason, blobs, created_at, aliases}; list: an array of
 entries; profile: the stored ds-validate profile, as written; history: an array of moves; verify: {passed, entries, problems: [{entry, blob, problem}]}.
@@ -332,6 +334,7 @@ fn register(
         )
         .into());
     }
+    runfn_manifest::verify_record(&record)?;
     let manifest_hash = string_at(&record, "manifest_hash")
         .ok_or_else(|| InputError::field("manifest_hash", "is missing (run mf-hash first)"))?;
     let manifest = record
@@ -372,7 +375,7 @@ fn register(
         evaluation,
         profile,
     };
-    let entry = registry.register(
+    let registration = registry.register(
         NewEntry {
             name,
             weights_blake3: weights_blake3.clone(),
@@ -393,15 +396,23 @@ fn register(
         },
         args.promote.as_deref(),
     )?;
-    tool.info(format!(
-        "{}@{} registered{}",
-        entry.lineage.name,
-        entry.version,
-        args.promote
-            .as_deref()
-            .map(|a| format!(", now {}@{a}", entry.lineage.name))
-            .unwrap_or_default()
-    ));
+    let entry = &registration.entry;
+    if registration.added {
+        tool.info(format!(
+            "{}@{} registered{}",
+            entry.lineage.name,
+            entry.version,
+            args.promote
+                .as_deref()
+                .map(|a| format!(", now {}@{a}", entry.lineage.name))
+                .unwrap_or_default()
+        ));
+    } else {
+        tool.info(format!(
+            "{}@{} was registered from this same record before: nothing added, no alias moved",
+            entry.lineage.name, entry.version
+        ));
+    }
     record.set_section(
         "register",
         json!({
@@ -414,6 +425,7 @@ fn register(
             "manifest_hash": manifest_hash,
             "promoted": args.promote,
             "ungated_reason": ungated_reason,
+            "already_registered": !registration.added,
         }),
     );
     tool.finish(record, Exit::Passed)

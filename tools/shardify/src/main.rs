@@ -122,6 +122,7 @@ fn main() -> ExitCode {
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let mut record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("shards")?;
+    runfn_manifest::verify_record(&record)?;
     let spec = DataSpec::from_record(&record)?;
     let input = spec.snapshot_path(args.input.as_deref())?;
     let snapshot = spec.open_snapshot(&input, args.schema.as_deref())?;

@@ -303,6 +303,7 @@ fn run(tool: &Tool, args: Args, faults: trainer::Faults) -> anyhow::Result<Exit>
     };
     let record = Record::read(args.record.as_deref(), RecordInput::Required)?;
     record.refuse_failed_checks("train")?;
+    runfn_manifest::verify_record(&record)?;
     let config = TrainConfig::from_json(record.get_path("manifest.config"))
         .map_err(|m| InputError::field("manifest.config", m))?;
     let manifest_hash = record

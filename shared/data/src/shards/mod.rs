@@ -4,6 +4,7 @@
 mod cardinality;
 mod column_parallel;
 mod index;
+mod out_lock;
 mod remote;
 mod rows;
 mod runs;
@@ -13,6 +14,7 @@ mod value_text;
 mod writer;
 
 pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry};
+pub use out_lock::LOCK_NAME;
 pub use remote::{local_shards, publish};
 pub use rows::{ROWS_FORMAT, RowsDigest, split_rows_digest};
 pub use shuffle::{ShardOptions, ShardProgress, shardify};

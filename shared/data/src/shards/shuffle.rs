@@ -67,6 +67,9 @@ pub fn shardify(
 ) -> Result<(ShardIndex, String), DataError> {
     let out = &options.out;
     runfn_core::paths::create_dir_all(out).map_err(|e| DataError::Other(e.to_string()))?;
+    // Held to the end of the run: a second shardify here is refused, and what a killed one
+    // left (spills, unrenamed parts) goes now.
+    let (_lock, _swept) = super::out_lock::lock_and_sweep(out)?;
     // The listing refuses what the readers would (a FIFO, say) before any row is read; the
     // files are hashed as they are read (see `hashing_reader`).
     let listing = runfn_manifest::digest::Listing::of(&snapshot.root)

@@ -608,7 +608,8 @@ fn profiles_shards_like_the_snapshot_they_came_from() {
 fn bad_inputs_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = demo_snapshot(&dir.path().join("s"), 1_000, &[]);
-    let record = crate::util::rehashed(demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\""));
+    let record =
+        crate::util::rehashed(demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\""));
     tool("ds-validate")
         .args(["--in".as_ref(), snapshot.as_os_str()])
         .stdin(record)

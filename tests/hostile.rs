@@ -1214,3 +1214,40 @@ fn a_rerun_removes_what_a_killed_shardify_left_and_two_at_once_are_refused() {
     drop(held);
     assert_eq!(shardify(&snapshot, &out, &GOOD_SPLITS).code, 0);
 }
+
+#[test]
+fn a_repeated_yaml_key_is_named_at_the_key() {
+    let (_dir, path) = manifest_with("lr: 0.003", "lr: 0.003, lr: 0.3");
+    tool("mf-hash")
+        .args([os(&path)])
+        .run()
+        .assert_bad_input("mf-hash", "config.lr: line 15: duplicate key `lr`");
+}
+
+#[test]
+fn a_huge_name_is_not_echoed_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "N".repeat(100_000);
+    let out = tool("register")
+        .args(["--registry".as_ref(), os(&dir.path().join("registry"))])
+        .args(["resolve", &format!("{name}@prod")])
+        .run();
+    assert_eq!(out.code, 2, "{}", out.stderr.len());
+    assert!(
+        out.stderr.len() < 400,
+        "{} bytes on stderr",
+        out.stderr.len()
+    );
+    assert!(out.stderr.contains("(100000 characters)"), "{}", out.stderr);
+}
+
+#[test]
+fn a_setting_s_error_names_its_field_once() {
+    let typo = crate::train::edited(|r| r["manifest"]["config"]["max_step"] = 10.into());
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::train::train(&typo, &dir.path().join("run"), &[]);
+    out.assert_bad_input(
+        "train",
+        "train: manifest.config.max_step: unknown setting (did you mean `max_steps`?)",
+    );
+}

@@ -113,7 +113,8 @@ fn bad_inputs_exit_2_naming_what_is_wrong() {
     let snapshot = demo_snapshot(&dir.path().join("s"), 2_000, &[]);
     tool("leak-check").args(["--in".as_ref(), snapshot.as_os_str()]).args(["--split", "train=created < 2026-01-01"]).stdin(demo_record()).run()
         .assert_bad_input("leak-check", "manifest.data.splits.train: `created < 2026-01-01` uses the column `created`, which the snapshot does not have");
-    let no_label = crate::util::rehashed(demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\""));
+    let no_label =
+        crate::util::rehashed(demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\""));
     tool("leak-check")
         .args(["--in".as_ref(), snapshot.as_os_str()])
         .stdin(no_label)

@@ -284,7 +284,9 @@ fn bad_inputs_exit_2_and_name_the_file_or_column() {
             "--out".as_ref(),
             dir.path().join("o4").as_os_str(),
         ])
-        .stdin(crate::util::rehashed(demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\"")))
+        .stdin(crate::util::rehashed(
+            demo_record().replace("\"label\":\"churned\"", "\"label\":\"left\""),
+        ))
         .run();
     no_label.assert_bad_input("shardify", "manifest.data.label: names the column `left`");
     assert!(!dir.path().join("o4/index.json").exists());

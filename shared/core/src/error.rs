@@ -41,6 +41,19 @@ impl InputError {
     }
 }
 
+/// `text` as an error message may echo it: at most 80 characters, then how long it was. A
+/// 100 KB name given by mistake would otherwise come back whole on stderr and in alerts.
+pub fn shown(text: &str) -> String {
+    const MOST: usize = 80;
+    let count = text.chars().count();
+    if count <= MOST {
+        text.to_string()
+    } else {
+        let head: String = text.chars().take(MOST).collect();
+        format!("{head}… ({count} characters)")
+    }
+}
+
 /// The JSON type name used in error messages.
 pub fn json_type_name(value: &serde_json::Value) -> &'static str {
     match value {
@@ -50,5 +63,21 @@ pub fn json_type_name(value: &serde_json::Value) -> &'static str {
         serde_json::Value::String(_) => "a string",
         serde_json::Value::Array(_) => "an array",
         serde_json::Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_shown_cut_with_its_length() {
+        assert_eq!(shown("churn"), "churn");
+        let long = "x".repeat(100_000);
+        let cut = shown(&long);
+        assert!(
+            cut.len() < 120 && cut.ends_with("(100000 characters)"),
+            "{cut}"
+        );
     }
 }

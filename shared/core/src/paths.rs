@@ -40,7 +40,20 @@ pub fn not_a_folder(path: &Path) -> Option<PathBuf> {
 /// `std::fs::create_dir_all`, with an error that names the file in the way instead of
 /// "File exists (os error 17)".
 pub fn create_dir_all(dir: &Path) -> Result<(), InputError> {
-    std::fs::create_dir_all(dir).map_err(|source| folder_error(dir, source))
+    std::fs::create_dir_all(dir).map_err(|source| {
+        // A file system that takes no new folders (`/proc`, `/sys`) answers "No such file or
+        // directory" although the parent is there: say what that means.
+        match nearest_existing(dir) {
+            Some(parent) if source.kind() == std::io::ErrorKind::NotFound => InputError::field(
+                dir.display().to_string(),
+                format!(
+                    "cannot be made: `{}` exists but takes no new folder there ({source})",
+                    parent.display()
+                ),
+            ),
+            _ => folder_error(dir, source),
+        }
+    })
 }
 
 /// The error for a folder `dir` that could not be made or used: when part of its path is a file,
@@ -61,9 +74,32 @@ pub fn folder_error(dir: &Path, source: std::io::Error) -> InputError {
     }
 }
 
+/// The deepest ancestor of `dir` that exists, when that is its parent: the folder itself was
+/// refused, not a missing part of its path.
+fn nearest_existing(dir: &Path) -> Option<std::path::PathBuf> {
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty())?;
+    std::fs::symlink_metadata(parent)
+        .ok()
+        .filter(|m| m.is_dir())
+        .map(|_| parent.to_path_buf())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_proc_refuses_is_not_called_missing() {
+        let err = create_dir_all(Path::new("/proc/runfn-out"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "/proc/runfn-out: cannot be made: `/proc` exists but takes no new folder"
+            ),
+            "{err}"
+        );
+    }
 
     #[test]
     fn a_file_in_the_way_of_a_folder_is_named() {

@@ -5,25 +5,25 @@
 //! process of a step; a terminal signals the whole foreground group) must not turn the request
 //! into a kill. The scheduler's SIGKILL after its grace period stays the hard stop.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 
-static REQUESTED: AtomicI32 = AtomicI32::new(0);
+/// The last signal caught (0: none). signal-hook's handler stores the signal's number here,
+/// which is all a handler may safely do.
+static REQUESTED: LazyLock<Arc<AtomicUsize>> = LazyLock::new(|| Arc::new(AtomicUsize::new(0)));
 
-extern "C" fn remember(signal: libc::c_int) {
-    REQUESTED.store(signal, Ordering::SeqCst);
+/// Catches SIGTERM and SIGINT from now on.
+pub fn install() {
+    install_for(&[libc::SIGTERM, libc::SIGINT]);
 }
 
-/// Catches the first SIGTERM and SIGINT from now on.
-pub fn install() {
-    for signal in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = remember as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut());
-        }
+/// Catches `signals` from now on: each is remembered (see [`requested`], [`take`]), never acted
+/// on by the default action.
+pub fn install_for(signals: &[i32]) {
+    for &signal in signals {
+        // A signal that cannot be caught (SIGKILL) is a programming error, not a runtime one.
+        signal_hook::flag::register_usize(signal, Arc::clone(&REQUESTED), signal as usize)
+            .expect("a signal that can be caught");
     }
 }
 
@@ -31,7 +31,16 @@ pub fn install() {
 pub fn requested() -> Option<i32> {
     match REQUESTED.load(Ordering::SeqCst) {
         0 => None,
-        signal => Some(signal),
+        signal => Some(signal as i32),
+    }
+}
+
+/// The signal caught since the last `take`, if any, forgetting it (a launcher forwards each
+/// signal it gets once).
+pub fn take() -> Option<i32> {
+    match REQUESTED.swap(0, Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal as i32),
     }
 }
 

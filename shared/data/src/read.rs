@@ -598,14 +598,34 @@ impl<'a> CsvSample<'a> {
                 self.reader = Some((file, reader));
                 continue;
             };
-            let mut record = csv::StringRecord::new();
+            let mut bytes = csv::ByteRecord::new();
             if !reader
-                .read_record(&mut record)
+                .read_byte_record(&mut bytes)
                 .map_err(|e| DataError::file(&file.path, e))?
             {
                 self.reader = None;
                 continue;
             }
+            // Checked here rather than by read_record, whose error on the first data row
+            // points at the header ("record 0 (line 1)").
+            let position = bytes.position().cloned();
+            let record = csv::StringRecord::from_byte_record(bytes).map_err(|err| {
+                let field = err.utf8_error().field();
+                let name = reader
+                    .byte_headers()
+                    .ok()
+                    .and_then(|h| h.get(field))
+                    .map(|h| format!(" `{}`", String::from_utf8_lossy(h)))
+                    .unwrap_or_default();
+                let (row, line) = position.map_or((0, 0), |p| (p.record(), p.line()));
+                DataError::file(
+                    &file.path,
+                    format!(
+                        "data row {row} (line {line}): field {}{name} is not valid UTF-8",
+                        field + 1
+                    ),
+                )
+            })?;
             if record.iter().all(str::is_empty) && record.len() <= 1 {
                 continue;
             }
@@ -743,6 +763,25 @@ mod tests {
             }
         }
         Ok(out)
+    }
+
+    #[test]
+    fn invalid_utf8_names_its_data_row_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, row, line) in [
+            (&b"id,x,y\n\xff\xfe,1,0\n2,3,1\n"[..], 1, 2),
+            (&b"id,x,y\n1,1,0\n2,\xff,1\n"[..], 2, 3),
+        ] {
+            std::fs::write(dir.path().join("a.csv"), text).unwrap();
+            let err = Snapshot::open(dir.path(), &BTreeMap::new())
+                .and_then(|snapshot| read_all(&snapshot))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("data row {row} (line {line}): field")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,6 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -43,22 +42,8 @@ pub struct Outcome {
     pub endings: Vec<String>,
 }
 
-static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn remember_signal(signal: libc::c_int) {
-    PENDING_SIGNAL.store(signal, Ordering::SeqCst);
-}
-
 fn install_forwarding() {
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(
-                signal,
-                remember_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
-        }
-    }
+    runfn_core::stop::install_for(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
 }
 
 fn describe(status: ExitStatus) -> String {
@@ -138,7 +123,7 @@ pub fn run(job: &LocalJob, log: &dyn Fn(String)) -> Result<Outcome> {
     let mut stop_deadline: Option<Instant> = None;
     let mut killed = false;
     loop {
-        let signal = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+        let signal = runfn_core::stop::take().unwrap_or(0);
         if signal != 0 {
             log(format!(
                 "received signal {signal}; forwarding it to every rank"

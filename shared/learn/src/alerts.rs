@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use runfn_stats::percentile::median;
 use serde::{Deserialize, Serialize};
 
 /// The environment variable naming a command (run through `sh -c`) to call on every alert.
@@ -206,17 +207,6 @@ impl Detector {
             }
         }
         alerts
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
     }
 }
 

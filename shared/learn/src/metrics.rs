@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::seeds;
+use runfn_stats::percentile::percentile;
 
 pub const ECE_BINS: usize = 10;
 pub const THRESHOLD: f64 = 0.5;
@@ -139,13 +140,6 @@ pub fn bootstrap(
         );
     }
     out
-}
-
-/// Linear interpolation between closest ranks (numpy's default).
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
 #[cfg(test)]

@@ -15,8 +15,14 @@ pub struct Refusal {
 }
 
 enum Frame {
-    Mapping { key: Option<String> },
-    Sequence { index: usize },
+    /// The key being read (None between entries) and the keys read so far.
+    Mapping {
+        key: Option<String>,
+        seen: std::collections::HashSet<String>,
+    },
+    Sequence {
+        index: usize,
+    },
 }
 
 /// How deep lists and mappings may nest in a manifest (a real one nests four or five levels).
@@ -42,7 +48,7 @@ pub fn first_refusal(text: &str) -> Option<Refusal> {
                 scalar,
                 line,
             } => {
-                let is_key = matches!(stack.last(), Some(Frame::Mapping { key: None }));
+                let is_key = matches!(stack.last(), Some(Frame::Mapping { key: None, .. }));
                 // The field's path is built only for a refusal: building it for every node
                 // made deep nesting quadratic.
                 let key = scalar.as_ref().filter(|_| is_key).map(|(v, _)| v.clone());
@@ -59,7 +65,20 @@ pub fn first_refusal(text: &str) -> Option<Refusal> {
                     NodeKind::Scalar => {
                         let (value, plain) = scalar.unwrap_or_default();
                         if is_key {
-                            if let Some(Frame::Mapping { key }) = stack.last_mut() {
+                            // libyaml reads a repeated key without a word, and the deserializer
+                            // then names the mapping's line, not the key's.
+                            if let Some(Frame::Mapping { seen, .. }) = stack.last()
+                                && seen.contains(&value)
+                            {
+                                return Some(Refusal {
+                                    field: field_of(&stack, Some(&value)),
+                                    message: format!(
+                                        "line {line}: duplicate key `{value}` (given twice in one mapping)"
+                                    ),
+                                });
+                            }
+                            if let Some(Frame::Mapping { key, seen }) = stack.last_mut() {
+                                seen.insert(value.clone());
                                 *key = Some(value);
                             }
                             continue;
@@ -76,7 +95,7 @@ pub fn first_refusal(text: &str) -> Option<Refusal> {
                     }
                     NodeKind::Alias => {
                         if is_key {
-                            if let Some(Frame::Mapping { key }) = stack.last_mut() {
+                            if let Some(Frame::Mapping { key, .. }) = stack.last_mut() {
                                 *key = Some("*alias".into());
                             }
                         } else {
@@ -96,7 +115,10 @@ pub fn first_refusal(text: &str) -> Option<Refusal> {
                         });
                     }
                     NodeKind::Sequence => stack.push(Frame::Sequence { index: 0 }),
-                    NodeKind::Mapping => stack.push(Frame::Mapping { key: None }),
+                    NodeKind::Mapping => stack.push(Frame::Mapping {
+                        key: None,
+                        seen: Default::default(),
+                    }),
                 }
             }
         }
@@ -119,7 +141,7 @@ fn field_of(stack: &[Frame], key: Option<&str>) -> String {
 
 fn value_done(stack: &mut [Frame]) {
     match stack.last_mut() {
-        Some(Frame::Mapping { key }) => *key = None,
+        Some(Frame::Mapping { key, .. }) => *key = None,
         Some(Frame::Sequence { index }) => *index += 1,
         None => {}
     }
@@ -129,8 +151,8 @@ fn path(stack: &[Frame]) -> String {
     let mut out = String::new();
     for frame in stack {
         match frame {
-            Frame::Mapping { key: Some(key) } => out = join(&out, key),
-            Frame::Mapping { key: None } => {}
+            Frame::Mapping { key: Some(key), .. } => out = join(&out, key),
+            Frame::Mapping { key: None, .. } => {}
             Frame::Sequence { index } => out.push_str(&format!("[{index}]")),
         }
     }
@@ -335,6 +357,22 @@ mod tests {
         assert!(refusal("config:\n  lr: -1.5E+999\n").is_some());
         assert_eq!(refusal("config:\n  lr: \"1e400\"\n"), None);
         assert_eq!(refusal("a: 1e300\nb: .inf\nc: 1e4x\nd: e400\n"), None);
+    }
+
+    #[test]
+    fn a_repeated_key_is_named_at_its_own_line() {
+        let text = "seed: 7\nconfig:\n  lr: 0.1\n  hidden: [8]\n  lr: 0.2\n";
+        let (field, message) = refusal(text).expect("refused");
+        assert_eq!(field, "config.lr");
+        assert!(
+            message.starts_with("line 5: duplicate key `lr`"),
+            "{message}"
+        );
+        assert_eq!(
+            refusal("a: {x: 1}\nb: {x: 2}\n"),
+            None,
+            "the same key in two mappings"
+        );
     }
 
     #[test]

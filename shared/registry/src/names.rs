@@ -12,7 +12,8 @@ pub fn validate_name(kind: &str, name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(RegistryError::Invalid(format!(
-            "{kind} `{name}`: must match [a-z0-9][a-z0-9._-]* (at most 128 characters)"
+            "{kind} `{}`: must match [a-z0-9][a-z0-9._-]* (at most 128 characters)",
+            runfn_core::error::shown(name)
         )))
     }
 }
@@ -28,14 +29,16 @@ impl ModelRef {
     pub fn parse(text: &str) -> Result<ModelRef> {
         let Some((name, tail)) = text.split_once('@') else {
             return Err(RegistryError::Invalid(format!(
-                "`{text}`: expected NAME@ALIAS or NAME@VERSION (for example churn@prod)"
+                "`{}`: expected NAME@ALIAS or NAME@VERSION (for example churn@prod)",
+                runfn_core::error::shown(text)
             )));
         };
         validate_name("name", name)?;
         if let Ok(version) = tail.parse::<i64>() {
             if version < 1 {
                 return Err(RegistryError::Invalid(format!(
-                    "`{text}`: versions start at 1"
+                    "`{}`: versions start at 1",
+                    runfn_core::error::shown(text)
                 )));
             }
             return Ok(ModelRef::Version {

@@ -30,17 +30,7 @@ impl Quartiles {
     }
 }
 
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    match sorted.len() {
-        0 => 0.0,
-        1 => sorted[0],
-        n => {
-            let rank = q * (n - 1) as f64;
-            let (low, high) = (rank.floor() as usize, rank.ceil() as usize);
-            sorted[low] + (sorted[high] - sorted[low]) * (rank - low as f64)
-        }
-    }
-}
+pub use runfn_stats::percentile::percentile;
 
 /// One stage of the map: one tool (an evaluate of a baseline counts apart from the candidate's).
 #[derive(Debug, Clone, PartialEq, Serialize)]

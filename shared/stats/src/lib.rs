@@ -10,5 +10,6 @@ pub mod minhash;
 mod mix;
 pub mod noise;
 pub mod normal;
+pub mod percentile;
 pub mod sampling;
 pub mod sketch;

@@ -305,7 +305,11 @@ fn run(tool: &Tool, args: Args, faults: trainer::Faults) -> anyhow::Result<Exit>
     record.refuse_failed_checks("train")?;
     runfn_manifest::verify_record(&record)?;
     let config = TrainConfig::from_json(record.get_path("manifest.config"))
-        .map_err(|m| InputError::field("manifest.config", m))?;
+        // The message names its field already (`manifest.config.max_step: ...`).
+        .map_err(|m| match m.split_once(": ") {
+            Some((field, message)) => InputError::field(field, message),
+            None => InputError::field("manifest.config", m),
+        })?;
     let manifest_hash = record
         .get("manifest_hash")
         .and_then(Value::as_str)

@@ -47,7 +47,17 @@ fn os(path: &Path) -> &std::ffi::OsStr {
 /// Runs `tool` with `args` and empty stdin, killing it after `limit` (a tool that blocks on a
 /// FIFO would otherwise hang the test run); `None` when it had to be killed.
 fn run_with_limit(name: &str, args: &[&std::ffi::OsStr], limit: Duration) -> Option<Output> {
-    let mut child = spawn(name, args, b"", Stdio::piped());
+    run_with_limit_and_stdin(name, args, b"", limit)
+}
+
+/// `run_with_limit` with `stdin` written to the tool.
+fn run_with_limit_and_stdin(
+    name: &str,
+    args: &[&std::ffi::OsStr],
+    stdin: &[u8],
+    limit: Duration,
+) -> Option<Output> {
+    let mut child = spawn(name, args, stdin, Stdio::piped());
     let started = Instant::now();
     while child.try_wait().expect("wait").is_none() {
         if started.elapsed() > limit {
@@ -1075,29 +1085,14 @@ fn sharded(dir: &Path) -> (PathBuf, Value) {
 }
 
 fn leak_check_shards(shards: &Path) -> Option<Output> {
-    let mut child = crate::util::spawn(
+    run_with_limit_and_stdin(
         "leak-check",
         &["--shards".as_ref(), os(shards)],
         json!({"manifest": {"data": {"entity": "id"}}})
             .to_string()
             .as_bytes(),
-        Stdio::piped(),
-    );
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().unwrap();
-    Some(Output {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    })
+        Duration::from_secs(20),
+    )
 }
 
 #[test]

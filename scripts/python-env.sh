@@ -2,12 +2,13 @@
 # Creates (once) the Python virtualenv the tests use as an independent reference: pyarrow reads
 # the shards back, scikit-learn recomputes evaluate's metrics, tensorboard reads report's event
 # files (its EventAccumulator needs no TensorFlow), moto serves a loopback S3 for
-# scripts/s3-test-server.py and boto3 reads that store back. It lives in the cache folder outside
-# the clone; prints its python path.
+# scripts/s3-test-server.py and boto3 reads that store back; jsonschema checks records against
+# docs/schema/ as a team's own script would; safetensors runs scripts/score-reference.py. It
+# lives in the cache folder outside the clone; prints its python path.
 set -euo pipefail
 CACHE="${RUNFN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runfn}"
 VENV="$CACHE/test-venv"
-PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0 'moto[server]==5.2.5' boto3==1.44.8)
+PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0 'moto[server]==5.2.5' boto3==1.44.8 jsonschema==4.26.0 safetensors==0.7.0)
 
 # Prints the pins the venv lacks (absent, another version, or not importable), one a line.
 missing() {

@@ -207,7 +207,7 @@ fn zero_negative_nan_or_missing_inputs_exit_2() {
         .run();
     wrong_type.assert_bad_input(
         "ckpt-interval",
-        "record: train.ckpt_mean_s: must be a number, found a string",
+        "record: train.ckpt_mean_s: invalid type: string \"slow\", expected f64",
     );
     let malformed = tool("ckpt-interval")
         .args(["--cost", "1", "--mtbf", "1"])

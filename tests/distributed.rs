@@ -433,6 +433,28 @@ fn resuming_with_another_world_size_warns_and_continues() {
     assert!(difference < 1e-5, "{difference:e}");
 }
 
+/// libtorch's own log lines (`[W1204 12:00:00.000 socket.cpp:...]`, `[rank0]:[E...]`) are not
+/// ours to print: a rendezvous failure is the one line that names it.
+fn no_cpp_log_lines(stderr: &str) {
+    let cpp: Vec<&str> = stderr
+        .lines()
+        .filter(|line| {
+            let line = line.trim_start_matches(|c: char| c != '[' && !c.is_alphanumeric());
+            let line = line.strip_prefix("[rank").map_or(line, |rest| {
+                rest.split_once("]:").map_or(line, |(_, after)| after)
+            });
+            line.len() > 2
+                && line.starts_with('[')
+                && matches!(line.as_bytes()[1], b'W' | b'E' | b'I' | b'F')
+                && line.as_bytes()[2].is_ascii_digit()
+        })
+        .collect();
+    assert!(
+        cpp.is_empty(),
+        "libtorch's log lines on stderr: {cpp:?}\n{stderr}"
+    );
+}
+
 #[test]
 fn setup_errors_are_clear() {
     let record = record(100);
@@ -449,6 +471,18 @@ fn setup_errors_are_clear() {
         "2",
     ));
     alone.assert_environment_failed("train", "timed out after 2 s: not every rank joined");
+    no_cpp_log_lines(&alone.stderr);
+    // Rank 1 of 2 with nobody at MASTER_ADDR:MASTER_PORT.
+    let orphan = finish(start_rank(
+        &record,
+        &dir.path().join("orphan"),
+        1,
+        2,
+        free_port(),
+        "2",
+    ));
+    assert_eq!(orphan.code, 4, "{}", orphan.stderr);
+    no_cpp_log_lines(&orphan.stderr);
     assert!(started.elapsed() < Duration::from_secs(30));
 
     // The rendezvous port is taken.
@@ -463,6 +497,7 @@ fn setup_errors_are_clear() {
         "2",
     ));
     busy.assert_environment_failed("train", &format!("MASTER_PORT {port} is already in use"));
+    no_cpp_log_lines(&busy.stderr);
     // --nproc-per-node hosts the store itself, so a taken --master-port is named before any rank
     // starts.
     let hosted = train_ranks(

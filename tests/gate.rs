@@ -202,7 +202,7 @@ fn bad_input_exits_2() {
         .run()
         .assert_bad_input(
             "gate",
-            "evaluate.overall.auc: must be a number, found a string",
+            "evaluate.overall.auc: invalid type: string \"0.9\", expected f64",
         );
     tool("gate")
         .args(["--gate", "auc_min_detla=0"])

@@ -194,18 +194,40 @@ fn score_with_noise(
                 .or_insert_with(|| json!({}))
                 .as_object_mut()
                 .expect("an object");
-            entry.insert(value, json!({"std": sample_std(&aucs)}));
+            let mut spread = spread(&aucs);
+            spread.as_object_mut().unwrap().remove("metric");
+            for key in ["method", "values"] {
+                spread.as_object_mut().unwrap().remove(key);
+            }
+            entry.insert(value, spread);
         }
     }
     Scored {
         scores,
-        noise: json!({
-            "metric": "evaluate.overall.auc",
-            "n": NOISE_RESAMPLES,
-            "std": sample_std(&overall),
-            "slices": slices_json,
-        }),
+        noise: {
+            let mut noise = spread(&overall);
+            noise["slices"] = Value::Object(slices_json);
+            noise
+        },
     }
+}
+
+/// A `noise_floor` section as noise-floor writes it (method `range`) over `values`.
+fn spread(values: &[f64]) -> Value {
+    let min = values.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    json!({
+        "metric": "evaluate.overall.auc",
+        "n": values.len(),
+        "mean": values.iter().sum::<f64>() / values.len() as f64,
+        "std": sample_std(values),
+        "min": min,
+        "max": max,
+        "range": max - min,
+        "floor": max - min,
+        "method": "range",
+        "values": values,
+    })
 }
 
 fn sample_std(values: &[f64]) -> f64 {

@@ -257,10 +257,9 @@ fn a_bad_leak_setting_exits_2_naming_the_field_and_mf_hash_lints_it() {
         + "leaks:\n  near_duplicates: {off: true}\n";
     std::fs::write(&manifest, text).unwrap();
     let out = tool("mf-hash").args([&manifest]).run();
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert_eq!(
-        out.json()["mf_hash"]["problems"],
-        serde_json::json!([{"field": "leaks.near_duplicates.off", "message": "needs a reason: a non-empty text saying why"}])
+    out.assert_bad_input(
+        "mf-hash",
+        "leaks.near_duplicates.off: needs a reason: a non-empty text saying why",
     );
 }
 

@@ -568,3 +568,141 @@ fn a_label_or_category_the_snapshot_does_not_fit_is_refused_with_what_to_write()
              to use its values as categories, list it in manifest.data.categorical",
         );
 }
+
+/// The model file is all a serving team needs: `scripts/score-reference.py` (numpy, pyarrow and
+/// safetensors, nothing of runfn) reads it and the test split's shards and gives the scores
+/// evaluate wrote, to 1e-6, on real tables (numeric, missing-value indicators, categories).
+#[test]
+fn the_reference_scorer_outside_runfn_gives_evaluates_scores_to_1e_6() {
+    let python = python_with_pyarrow();
+    for table in [&TELCO, &RESUME] {
+        let dir = tempfile::tempdir().unwrap();
+        let record = chain(table, dir.path());
+        let shards = PathBuf::from(record["shards"]["dir"].as_str().unwrap());
+        let index: Value =
+            serde_json::from_str(&std::fs::read_to_string(shards.join("index.json")).unwrap())
+                .unwrap();
+        let files: Vec<PathBuf> = index["splits"]["test"]["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| shards.join(s["path"].as_str().unwrap()))
+            .collect();
+        let numbers = |out: std::process::Output, what: &str| -> Vec<f64> {
+            assert!(
+                out.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| l.parse().unwrap())
+                .collect()
+        };
+        let reference = numbers(
+            Command::new(&python)
+                .arg("scripts/score-reference.py")
+                .arg(record["train"]["weights"].as_str().unwrap())
+                .args(&files)
+                .output()
+                .unwrap(),
+            "score-reference.py",
+        );
+        let evaluated = numbers(
+            Command::new(&python)
+                .args([
+                    "-c",
+                    "import sys, pyarrow.parquet as pq\n\
+                     for s in pq.read_table(sys.argv[1]).column('score').to_pylist(): print(repr(s))",
+                ])
+                .arg(record["evaluate"]["row_scores"]["path"].as_str().unwrap())
+                .output()
+                .unwrap(),
+            "row scores",
+        );
+        assert_eq!(reference.len(), evaluated.len(), "{}: rows", table.name);
+        let worst = reference
+            .iter()
+            .zip(&evaluated)
+            .map(|(r, e)| (r - e).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst < 1e-6,
+            "{}: scores differ by up to {worst:e}",
+            table.name
+        );
+        let spread = evaluated.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+            - evaluated.iter().cloned().fold(f64::INFINITY, f64::min);
+        assert!(
+            spread > 0.1,
+            "{}: a model that scores everything alike",
+            table.name
+        );
+    }
+}
+
+/// evaluate keeps the most confident wrong predictions with what the model saw, and the report
+/// page shows them: on telco, the ten rows are the ten wrong ones furthest from their label in
+/// the row scores file, their values are the shard rows', and the page lists them.
+#[test]
+fn the_most_confident_mistakes_are_kept_with_their_values_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = chain(&TELCO, dir.path());
+    let mistakes = record["evaluate"]["mistakes"].as_array().unwrap();
+    assert_eq!(mistakes.len(), 10);
+    crate::schema::evaluate_matches_its_schema(&record);
+    let shards = PathBuf::from(record["shards"]["dir"].as_str().unwrap());
+    let check = r#"
+import json, sys, glob
+import pyarrow.parquet as pq, pyarrow as pa
+scores = pq.read_table(sys.argv[1]).to_pydict()
+wrong = [(abs((1.0 if l else 0.0) - s), r) for r, l, s in zip(scores["row"], scores["label"], scores["score"]) if l != (s >= 0.5)]
+wrong.sort(key=lambda x: (-x[0], x[1]))
+index = json.load(open(sys.argv[2] + "/index.json"))
+test = pa.concat_tables([pq.read_table(sys.argv[2] + "/" + s["path"]) for s in index["splits"]["test"]["shards"]]).to_pydict()
+first = int(sys.argv[3])
+print(json.dumps({"rows": [r for _, r in wrong[:10]], "tenure": str(test["tenure"][first]), "contract": test["contract"][first]}))
+"#;
+    let first = mistakes[0]["row"].as_u64().unwrap();
+    let out = Command::new(python_with_pyarrow())
+        .args(["-c", check])
+        .arg(record["evaluate"]["row_scores"]["path"].as_str().unwrap())
+        .arg(&shards)
+        .arg(first.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows: Vec<u64> = mistakes
+        .iter()
+        .map(|m| m["row"].as_u64().unwrap())
+        .collect();
+    assert_eq!(serde_json::json!(rows), expected["rows"]);
+    for m in mistakes {
+        let (label, score) = (m["label"].as_bool().unwrap(), m["score"].as_f64().unwrap());
+        assert_ne!(label, score >= 0.5, "a mistake: {m}");
+    }
+    assert_eq!(mistakes[0]["values"]["tenure"], expected["tenure"]);
+    assert_eq!(mistakes[0]["values"]["contract"], expected["contract"]);
+    let page = dir.path().join("report.html");
+    let report = tool("report")
+        .args(["--html".as_ref(), page.as_os_str(), "-q".as_ref()])
+        .stdin(record.to_string())
+        .run();
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let table = html
+        .split_once("<h2>Most confident mistakes</h2>")
+        .expect("the page lists the mistakes")
+        .1;
+    assert!(
+        table.contains(&format!("<tr><td>{first}</td>")),
+        "row {first}"
+    );
+    assert!(table.contains("<th>contract</th>"));
+}

@@ -769,8 +769,8 @@ fn register_model(dir: &Path, registry: &Path, n: u32) {
     let manifest = fixture("night/manifest.json");
     let record = json!({
         "manifest": manifest["manifest"], "manifest_hash": manifest["manifest_hash"],
-        "train": {"passed": true, "weights": weights, "weights_blake3": hash},
-        "gate": {"passed": true, "no_baseline": n == 1, "reasons": []},
+        "train": trained(&weights, &hash),
+        "gate": passed_gate(n == 1),
     });
     let out = tool("register")
         .args(["--name", "churn", "--promote", "prod", "--registry"])
@@ -778,6 +778,60 @@ fn register_model(dir: &Path, registry: &Path, n: u32) {
         .stdin(record.to_string())
         .run();
     assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+/// A whole `train` section, as train writes it, for the weights at `weights`.
+fn trained(weights: &Path, blake3: &str) -> Value {
+    serde_json::to_value(runfn_schema::record::Train {
+        passed: true,
+        preempted: false,
+        reason: None,
+        weights: Some(weights.display().to_string()),
+        weights_blake3: Some(blake3.to_string()),
+        steps: 100,
+        steps_this_run: 100,
+        seed: 7,
+        device: "cpu".into(),
+        threads: 1,
+        wall_s: 1.0,
+        samples_per_s: 1000.0,
+        data_wait_fraction: 0.01,
+        step_time_s: 0.01,
+        ckpt_mean_s: None,
+        ckpt_async: false,
+        ckpt_blocking_s: None,
+        checkpoints_written: 0,
+        resumed_from: None,
+        metrics: "metrics.jsonl".into(),
+        parameters: 10,
+        features: Default::default(),
+        final_loss: Some(0.4),
+        val: None,
+        best: None,
+        early_stopping: None,
+        shards_index_blake3: "ab".repeat(32),
+        distributed: None,
+        alerts: Vec::new(),
+    })
+    .unwrap()
+}
+
+/// A `gate` section that passed (with no baseline for the first model).
+fn passed_gate(no_baseline: bool) -> Value {
+    serde_json::to_value(runfn_schema::record::Gate {
+        passed: true,
+        no_baseline,
+        gates_run: Vec::new(),
+        checks: Vec::new(),
+        reasons: Vec::new(),
+        method: "point".into(),
+        rule: None,
+        confidence: None,
+        resamples: None,
+        underpowered: Vec::new(),
+        undefined: Vec::new(),
+    })
+    .unwrap()
 }
 
 /// The night's register record: `version` registered and promoted to churn@prod.

@@ -1,14 +1,20 @@
-//! The documented shape of each tool's section, as structs that refuse unknown fields, tied to
-//! the README's run-record table: `readme_run_record_table_matches_the_schema_structs` compares
-//! the fields the README lists for each key with the structs' fields, and every section a test
-//! reads must hold the fields the README lists without `?`. A field added, renamed or removed in
-//! a tool, in the README or in a struct, without the other two, fails here.
+//! The record's sections as runfn-schema types them (the types every tool writes and reads its
+//! section through), tied to docs/record.md and to docs/schema/: the run-record table lists the
+//! same fields as the types, every section a test reads parses into its type, serializes back to
+//! exactly what the tool wrote (no field lost, `null` and absent kept apart) and holds the fields
+//! the table lists without `?`; the JSON Schema files are the types', and a record the pipeline
+//! wrote validates against them with Python's jsonschema, as a team's own script would.
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
 
-use serde::Deserialize;
+use runfn_schema::record::{
+    CkptInterval, Cost, Environment, EvalMetrics, Evaluate, Gate, Gpu, LeakCheck, Leaks, MfHash,
+    NoiseFloor, Predict, Problem, Register, Report, ReportPair, ReportStage, ShardSplit, Shards,
+    Timing, Train, TrainAlert, Validate, ValidateCheck,
+};
 use serde::de::{DeserializeOwned, Visitor};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::util::tool;
@@ -216,203 +222,16 @@ fn assert_documented_fields_present(value: &Value, fields: &[DocField], path: &s
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Timing {
-    tool: String,
-    started_at: String,
-    wall_s: f64,
-    cpu_s: f64,
-    max_rss_bytes: u64,
-    environment: Environment,
-    cost: Option<Cost>,
-    seed: Option<u64>,
-    #[serde(rename = "for")]
-    role: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Environment {
-    cpu_model: String,
-    cores_online: u64,
-    cores_available: u64,
-    memory_bytes: u64,
-    kernel: String,
-    os: String,
-    version: String,
-    cores_used: Option<u64>,
-    pinned_cpus: Option<Vec<u64>>,
-    threads: Option<u64>,
-    libtorch: Option<String>,
-    device: Option<String>,
-    gpus: Option<u64>,
-    gpu: Option<Gpu>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Gpu {
-    name: String,
-    memory_bytes: u64,
-    peak_memory_used_bytes: u64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Cost {
-    cpu: f64,
-    gpu: f64,
-    total: f64,
-    currency: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MfHashRecord {
-    manifest: Value,
-    manifest_hash: Option<String>,
-    mf_hash: MfHash,
-    timings: Vec<Timing>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MfHash {
-    passed: bool,
-    format: String,
-    problems: Vec<Problem>,
-    check: Option<HashCheck>,
-    data_digest: Option<DataDigest>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Problem {
-    field: String,
-    message: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HashCheck {
-    expected: String,
-    matched: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DataDigest {
-    path: String,
-    digest: String,
-    files: u64,
-    bytes: u64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CkptInterval {
-    young_s: f64,
-    daly_s: f64,
-    interval_s: f64,
-    interval_steps: Option<u64>,
-    overhead_fraction: f64,
-    expected_loss_per_failure_s: f64,
-    expected_waste_fraction: f64,
-    method: String,
-    inputs: CkptInputs,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CkptInputs {
-    cost_s: f64,
-    mtbf_s: f64,
-    step_time_s: Option<f64>,
-    restart_s: f64,
-    blocking_s: Option<f64>,
-    mtbf_source: String,
-    /// `--cost`, `record: train.ckpt_mean_s` or `measured: <file>`.
-    cost_source: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoiseFloor {
-    metric: String,
-    n: usize,
-    mean: f64,
-    std: f64,
-    min: f64,
-    max: f64,
-    range: f64,
-    floor: f64,
-    method: String,
-    values: Vec<f64>,
-    slices:
-        Option<std::collections::BTreeMap<String, std::collections::BTreeMap<String, SliceSpread>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SliceSpread {
-    n: usize,
-    mean: f64,
-    std: f64,
-    min: f64,
-    max: f64,
-    range: f64,
-    floor: f64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Gate {
-    passed: bool,
-    no_baseline: bool,
-    method: String,
-    rule: Option<String>,
-    confidence: Option<f64>,
-    resamples: Option<u64>,
-    gates_run: Vec<String>,
-    underpowered: Vec<String>,
-    undefined: Vec<String>,
-    checks: Vec<GateCheck>,
-    reasons: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GateCheck {
-    name: String,
-    metric: String,
-    slice: Option<String>,
-    baseline: Option<f64>,
-    candidate: Option<f64>,
-    delta: Option<f64>,
-    limit: Option<f64>,
-    comparison: String,
-    passed: bool,
-    note: Option<String>,
-    // The paired test's numbers (absent from point comparisons and absolute gates).
-    status: Option<String>,
-    method: Option<String>,
-    se: Option<f64>,
-    se_rows: Option<f64>,
-    se_training: Option<f64>,
-    interval: Option<[f64; 2]>,
-    bound: Option<f64>,
-    p_value: Option<f64>,
-    p_adjusted: Option<f64>,
-    rows: Option<u64>,
-    positives: Option<u64>,
-    detectable_drop: Option<f64>,
-}
-
-/// The section `key` of `record`, which must match its struct and hold the README's fields.
-fn section<T: serde::de::DeserializeOwned>(record: &Value, key: &str) -> T {
-    let parsed = serde_json::from_value(record[key].clone())
+/// The section `key` of `record`, which must parse into its type, serialize back to exactly
+/// what the tool wrote, and hold the README's fields.
+fn section<T: DeserializeOwned + Serialize>(record: &Value, key: &str) -> T {
+    let parsed: T = serde_json::from_value(record[key].clone())
         .unwrap_or_else(|e| panic!("`{key}` does not match its schema: {e}\n{}", record[key]));
+    assert_eq!(
+        serde_json::to_value(&parsed).unwrap(),
+        record[key],
+        "`{key}` does not serialize back to what the tool wrote"
+    );
     assert_documented_fields_present(&record[key], &readme_fields(key), key);
     parsed
 }
@@ -436,6 +255,16 @@ fn timings(record: &Value) {
     let _: Vec<Timing> = section(record, "timings");
 }
 
+/// The keys mf-hash writes, with its timing: the whole record it makes.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MfHashRecord {
+    manifest: Value,
+    manifest_hash: Option<String>,
+    mf_hash: MfHash,
+    timings: Vec<Timing>,
+}
+
 #[test]
 fn mf_hash_record_matches_its_schema() {
     let dir = tempfile::tempdir().unwrap();
@@ -456,74 +285,9 @@ fn mf_hash_record_matches_its_schema() {
     timings(&out.json());
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Register {
-    passed: bool,
-    reason: Option<String>,
-    registry: String,
-    name: String,
-    version: i64,
-    weights_blake3: String,
-    weights: String,
-    manifest_hash: String,
-    promoted: Option<String>,
-    ungated_reason: Option<String>,
-    already_registered: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Quartiles {
-    p25: f64,
-    median: f64,
-    p75: f64,
-    total: f64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReportStage {
-    stage: String,
-    runs: u64,
-    wall_s: Quartiles,
-    cpu_s: Quartiles,
-    max_rss_bytes: u64,
-    share: f64,
-    cost: Option<f64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReportPair {
-    name: String,
-    kind: String,
-    of: String,
-    predicted: f64,
-    measured: f64,
-    unit: String,
-    gap: Option<f64>,
-    flagged: bool,
-    source: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Report {
-    records: u64,
-    runs: u64,
-    stages: Vec<ReportStage>,
-    bottleneck: Option<Value>,
-    total_wall_s: f64,
-    cost: Option<Value>,
-    predictions: Vec<ReportPair>,
-    flagged: Vec<String>,
-    curves: Vec<Value>,
-    /// Each night the inputs hold: its verdict, records and what was left out (see report).
-    nights: Vec<Value>,
-    html: Option<String>,
-    plots: Vec<String>,
-    tensorboard: Option<Vec<String>>,
+/// For predict's tests.
+pub fn predict_matches_its_schema(record: &Value) {
+    let _: Predict = section(record, "predict");
 }
 
 pub fn report_matches_its_schema(record: &Value) {
@@ -556,6 +320,7 @@ fn documented_keys() -> Vec<(&'static str, &'static str, Option<BTreeSet<&'stati
         ("gate", "gate", Some(struct_fields::<Gate>())),
         ("register", "register", Some(struct_fields::<Register>())),
         ("report", "report", Some(struct_fields::<Report>())),
+        ("predict", "predict", Some(struct_fields::<Predict>())),
         ("timings", "every tool", Some(struct_fields::<Timing>())),
     ]
 }
@@ -583,7 +348,7 @@ fn assert_same_fields(path: &str, readme: &[DocField], expected: &BTreeSet<&str>
     let only_struct: Vec<_> = expected.difference(&listed).collect();
     assert!(
         only_readme.is_empty() && only_struct.is_empty(),
-        "`{path}`: the README lists {only_readme:?} that its struct in tests/schema.rs lacks, \
+        "`{path}`: the README lists {only_readme:?} that its type in runfn-schema lacks, \
          and lacks {only_struct:?} that the struct has; update both with the tool"
     );
 }
@@ -603,7 +368,7 @@ fn readme_run_record_table_matches_the_schema_structs() {
             (None, None) => {}
             (Some(fields), Some(expected)) => assert_same_fields(key, fields, expected),
             (fields, _) => panic!(
-                "`{key}`: the README lists {fields:?}; tests/schema.rs expects {expected_fields:?}"
+                "`{key}`: the README lists {fields:?}; runfn-schema's types expect {expected_fields:?}"
             ),
         }
     }
@@ -671,6 +436,7 @@ fn every_tool_documents_examples_and_output() {
         "train",
         "evaluate",
         "register",
+        "predict",
     ] {
         let out = tool(name).args(["--help"]).run();
         assert_eq!(out.code, 0, "{name} --help");
@@ -681,101 +447,6 @@ fn every_tool_documents_examples_and_output() {
             );
         }
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Shards {
-    dir: String,
-    index_blake3: String,
-    splits: std::collections::BTreeMap<String, ShardSplit>,
-    unassigned_rows: u64,
-    bad_values: u64,
-    seed: u64,
-    passed: bool,
-    unsplit: Unsplit,
-    splits_resolved: std::collections::BTreeMap<String, ResolvedSplit>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Unsplit {
-    rows: u64,
-    fraction: f64,
-    max_fraction: f64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResolvedSplit {
-    rule: String,
-    resolved: String,
-    column: String,
-    after: Option<String>,
-    until: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ShardSplit {
-    rows: u64,
-    shards: u64,
-    rows_blake3: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Leaks {
-    passed: bool,
-    bad_values: u64,
-    checks: Vec<LeakCheck>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LeakCheck {
-    name: String,
-    passed: bool,
-    count: u64,
-    of: Option<u64>,
-    fraction: Option<f64>,
-    setting: Value,
-    reason: Option<String>,
-    examples: Vec<Value>,
-    note: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Validate {
-    passed: bool,
-    profile: Value,
-    profile_file: Option<String>,
-    previous: Option<String>,
-    previous_model: Option<PreviousModel>,
-    no_previous: Option<String>,
-    checks: Vec<ValidateCheck>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PreviousModel {
-    reference: String,
-    version: Option<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ValidateCheck {
-    name: String,
-    column: Option<String>,
-    value: Option<f64>,
-    threshold: Option<f64>,
-    noise: Option<f64>,
-    passed: bool,
-    fails_run: bool,
-    detail: Option<String>,
-    explained: Option<String>,
 }
 
 #[test]
@@ -821,149 +492,6 @@ fn data_tool_sections_match_their_schemas() {
         ["mf-hash", "ds-validate", "leak-check", "shardify"],
         "each stage appends its timing"
     );
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Train {
-    passed: bool,
-    preempted: bool,
-    reason: Option<String>,
-    weights: Option<String>,
-    weights_blake3: Option<String>,
-    steps: u64,
-    steps_this_run: u64,
-    seed: u64,
-    device: String,
-    threads: i32,
-    wall_s: f64,
-    samples_per_s: f64,
-    data_wait_fraction: f64,
-    step_time_s: f64,
-    ckpt_mean_s: Option<f64>,
-    ckpt_async: bool,
-    ckpt_blocking_s: Option<f64>,
-    checkpoints_written: u64,
-    resumed_from: Option<Value>,
-    metrics: String,
-    parameters: i64,
-    features: TrainFeatures,
-    final_loss: Option<f64>,
-    val: Option<EvalMetrics>,
-    best: Option<TrainBest>,
-    early_stopping: Option<TrainEarlyStopping>,
-    shards_index_blake3: String,
-    distributed: Option<TrainDistributed>,
-    alerts: Vec<TrainAlert>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TrainBest {
-    step: u64,
-    val_auc: f64,
-    checkpoint: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TrainEarlyStopping {
-    patience: u64,
-    stopped_at_step: Option<u64>,
-    best_step: Option<u64>,
-    best_val_auc: Option<f64>,
-    evaluations_since_best: u64,
-    weights_step: u64,
-    note: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TrainAlert {
-    kind: String,
-    step: u64,
-    value: f64,
-    threshold: f64,
-    message: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TrainDistributed {
-    world_size: usize,
-    backend: String,
-    buckets: usize,
-    bucket_bytes: usize,
-    allreduce_s_per_step: f64,
-    allreduce_fraction: f64,
-    cpus: Option<Vec<usize>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TrainFeatures {
-    numeric: Vec<String>,
-    categorical: Vec<String>,
-    missing_indicators: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EvalMetrics {
-    auc: Option<f64>,
-    auc_note: Option<String>,
-    logloss: f64,
-    brier: f64,
-    ece: f64,
-    accuracy: f64,
-    positive_rate: f64,
-    label_rate: f64,
-    mean_score: f64,
-    rows: u64,
-    ci95: Option<std::collections::BTreeMap<String, [f64; 2]>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Evaluate {
-    passed: bool,
-    model: String,
-    registered_as: Option<String>,
-    weights_blake3: String,
-    model_manifest_hash: String,
-    split: String,
-    shards_index_blake3: String,
-    rows_blake3: String,
-    overall: EvalMetrics,
-    slices: std::collections::BTreeMap<String, std::collections::BTreeMap<String, EvalMetrics>>,
-    row_scores: RowScoresRef,
-    unseen: std::collections::BTreeMap<String, Unseen>,
-    contamination: Option<Contamination>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RowScoresRef {
-    path: String,
-    blake3: String,
-    rows: u64,
-    key: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Unseen {
-    rows: u64,
-    fraction: f64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Contamination {
-    twin_rows: u64,
-    twins_in: String,
-    overall_without_twins: Option<EvalMetrics>,
-    delta_auc: Option<f64>,
 }
 
 #[test]
@@ -1026,4 +554,112 @@ fn train_and_evaluate_sections_match_their_schemas() {
         assert!(!cpus.is_empty());
     }
     timings(&record);
+}
+
+/// docs/schema/ is what runfn-schema's types generate; `RUNFN_BLESS=1` rewrites it.
+#[test]
+fn docs_schema_files_are_the_types_schemas() {
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
+    let files = runfn_schema::record::schema_files();
+    if std::env::var_os("RUNFN_BLESS").is_some() {
+        std::fs::create_dir_all(&folder).unwrap();
+        for (name, text) in &files {
+            std::fs::write(folder.join(name), text).unwrap();
+        }
+    }
+    let mut expected: Vec<String> = files.iter().map(|(name, _)| name.clone()).collect();
+    expected.sort();
+    let mut present: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e} (write it with RUNFN_BLESS=1)", folder.display()))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    present.sort();
+    assert_eq!(present, expected, "the files of docs/schema/");
+    for (name, text) in &files {
+        let written = std::fs::read_to_string(folder.join(name)).unwrap();
+        assert!(
+            written == *text,
+            "docs/schema/{name} differs from what the types generate (RUNFN_BLESS=1 rewrites it)"
+        );
+    }
+}
+
+/// A team's own script validates records with docs/schema/record.json and any JSON Schema
+/// validator: Python's jsonschema accepts the records a pipeline wrote, and refuses a record
+/// with a field of the wrong type, a misspelt field, or a section that lacks a field.
+#[test]
+fn records_the_pipeline_wrote_validate_against_docs_schema_in_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = crate::train::train(
+        &crate::train::fixture().record,
+        &dir.path().join("run"),
+        &[],
+    );
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let evaluated = tool("evaluate").args(["-q"]).stdin(trained.stdout).run();
+    assert_eq!(evaluated.code, 0, "{}", evaluated.stderr);
+    let gated = tool("gate")
+        .args(["--no-baseline", "-q"])
+        .stdin(evaluated.stdout)
+        .run();
+    assert_eq!(gated.code, 0, "{}", gated.stderr);
+    let registered = tool("register")
+        .args([
+            "--registry".as_ref(),
+            dir.path().join("registry").as_os_str(),
+        ])
+        .args(["--name", "churn", "-q"])
+        .stdin(gated.stdout)
+        .run();
+    assert_eq!(registered.code, 0, "{}", registered.stderr);
+    let good = registered.json();
+    let mut wrong_type = good.clone();
+    wrong_type["train"]["steps"] = Value::from("many");
+    let mut misspelt = good.clone();
+    let auc = misspelt["evaluate"]["overall"]["auc"].clone();
+    misspelt["evaluate"]["overall"]["acu"] = auc;
+    let mut missing = good.clone();
+    missing["gate"].as_object_mut().unwrap().remove("checks");
+    let cases = [
+        ("good", &good),
+        ("wrong_type", &wrong_type),
+        ("misspelt", &misspelt),
+        ("missing", &missing),
+    ];
+    for (name, record) in cases {
+        std::fs::write(dir.path().join(format!("{name}.json")), record.to_string()).unwrap();
+    }
+    let script = r#"
+import json, sys
+from jsonschema import Draft202012Validator
+schema = json.load(open("docs/schema/record.json"))
+Draft202012Validator.check_schema(schema)
+validator = Draft202012Validator(schema)
+for path in sys.argv[1:]:
+    errors = sorted(validator.iter_errors(json.load(open(path))), key=lambda e: list(e.path))
+    first = errors[0] if errors else None
+    where = ".".join(str(p) for p in first.path) if first else ""
+    print(path.rsplit("/", 1)[-1], len(errors), where, first.message[:80] if first else "")
+"#;
+    let out = std::process::Command::new(crate::util::python_with_pyarrow())
+        .arg("-c")
+        .arg(script)
+        .args(
+            cases
+                .iter()
+                .map(|(n, _)| dir.path().join(format!("{n}.json"))),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("good.json 0 "), "{stdout}");
+    assert!(lines[1].starts_with("wrong_type.json 1 train"), "{stdout}");
+    assert!(lines[2].starts_with("misspelt.json 1 evaluate"), "{stdout}");
+    assert!(lines[3].starts_with("missing.json 1 gate"), "{stdout}");
 }

@@ -109,6 +109,7 @@ fn shardify_stays_within_its_memory_budget() {
         .and_then(|t| t.last())
         .and_then(|t| t["max_rss_bytes"].as_u64())
         .expect("shardify's timings entry has max_rss_bytes");
+    eprintln!("shardify --memory 128M: peak RSS {} MiB", rss >> 20);
     assert!(
         rss <= 128 << 20,
         "peak RSS {} MiB with --memory 128M",

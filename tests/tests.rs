@@ -21,6 +21,7 @@ mod nights;
 mod noise_floor;
 mod object_store;
 mod pipeline;
+mod predict;
 mod real_data;
 mod reference;
 mod register;

@@ -17,6 +17,7 @@ pub mod paths;
 pub mod record;
 pub mod retryable;
 pub mod side_file;
+pub mod snapshot_files;
 pub mod stop;
 pub mod timings;
 

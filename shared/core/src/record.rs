@@ -5,7 +5,23 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use runfn_schema::record::Section;
+use serde::de::DeserializeOwned;
+
 use crate::error::{InputError, json_type_name};
+
+/// `value` read into `T`; an error names the field's path below `origin`.
+pub fn typed<T: DeserializeOwned>(value: &Value, origin: &str) -> Result<T, InputError> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let field = if path == "." {
+            origin.to_string()
+        } else {
+            format!("{origin}.{path}")
+        };
+        InputError::field(field, err.into_inner().to_string())
+    })
+}
 
 /// A run record. Sections written by other tools are kept exactly as they came, in their order.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -137,10 +153,47 @@ impl Record {
         }
     }
 
-    /// Sets this tool's own section. Rerunning a tool replaces its section; other sections are
-    /// never touched.
+    /// Sets a key that is not a typed section (`manifest`, `manifest_hash`, `timings`).
+    /// Rerunning a tool replaces its section; other sections are never touched.
     pub fn set_section(&mut self, key: &str, value: Value) {
         self.fields.insert(key.to_string(), value);
+    }
+
+    /// Sets this tool's own section from its type: what every tool writes goes through the one
+    /// definition in `runfn_schema::record`, which `docs/schema/` is generated from.
+    pub fn set<S: Section>(&mut self, section: &S) -> Result<(), serde_json::Error> {
+        self.set_as(S::KEY, section)
+    }
+
+    /// [`Record::set`] under another key (`baseline`, an evaluation).
+    pub fn set_as<S: Section>(&mut self, key: &str, section: &S) -> Result<(), serde_json::Error> {
+        self.fields
+            .insert(key.to_string(), serde_json::to_value(section)?);
+        Ok(())
+    }
+
+    /// The section `S` (None when the record has none), read into its type: a field missing,
+    /// unknown or of the wrong type is an error naming its path (`train.best.checkpoint`).
+    pub fn section<S: Section>(&self) -> Result<Option<S>, InputError> {
+        self.section_at(S::KEY)
+    }
+
+    /// [`Record::section`] under another key (`baseline`).
+    pub fn section_at<S: Section>(&self, key: &str) -> Result<Option<S>, InputError> {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => typed(value, key).map(Some),
+        }
+    }
+
+    /// The section `S`, which the caller needs: its absence is an error naming what writes it.
+    pub fn require<S: Section>(&self, writer: &str) -> Result<S, InputError> {
+        self.section()?.ok_or_else(|| {
+            InputError::field(
+                S::KEY,
+                format!("is missing: run {writer} first (its section is what this tool reads)"),
+            )
+        })
     }
 
     /// Refuses a record in which an earlier check failed: any top-level section that is an object

@@ -22,7 +22,8 @@ impl Stopwatch {
     }
 
     /// `{tool, started_at, wall_s, cpu_s, max_rss_bytes, environment}`. CPU time and peak RSS
-    /// come from one `getrusage` call; the environment from a few small file reads.
+    /// come from `getrusage` and this program's own high-water mark (`VmHWM`); the environment
+    /// from a few small file reads.
     pub fn entry(&self, tool: &str) -> Value {
         self.entry_with(tool, Map::new())
     }
@@ -150,11 +151,33 @@ impl ResourceUsage {
     fn of_this_process() -> ResourceUsage {
         let own = rusage(libc::RUSAGE_SELF);
         let children = rusage(libc::RUSAGE_CHILDREN);
+        // getrusage's ru_maxrss survives execve: a tool started by a large process (a test
+        // harness, a Python orchestrator) reported the parent's size at fork as its own peak.
+        // VmHWM is this program's own address space's peak.
+        let own_peak = peak_of_this_program().unwrap_or(own.max_rss_bytes);
         ResourceUsage {
             cpu_s: own.cpu_s + children.cpu_s,
-            max_rss_bytes: own.max_rss_bytes.max(children.max_rss_bytes),
+            max_rss_bytes: own_peak.max(children.max_rss_bytes),
         }
     }
+}
+
+/// `VmHWM` of /proc/self/status: the peak resident set of this program since it was exec'd.
+fn peak_of_this_program() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    peak_in_status(&status)
+}
+
+fn peak_in_status(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 fn rusage(who: libc::c_int) -> ResourceUsage {
@@ -186,6 +209,16 @@ fn round_nanos(amount: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_peak_is_this_programs_own_high_water_mark() {
+        let status =
+            "Name:\tshardify\nVmPeak:\t  900000 kB\nVmHWM:\t   92160 kB\nVmRSS:\t   80000 kB\n";
+        assert_eq!(peak_in_status(status), Some(92160 * 1024));
+        assert_eq!(peak_in_status("Name:\tx\n"), None);
+        assert!(peak_of_this_program().is_some_and(|b| b > 0));
+    }
+
     use super::*;
 
     #[test]

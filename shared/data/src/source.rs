@@ -30,23 +30,26 @@ pub struct SourceFile {
 }
 
 /// The data files of a snapshot: the file itself, or every file under the folder in path order.
-/// Hidden files and files starting with `_` (markers such as `_SUCCESS`) are skipped; any other
-/// file of an unknown kind is an error rather than data silently left out. A FIFO, socket or
-/// device anywhere under the root is an error too (reading one can block forever), the same rule
-/// as the snapshot digest's (`runfn_manifest::digest`), so what is read is what is digested.
+/// The files are runfn-core's one snapshot walk, which the digest uses too, so what is read is
+/// what is digested: names starting with `.` or `_` (markers such as `_SUCCESS`) are skipped at
+/// any depth, a FIFO, socket or device is refused, and the order is the relative paths' bytes.
+/// Any other file of an unknown kind is an error rather than data silently left out.
 pub fn list_snapshot(root: &Path) -> Result<Vec<SourceFile>, DataError> {
-    let metadata = std::fs::metadata(root).map_err(|source| DataError::Io {
-        path: root.into(),
-        source,
-    })?;
-    refuse_special(root, &metadata)?;
-    let mut paths = Vec::new();
-    if metadata.is_dir() {
-        collect(root, &mut paths)?;
-        paths.sort();
-    } else {
-        paths.push(root.to_path_buf());
-    }
+    use runfn_core::snapshot_files::{WalkError, snapshot_files};
+    let paths: Vec<PathBuf> = snapshot_files(root)
+        .map_err(|err| match err {
+            WalkError::Io { path, source } => DataError::Io { path, source },
+            WalkError::NotRegular { path, kind } => DataError::file(
+                &path,
+                format!(
+                    "is {kind}, not a regular file; a snapshot holds regular files and folders only"
+                ),
+            ),
+            WalkError::NotUtf8(path) => DataError::file(&path, "the name is not UTF-8"),
+        })?
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
     let mut files = Vec::new();
     for path in paths {
         let format = FileFormat::of(&path).ok_or_else(|| {
@@ -82,48 +85,6 @@ pub fn list_snapshot(root: &Path) -> Result<Vec<SourceFile>, DataError> {
     }
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), DataError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io {
-        path: dir.into(),
-        source,
-    })?;
-    for entry in entries {
-        let entry = entry.map_err(|source| DataError::Io {
-            path: dir.into(),
-            source,
-        })?;
-        let path = entry.path();
-        let metadata = std::fs::metadata(&path).map_err(|source| DataError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        refuse_special(&path, &metadata)?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with('.') || name.starts_with('_') {
-            continue;
-        }
-        if metadata.is_dir() {
-            collect(&path, out)?;
-        } else {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-fn refuse_special(path: &Path, metadata: &std::fs::Metadata) -> Result<(), DataError> {
-    match runfn_core::paths::special_kind(&metadata.file_type()) {
-        Some(kind) => Err(DataError::file(
-            path,
-            format!(
-                "is {kind}, not a regular file; a snapshot holds regular files and folders only"
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,20 +115,27 @@ mod tests {
     }
 
     #[test]
-    fn special_files_are_refused_even_hidden() {
+    fn special_files_are_refused_and_a_hidden_one_is_never_opened() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.csv"), "a\n1\n").unwrap();
-        let fifo = dir.path().join("_b.csv");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        let mkfifo = |path: &Path| {
+            assert!(
+                std::process::Command::new("mkfifo")
+                    .arg(path)
+                    .status()
+                    .unwrap()
+                    .success()
+            )
+        };
+        // A marker name is not data: left out like `_SUCCESS`, so nothing ever opens it.
+        mkfifo(&dir.path().join("_b.csv"));
+        let files = list_snapshot(dir.path()).unwrap();
+        assert_eq!(files.len(), 1);
+        let fifo = dir.path().join("c.csv");
+        mkfifo(&fifo);
         let err = list_snapshot(dir.path()).unwrap_err().to_string();
         assert!(
-            err.contains("_b.csv: is a FIFO, not a regular file"),
+            err.contains("c.csv: is a FIFO, not a regular file"),
             "{err}"
         );
         let err = list_snapshot(&fifo).unwrap_err().to_string();

@@ -43,18 +43,9 @@ pub struct Window {
     pub column_type: ColumnType,
 }
 
-/// A rolling split as it was resolved, for the record: the rule, the fixed rule it became, and
-/// its bounds written as the column's values.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct ResolvedSplit {
-    pub rule: String,
-    pub resolved: String,
-    pub column: String,
-    /// The oldest time the window holds (exclusive); `None` when it reaches back to the start.
-    pub after: Option<String>,
-    /// The newest time it holds (inclusive).
-    pub until: String,
-}
+/// A rolling split as it was resolved, for the record (`shards.splits_resolved`): the rule,
+/// the fixed rule it became, and its bounds written as the column's values.
+pub use runfn_schema::record::ResolvedSplit;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Condition {

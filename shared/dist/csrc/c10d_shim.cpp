@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -75,6 +76,16 @@ int runfn_c10d_has_nccl() {
 }
 
 void runfn_c10d_free_error(char* message) { std::free(message); }
+
+// libtorch's own log lines (`[E1204 ... socket.cpp:1028] [c10d] The client socket has timed
+// out ...`, with C++ stack frames) would precede the tool's one error line: every failure they
+// describe comes back to Rust as an error message anyway. Only fatal ones stay, unless the user
+// asked for libtorch's logs with TORCH_CPP_LOG_LEVEL.
+void runfn_c10d_quiet_logs() {
+  if (std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) {
+    FLAGS_caffe2_log_level = 3;  // c10's FATAL
+  }
+}
 
 // Rendezvous through a TCPStore at addr:port and create the process group.
 // `store_server`: 1 when this process hosts the store (rank 0 unless a launcher's agent does),

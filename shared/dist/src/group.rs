@@ -18,6 +18,7 @@ type AtTensor = c_void;
 unsafe extern "C" {
     fn runfn_c10d_has_nccl() -> c_int;
     fn runfn_c10d_free_error(message: *mut c_char);
+    fn runfn_c10d_quiet_logs();
     fn runfn_c10d_connect(
         addr: *const c_char,
         port: c_int,
@@ -159,6 +160,8 @@ impl ProcessGroup {
             .transpose()
             .map_err(|_| anyhow!("GLOO_SOCKET_IFNAME contains a NUL byte"))?;
         let server = launch.rank == 0 && !launch.agent_store;
+        // SAFETY: sets one of libtorch's logging flags; no other thread uses c10d yet.
+        unsafe { runfn_c10d_quiet_logs() };
         let mut raw = std::ptr::null_mut();
         // SAFETY: the strings outlive the call; `raw` receives an owned handle on success.
         let result = unsafe {

@@ -57,6 +57,59 @@ pub struct Decision {
     pub undefined: Vec<String>,
 }
 
+impl Decision {
+    /// The decision as the record's `gate` section.
+    pub fn to_record(&self) -> runfn_schema::record::Gate {
+        runfn_schema::record::Gate {
+            passed: self.passed,
+            no_baseline: self.no_baseline,
+            gates_run: self.gates_run.clone(),
+            checks: self.checks.iter().map(Check::to_record).collect(),
+            reasons: self.reasons.clone(),
+            method: self.method.to_string(),
+            rule: self.rule.map(|rule| rule.name().to_string()),
+            confidence: self.confidence,
+            resamples: self.resamples.map(|n| n as u64),
+            underpowered: self.underpowered.clone(),
+            undefined: self.undefined.clone(),
+        }
+    }
+}
+
+impl Check {
+    fn to_record(&self) -> runfn_schema::record::GateCheck {
+        runfn_schema::record::GateCheck {
+            name: self.name.clone(),
+            metric: self.metric.clone(),
+            slice: self.slice.clone(),
+            baseline: self.baseline,
+            candidate: self.candidate,
+            delta: self.delta,
+            limit: self.limit,
+            comparison: self.comparison.to_string(),
+            passed: self.passed,
+            note: self.note.clone(),
+            test: self
+                .test
+                .as_ref()
+                .map(|t| runfn_schema::record::PairedNumbers {
+                    status: t.status.to_string(),
+                    method: t.method.to_string(),
+                    se: t.se,
+                    se_rows: t.se_rows,
+                    se_training: t.se_training,
+                    interval: t.interval,
+                    bound: t.bound,
+                    p_value: t.p_value,
+                    p_adjusted: t.p_adjusted,
+                    rows: t.rows,
+                    positives: t.positives,
+                    detectable_drop: t.detectable_drop,
+                }),
+        }
+    }
+}
+
 /// The absolute bounds on the candidate (`<metric>_min`, `<metric>_max`), which need no
 /// baseline, and the names of the gates they are.
 pub(crate) fn absolute_gates(policy: &Policy, candidate: &Evaluation) -> (Vec<Check>, Vec<String>) {

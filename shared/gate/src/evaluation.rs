@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use runfn_core::InputError;
-use runfn_core::error::json_type_name;
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 pub type Metrics = BTreeMap<String, f64>;
@@ -30,129 +31,89 @@ pub struct RowScoresRef {
 }
 
 impl Evaluation {
-    /// Reads an evaluation; `origin` (e.g. `baseline`) prefixes the field in errors.
+    /// Reads an evaluation; `origin` (e.g. `baseline`) prefixes the field in errors. Any
+    /// evaluation will do, runfn's own (`evaluate`'s section) or one written by another tool:
+    /// `overall` is required, a metric runfn gates on must be a number (or null), and the other
+    /// fields of a metrics object (counts, notes, intervals) are kept when they are numbers.
     pub fn from_json(value: &Value, origin: &str) -> Result<Evaluation, InputError> {
-        let object = value.as_object().ok_or_else(|| {
-            InputError::field(
-                origin,
-                format!(
-                    "must be an evaluation object, found {}",
-                    json_type_name(value)
-                ),
-            )
-        })?;
-        let overall = match object.get("overall") {
-            Some(overall) => metrics(overall, &format!("{origin}.overall"))?,
-            None => return Err(InputError::field(format!("{origin}.overall"), "is missing")),
-        };
-        let mut slices = BTreeMap::new();
-        if let Some(columns) = object.get("slices") {
-            let columns = columns.as_object().ok_or_else(|| {
-                InputError::field(
-                    format!("{origin}.slices"),
-                    format!("must be an object, found {}", json_type_name(columns)),
-                )
-            })?;
-            for (column, values) in columns {
-                let field = format!("{origin}.slices.{column}");
-                let values = values.as_object().ok_or_else(|| {
-                    InputError::field(
-                        &field,
-                        format!("must be an object, found {}", json_type_name(values)),
-                    )
-                })?;
-                let mut by_value = BTreeMap::new();
-                for (slice_value, slice_metrics) in values {
-                    by_value.insert(
-                        slice_value.clone(),
-                        metrics(slice_metrics, &format!("{field}.{slice_value}"))?,
-                    );
-                }
-                slices.insert(column.clone(), by_value);
-            }
-        }
-        let rows_blake3 = match object.get("rows_blake3") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(digest)) => Some(digest.clone()),
-            Some(other) => {
-                return Err(InputError::field(
-                    format!("{origin}.rows_blake3"),
-                    format!("must be a string, found {}", json_type_name(other)),
-                ));
-            }
-        };
-        let row_scores = match object.get("row_scores") {
-            None | Some(Value::Null) => None,
-            Some(value) => {
-                let field = format!("{origin}.row_scores");
-                let text = |key: &str| {
-                    value
-                        .get(key)
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .ok_or_else(|| {
-                            InputError::field(format!("{field}.{key}"), "must be a string")
-                        })
-                };
-                Some(RowScoresRef {
-                    path: text("path")?,
-                    blake3: text("blake3")?,
-                })
-            }
-        };
-        let mut unseen = BTreeMap::new();
-        if let Some(Value::Object(columns)) = object.get("unseen") {
-            for (column, share) in columns {
-                let fraction = share
-                    .get("fraction")
-                    .and_then(Value::as_f64)
-                    .ok_or_else(|| {
-                        InputError::field(
-                            format!("{origin}.unseen.{column}.fraction"),
-                            "must be a number",
-                        )
-                    })?;
-                unseen.insert(column.clone(), fraction);
-            }
-        }
+        let fields: Fields = runfn_core::record::typed(value, origin)?;
         Ok(Evaluation {
-            overall,
-            slices,
-            rows_blake3,
-            row_scores,
-            unseen,
+            overall: fields.overall.0,
+            slices: fields
+                .slices
+                .into_iter()
+                .map(|(column, values)| {
+                    let values = values.into_iter().map(|(v, m)| (v, m.0)).collect();
+                    (column, values)
+                })
+                .collect(),
+            rows_blake3: fields.rows_blake3,
+            row_scores: fields.row_scores.map(|r| RowScoresRef {
+                path: r.path,
+                blake3: r.blake3,
+            }),
+            unseen: fields
+                .unseen
+                .into_iter()
+                .map(|(column, share)| (column, share.fraction))
+                .collect(),
         })
     }
 }
 
-/// Numeric fields of a metrics object; other fields (labels, notes) are ignored, but a known
-/// metric that is not a number is an error.
-fn metrics(value: &Value, field: &str) -> Result<Metrics, InputError> {
-    let object = value.as_object().ok_or_else(|| {
-        InputError::field(
-            field,
-            format!(
-                "must be an object of metrics, found {}",
-                json_type_name(value)
-            ),
-        )
-    })?;
-    let mut out = Metrics::new();
-    for (name, metric) in object {
-        match metric.as_f64() {
-            Some(number) => {
-                out.insert(name.clone(), number);
+/// What the gate reads of an evaluation.
+#[derive(Deserialize)]
+struct Fields {
+    overall: MetricFields,
+    #[serde(default)]
+    slices: BTreeMap<String, BTreeMap<String, MetricFields>>,
+    #[serde(default)]
+    rows_blake3: Option<String>,
+    #[serde(default)]
+    row_scores: Option<RowScoresFields>,
+    #[serde(default)]
+    unseen: BTreeMap<String, UnseenFields>,
+}
+
+#[derive(Deserialize)]
+struct RowScoresFields {
+    path: String,
+    blake3: String,
+}
+
+#[derive(Deserialize)]
+struct UnseenFields {
+    fraction: f64,
+}
+
+/// The numbers of a metrics object. A metric the gates know (`auc`, `logloss`, ...) must be a
+/// number or null; any other field is kept when it is a number and passed over otherwise.
+struct MetricFields(Metrics);
+
+impl<'de> Deserialize<'de> for MetricFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Numbers;
+        impl<'de> Visitor<'de> for Numbers {
+            type Value = MetricFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of metrics")
             }
-            None if runfn_manifest::gates::direction(name).is_some() && !metric.is_null() => {
-                return Err(InputError::field(
-                    format!("{field}.{name}"),
-                    format!("must be a number, found {}", json_type_name(metric)),
-                ));
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MetricFields, A::Error> {
+                let mut out = Metrics::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    let number = match runfn_manifest::gates::direction(&name) {
+                        Some(_) => map.next_value::<Option<f64>>()?,
+                        None => map.next_value::<Value>()?.as_f64(),
+                    };
+                    if let Some(number) = number {
+                        out.insert(name, number);
+                    }
+                }
+                Ok(MetricFields(out))
             }
-            None => {}
         }
+        deserializer.deserialize_map(Numbers)
     }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -175,15 +136,22 @@ mod tests {
             Evaluation::from_json(&json!({"overall": {"auc": "high"}}), "baseline").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "baseline.overall.auc: must be a number, found a string"
+            "baseline.overall.auc: invalid type: string \"high\", expected f64"
         );
         let err = Evaluation::from_json(&json!({"slices": {}}), "evaluate").unwrap_err();
-        assert_eq!(err.to_string(), "evaluate.overall: is missing");
+        assert_eq!(err.to_string(), "evaluate: missing field `overall`");
         let err = Evaluation::from_json(&json!({"overall": {}, "slices": {"tier": 3}}), "evaluate")
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "evaluate.slices.tier: must be an object, found a number"
+            "evaluate.slices.tier: invalid type: integer `3`, expected a map"
         );
+        // Counts and notes pass; a note where a metric belongs does not.
+        let eval = Evaluation::from_json(
+            &json!({"overall": {"auc": null, "auc_note": "one class", "rows": 10, "ci95": {}}}),
+            "evaluate",
+        )
+        .unwrap();
+        assert_eq!(eval.overall.keys().collect::<Vec<_>>(), ["rows"]);
     }
 }

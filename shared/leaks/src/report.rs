@@ -39,6 +39,34 @@ pub struct LeakCheck {
     pub note: Option<String>,
 }
 
+impl LeakReport {
+    /// The report as the record's `leaks` section.
+    pub fn to_record(&self) -> runfn_schema::record::Leaks {
+        runfn_schema::record::Leaks {
+            passed: self.passed,
+            bad_values: self.bad_values,
+            checks: self.checks.iter().map(LeakCheck::to_record).collect(),
+        }
+    }
+}
+
+impl LeakCheck {
+    fn to_record(&self) -> runfn_schema::record::LeakCheck {
+        runfn_schema::record::LeakCheck {
+            name: self.name.to_string(),
+            passed: self.passed,
+            count: self.count,
+            of: self.of,
+            fraction: self.fraction,
+            // Each check's tolerance has its own shape; a setting always serializes.
+            setting: serde_json::to_value(&self.setting).unwrap_or(Value::Null),
+            reason: self.reason.clone(),
+            examples: self.examples.clone(),
+            note: self.note.clone(),
+        }
+    }
+}
+
 /// Two rows of different splits that are twins: `later` in the split that comes after.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pair {

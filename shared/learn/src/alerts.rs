@@ -14,47 +14,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use runfn_stats::percentile::median;
-use serde::{Deserialize, Serialize};
 
 /// The environment variable naming a command (run through `sh -c`) to call on every alert.
 pub const COMMAND_ENV: &str = "RUNFN_LIVE_ALERT_CMD";
 /// How long an alert command may run before it is killed: a hung pager must not pile up.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AlertKind {
-    ThroughputDrop,
-    LossSpike,
-    CheckpointAge,
-    InputBound,
-}
+/// The kinds of live alert, and one alert as metrics.jsonl, `train.alerts` and the command's
+/// stdin carry it.
+pub use runfn_schema::record::{AlertKind, TrainAlert as Alert};
 
-impl AlertKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            AlertKind::ThroughputDrop => "throughput_drop",
-            AlertKind::LossSpike => "loss_spike",
-            AlertKind::CheckpointAge => "checkpoint_age",
-            AlertKind::InputBound => "input_bound",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// One alert, as it appears in metrics.jsonl, in `train.alerts` and on the command's stdin.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Alert {
-    pub kind: AlertKind,
-    pub step: u64,
-    /// What was measured: samples/s, the loss, seconds since the checkpoint, the wait fraction.
-    pub value: f64,
-    /// The level it crossed, in the same unit.
-    pub threshold: f64,
-    pub message: String,
+/// The slot of `kind` in the per-kind state.
+fn slot(kind: AlertKind) -> usize {
+    kind as usize
 }
 
 pub use runfn_schema::train::AlertConfig;
@@ -88,7 +60,7 @@ impl Detector {
 
     /// True when `kind` starts an episode now (firing and not already in one).
     fn episode(&mut self, kind: AlertKind, firing: bool) -> bool {
-        let was = std::mem::replace(&mut self.active[kind.index()], firing);
+        let was = std::mem::replace(&mut self.active[slot(kind)], firing);
         firing && !was
     }
 
@@ -145,7 +117,7 @@ impl Detector {
 
     /// A checkpoint was written: the checkpoint-age episode ends.
     pub fn checkpointed(&mut self) {
-        self.active[AlertKind::CheckpointAge.index()] = false;
+        self.active[slot(AlertKind::CheckpointAge)] = false;
     }
 
     /// After every log window ending at `step` (`samples` in `seconds` of step time, of which

@@ -2,8 +2,6 @@
 //! have not beaten it. The run stops once that count reaches the patience, and the model it
 //! writes is the best evaluation's (its checkpoint is kept for that).
 
-use serde::Serialize;
-
 use crate::checkpoint::Best;
 
 /// The best val AUC so far and the evaluations since it, carried in every checkpoint so that a
@@ -42,21 +40,8 @@ impl ValWatch {
     }
 }
 
-/// The record's `train.early_stopping` (null when `patience` is 0).
-#[derive(Debug, Clone, Serialize)]
-pub struct EarlyStoppingReport {
-    pub patience: u64,
-    /// The step the run stopped at, before max_steps (null: it ran to max_steps).
-    pub stopped_at_step: Option<u64>,
-    pub best_step: Option<u64>,
-    pub best_val_auc: Option<f64>,
-    pub evaluations_since_best: u64,
-    /// The step whose weights `train.weights` holds: the best's, else the last step's.
-    pub weights_step: u64,
-    /// Why the last step's weights were written: no val split, or no val AUC to compare.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
+/// The record's `train.early_stopping`.
+pub use runfn_schema::record::TrainEarlyStopping as EarlyStoppingReport;
 
 #[cfg(test)]
 mod tests {

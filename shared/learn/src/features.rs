@@ -364,19 +364,33 @@ impl Preprocess {
         origin: &Path,
         first_row: u64,
     ) -> Result<FeatureBlock> {
+        let mut block = self.inputs(lookup, batch, origin, first_row)?;
+        block.labels = labels_of(
+            batch,
+            &self.label,
+            self.label_positive.as_ref(),
+            origin,
+            first_row,
+        )?;
+        Ok(block)
+    }
+
+    /// [`Preprocess::apply`] without the label: the model's inputs for rows to score that have
+    /// none yet (`predict`). `labels` stays empty.
+    pub fn inputs(
+        &self,
+        lookup: &Lookup,
+        batch: &RecordBatch,
+        origin: &Path,
+        first_row: u64,
+    ) -> Result<FeatureBlock> {
         let rows = batch.num_rows();
         let (n_num, n_cat) = (self.numeric_inputs(), self.categorical.len());
         let mut block = FeatureBlock {
             rows,
             numeric: vec![0.0; rows * n_num],
             categorical: vec![0; rows * n_cat],
-            labels: labels_of(
-                batch,
-                &self.label,
-                self.label_positive.as_ref(),
-                origin,
-                first_row,
-            )?,
+            labels: Vec::new(),
         };
         let mut indicator_column = self.numeric.len();
         for (j, feature) in self.numeric.iter().enumerate() {

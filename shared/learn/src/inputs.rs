@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use runfn_core::{InputError, Record};
 use runfn_data::shards::ShardIndex;
 use runfn_data::spec::DataSpec;
-use serde_json::Value;
 
 use crate::features::Reserved;
 
@@ -20,18 +19,16 @@ pub struct Shards {
 /// The shard folder from `flag` or the record's `shards.dir`; its index is loaded and every shard
 /// re-hashed, so a missing, truncated or altered shard is refused before any work.
 pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputError> {
-    let dir = match flag {
-        Some(dir) => dir,
-        None => match record.get_path("shards.dir") {
-            Some(Value::String(dir)) => PathBuf::from(dir),
-            Some(_) => return Err(InputError::field("shards.dir", "must be a string")),
-            None => {
-                return Err(InputError::field(
-                    "--shards",
-                    "is missing and the record has no shards section (run shardify first)",
-                ));
-            }
-        },
+    let section = record.section::<runfn_schema::record::Shards>()?;
+    let dir = match (flag, &section) {
+        (Some(dir), _) => dir,
+        (None, Some(section)) => PathBuf::from(&section.dir),
+        (None, None) => {
+            return Err(InputError::field(
+                "--shards",
+                "is missing and the record has no shards section (run shardify first)",
+            ));
+        }
     };
     // A store URL: the set is staged into the local cache (shards, then the index).
     let dir = runfn_data::shards::local_shards(&dir)?;
@@ -39,10 +36,8 @@ pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputErr
     // that is not the one shardify wrote may name anything.
     let index_blake3 =
         ShardIndex::file_blake3(&dir).map_err(|e| InputError::field("shards", e.to_string()))?;
-    if let Some(expected) = record
-        .get_path("shards.index_blake3")
-        .and_then(Value::as_str)
-        && expected != index_blake3
+    if let Some(expected) = section.as_ref().map(|s| &s.index_blake3)
+        && *expected != index_blake3
     {
         return Err(InputError::field(
             "shards.index_blake3",
@@ -54,6 +49,27 @@ pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputErr
     }
     let index =
         ShardIndex::load(&dir, true).map_err(|e| InputError::field("shards", e.to_string()))?;
+    // Each split's rows digest in the record is the index's: the rows train reads are the
+    // rows shardify wrote and every later stage names.
+    if let Some(section) = &section {
+        for (split, written) in &section.splits {
+            let indexed = index
+                .splits
+                .get(split)
+                .and_then(|s| s.rows_blake3.as_deref());
+            if indexed != Some(written.rows_blake3.as_str()) {
+                return Err(InputError::field(
+                    format!("shards.splits.{split}.rows_blake3"),
+                    format!(
+                        "{}: the index's rows digest of `{split}` is {}, the record says {}",
+                        dir.display(),
+                        indexed.unwrap_or("missing"),
+                        written.rows_blake3
+                    ),
+                ));
+            }
+        }
+    }
     Ok(Shards {
         dir,
         index,

@@ -16,12 +16,14 @@ pub mod inputs;
 pub mod loader;
 pub mod metrics;
 pub mod model;
+pub mod model_source;
 pub mod schedule;
 pub mod score;
 pub mod seeds;
 pub mod shard_reader;
 pub mod tensor_file;
 pub mod trainer;
+mod training;
 pub mod watchdog;
 pub mod weights;
 

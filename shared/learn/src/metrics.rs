@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 use crate::seeds;
 use runfn_stats::percentile::percentile;
@@ -15,25 +14,8 @@ pub const ECE_BINS: usize = 10;
 pub const THRESHOLD: f64 = 0.5;
 const CLIP: f64 = 1e-15;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Metrics {
-    /// Null when the rows hold one class only; `auc_note` then says why.
-    pub auc: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auc_note: Option<String>,
-    pub logloss: f64,
-    pub brier: f64,
-    pub ece: f64,
-    pub accuracy: f64,
-    /// Share of rows scored at or above 0.5.
-    pub positive_rate: f64,
-    /// Share of rows whose label is 1.
-    pub label_rate: f64,
-    pub mean_score: f64,
-    pub rows: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ci95: Option<BTreeMap<String, [f64; 2]>>,
-}
+/// Metrics of scores against labels, as the record holds them (`evaluate.overall`, `train.val`).
+pub use runfn_schema::record::EvalMetrics as Metrics;
 
 /// Metrics of `scores` (probabilities) against `labels`. Both must be non-empty and equally long.
 pub fn compute(scores: &[f64], labels: &[bool]) -> Metrics {

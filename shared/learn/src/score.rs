@@ -1,11 +1,11 @@
 //! Scoring a split with a trained model, in order, without gradients.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use tch::{Device, Kind, Tensor};
 
-use crate::features::{Preprocess, display_strings};
+use crate::features::{FeatureBlock, Preprocess, display_strings};
 use crate::model::Mlp;
 use crate::shard_reader::ShardReader;
 
@@ -43,10 +43,6 @@ pub fn score(
             .collect(),
         ..Scored::default()
     };
-    let (n_num, n_cat) = (
-        preprocess.numeric_inputs() as i64,
-        preprocess.categorical.len() as i64,
-    );
     for path in shards {
         let mut reader = ShardReader::open(path, &columns)?;
         while let Some((batch, first_row)) = reader.next_batch()? {
@@ -58,35 +54,8 @@ pub fn score(
             {
                 total.1 += count;
             }
-            let rows = block.rows as i64;
-            let numeric = if n_num == 0 {
-                Tensor::zeros([rows, 0], (Kind::Float, Device::Cpu))
-            } else {
-                Tensor::from_slice(&block.numeric).reshape([rows, n_num])
-            };
-            let categorical = if n_cat == 0 {
-                Tensor::zeros([rows, 0], (Kind::Int64, Device::Cpu))
-            } else {
-                Tensor::from_slice(&block.categorical).reshape([rows, n_cat])
-            };
-            let logits = model.forward(
-                &numeric.to_device(device),
-                &categorical.to_device(device),
-                None,
-            );
-            let probs = logits
-                .sigmoid()
-                .to_kind(Kind::Double)
-                .to_device(Device::Cpu);
-            let probs: Vec<f64> = Vec::<f64>::try_from(&probs)?;
-            if let Some(i) = probs.iter().position(|p| !p.is_finite()) {
-                bail!(
-                    "{}: row {}: the model's score is not finite (the weights hold NaN or infinity)",
-                    path.display(),
-                    first_row + i as u64
-                );
-            }
-            out.scores.extend(probs);
+            out.scores
+                .extend(probabilities(model, &block, device, path, first_row)?);
             out.labels.extend(block.labels.iter().map(|&y| y == 1.0));
             for (name, values) in &mut out.slices {
                 values.extend(display_strings(&batch, name, path)?);
@@ -94,4 +63,112 @@ pub fn score(
         }
     }
     Ok(out)
+}
+
+/// The model's probabilities for the rows of `block`, in order (no gradients are kept).
+pub fn probabilities(
+    model: &Mlp,
+    block: &FeatureBlock,
+    device: Device,
+    origin: &Path,
+    first_row: u64,
+) -> Result<Vec<f64>> {
+    let _guard = tch::no_grad_guard();
+    let rows = block.rows as i64;
+    let (n_num, n_cat) = (model.arch.numeric, model.arch.cardinalities.len() as i64);
+    let numeric = if n_num == 0 {
+        Tensor::zeros([rows, 0], (Kind::Float, Device::Cpu))
+    } else {
+        Tensor::f_from_slice(&block.numeric)?.f_reshape([rows, n_num])?
+    };
+    let categorical = if n_cat == 0 {
+        Tensor::zeros([rows, 0], (Kind::Int64, Device::Cpu))
+    } else {
+        Tensor::f_from_slice(&block.categorical)?.f_reshape([rows, n_cat])?
+    };
+    let logits = model.forward(
+        &numeric.f_to_device(device)?,
+        &categorical.f_to_device(device)?,
+        None,
+    );
+    let probs = logits
+        .f_sigmoid()?
+        .f_to_kind(Kind::Double)?
+        .f_to_device(Device::Cpu)?;
+    let probs: Vec<f64> = Vec::<f64>::try_from(&probs)?;
+    if let Some(i) = probs.iter().position(|p| !p.is_finite()) {
+        bail!(
+            "{}: row {}: the model's score is not finite (the weights hold NaN or infinity)",
+            origin.display(),
+            first_row + i as u64
+        );
+    }
+    Ok(probs)
+}
+
+/// The rows of `shards` (in index order) whose positions are in `rows`: each one's value of
+/// every column in `columns`, as text (`null` for null).
+pub fn values_of_rows(
+    shards: &[PathBuf],
+    columns: &[&str],
+    rows: &std::collections::BTreeSet<u64>,
+) -> Result<std::collections::BTreeMap<u64, Vec<(String, String)>>> {
+    let mut found = std::collections::BTreeMap::new();
+    let mut position = 0u64;
+    for path in shards {
+        if found.len() == rows.len() {
+            break;
+        }
+        let mut reader = ShardReader::open(path, columns)?;
+        while let Some((batch, _)) = reader.next_batch()? {
+            let n = batch.num_rows() as u64;
+            let wanted: Vec<u64> = rows.range(position..position + n).copied().collect();
+            if !wanted.is_empty() {
+                let texts = columns
+                    .iter()
+                    .map(|c| display_strings(&batch, c, path))
+                    .collect::<Result<Vec<_>>>()?;
+                for row in wanted {
+                    let i = (row - position) as usize;
+                    let values = columns
+                        .iter()
+                        .zip(&texts)
+                        .map(|(c, t)| (c.to_string(), t[i].clone()))
+                        .collect();
+                    found.insert(row, values);
+                }
+            }
+            position += n;
+        }
+    }
+    Ok(found)
+}
+
+/// The positions of the `k` most confident wrong predictions (a positive scored below 0.5, a
+/// negative at or above it), the most confident first; ties go to the earlier row.
+pub fn confident_mistakes(scores: &[f64], labels: &[bool], k: usize) -> Vec<u64> {
+    let mut wrong: Vec<(f64, u64)> = scores
+        .iter()
+        .zip(labels)
+        .enumerate()
+        .filter(|(_, (s, l))| **l != (**s >= crate::metrics::THRESHOLD))
+        .map(|(i, (s, l))| ((if *l { 1.0 } else { 0.0 } - s).abs(), i as u64))
+        .collect();
+    wrong.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    wrong.into_iter().take(k).map(|(_, i)| i).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_most_confident_wrong_predictions_come_first() {
+        let scores = [0.9, 0.1, 0.6, 0.45, 0.99, 0.02];
+        let labels = [false, true, true, true, false, false];
+        // Wrong: row 0 (0.9, neg), row 1 (0.1, pos), row 3 (0.45, pos), row 4 (0.99, neg).
+        assert_eq!(confident_mistakes(&scores, &labels, 10), [4, 0, 1, 3]);
+        assert_eq!(confident_mistakes(&scores, &labels, 2), [4, 0]);
+        assert!(confident_mistakes(&[0.7, 0.2], &[true, false], 10).is_empty());
+    }
 }

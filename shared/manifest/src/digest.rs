@@ -18,14 +18,8 @@ const FORMAT_TAG: &[u8] = b"runfn-data-v1\n";
 /// whole, and the parallelism comes from hashing many of them at once.
 const MMAP_THRESHOLD: u64 = 1 << 20;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DataDigest {
-    pub path: String,
-    /// `blake3:<64 hex>`, the form a snapshot id can pin.
-    pub digest: String,
-    pub files: u64,
-    pub bytes: u64,
-}
+/// `mf_hash.data_digest`: the snapshot's content digest, as the record holds it.
+pub use runfn_schema::record::DataDigest;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DigestError {
@@ -157,66 +151,23 @@ pub fn total_bytes(root: &Path) -> Result<u64, DigestError> {
     Ok(list_files(root)?.iter().map(|e| e.size).sum())
 }
 
+/// The snapshot's files as every reader sees them (runfn-core's one walk): the digest covers
+/// exactly the files a tool reads.
 fn list_files(root: &Path) -> Result<Vec<Entry>, DigestError> {
-    let io_error = |path: &Path, source| DigestError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let metadata = std::fs::metadata(root).map_err(|e| io_error(root, e))?;
-    if let Some(kind) = runfn_core::paths::special_kind(&metadata.file_type()) {
-        return Err(DigestError::NotRegular {
-            path: root.to_path_buf(),
-            kind,
-        });
-    }
-    if metadata.is_file() {
-        let name = root
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| DigestError::NotUtf8(root.into()))?;
-        return Ok(vec![Entry {
-            relative: name.to_string(),
-            path: root.to_path_buf(),
-            size: metadata.len(),
-        }]);
-    }
-    let mut entries = Vec::new();
-    for item in walkdir::WalkDir::new(root).follow_links(true) {
-        let item = item.map_err(|err| {
-            let path = err.path().unwrap_or(root).to_path_buf();
-            let source = err
-                .into_io_error()
-                .unwrap_or_else(|| std::io::Error::other("symlink loop"));
-            DigestError::Io { path, source }
-        })?;
-        if let Some(kind) = runfn_core::paths::special_kind(&item.file_type()) {
-            return Err(DigestError::NotRegular {
-                path: item.into_path(),
-                kind,
-            });
-        }
-        if !item.file_type().is_file() {
-            continue;
-        }
-        let relative = item
-            .path()
-            .strip_prefix(root)
-            .ok()
-            .and_then(|p| p.to_str())
-            .ok_or_else(|| DigestError::NotUtf8(item.path().into()))?
-            .replace(std::path::MAIN_SEPARATOR, "/");
-        let size = item
-            .metadata()
-            .map_err(|e| io_error(item.path(), e.into()))?
-            .len();
-        entries.push(Entry {
-            relative,
-            path: item.into_path(),
-            size,
-        });
-    }
-    entries.sort_by(|a, b| a.relative.as_bytes().cmp(b.relative.as_bytes()));
-    Ok(entries)
+    use runfn_core::snapshot_files::{WalkError, snapshot_files};
+    let files = snapshot_files(root).map_err(|err| match err {
+        WalkError::Io { path, source } => DigestError::Io { path, source },
+        WalkError::NotRegular { path, kind } => DigestError::NotRegular { path, kind },
+        WalkError::NotUtf8(path) => DigestError::NotUtf8(path),
+    })?;
+    Ok(files
+        .into_iter()
+        .map(|f| Entry {
+            relative: f.relative,
+            path: f.path,
+            size: f.size,
+        })
+        .collect())
 }
 
 /// Bytes of files mapped at once, over all the threads hashing files: a large file is mapped a

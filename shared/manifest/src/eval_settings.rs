@@ -38,6 +38,16 @@ pub enum Rule {
     NonInferiority,
 }
 
+impl Rule {
+    /// The name the manifest and the record give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::NoRegression => "no_regression",
+            Rule::NonInferiority => "non_inferiority",
+        }
+    }
+}
+
 /// What a slice too small to detect a drop of `max_slice_drop` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,6 +1,5 @@
 //! Lint: what makes a manifest unfit to define a reproducible run. Every problem names its field.
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::gates::{self, GateKind};
@@ -47,18 +46,8 @@ const COST_FIELDS: &[&str] = &["core_hour", "gpu_hour", "currency"];
 /// Seeds are hashed as JSON numbers, which are exact only up to 2^53.
 const MAX_SEED: u64 = 1 << 53;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    /// Dotted path of the field at fault, e.g. `code.image`.
-    pub field: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
+/// One lint problem, as `mf_hash.problems` lists it.
+pub use runfn_schema::record::Problem;
 
 /// Every problem in `manifest`, in field order. An empty list means it passes.
 pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {

@@ -55,6 +55,23 @@ pub struct Check {
     pub explained: Option<String>,
 }
 
+impl Check {
+    /// The check as `validate.checks` lists it.
+    pub fn to_record(&self) -> runfn_schema::record::ValidateCheck {
+        runfn_schema::record::ValidateCheck {
+            name: self.name.to_string(),
+            column: self.column.clone(),
+            value: self.value,
+            threshold: self.threshold,
+            noise: self.noise,
+            passed: self.passed,
+            fails_run: self.fails_run,
+            detail: self.detail.clone(),
+            explained: self.explained.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
     pub passed: bool,

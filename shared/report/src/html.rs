@@ -218,6 +218,7 @@ pub fn page(report: &Report, nights: &[(Night, Outcome)]) -> (String, Vec<String
     predictions_table(&mut html, report);
     alerts_table(&mut html, report);
     gate_section(&mut html, latest);
+    mistakes_table(&mut html, latest);
     environment_table(&mut html, report);
     let _ = writeln!(html, "</main><script>{PAGE_CHECK}</script></body></html>");
     (html, names)
@@ -394,6 +395,52 @@ fn alerts_table(html: &mut String, report: &Report) {
         );
     }
     html.push_str("</table>");
+}
+
+/// evaluate's most confident wrong predictions with what the model saw: the rows to look at
+/// before trusting the metrics (a label error, a feature that lies, a slice it never learned).
+fn mistakes_table(html: &mut String, latest: &Value) {
+    let Some(mistakes) = latest["evaluate"]["mistakes"]
+        .as_array()
+        .filter(|m| !m.is_empty())
+    else {
+        return;
+    };
+    html.push_str("<h2>Most confident mistakes</h2><p class=\"note\">The test rows the model got wrong with the most confidence: a positive scored near 0, a negative near 1.</p>");
+    let columns: Vec<&str> = mistakes[0]["values"]
+        .as_object()
+        .map(|v| v.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    html.push_str(
+        "<div class=\"wide\"><table><tr><th>row</th><th>key</th><th>label</th><th>score</th>",
+    );
+    for column in &columns {
+        let _ = write!(html, "<th>{}</th>", esc(column));
+    }
+    html.push_str("</tr>");
+    for m in mistakes {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            m["row"],
+            esc(m["key"].as_str().unwrap_or("")),
+            if m["label"] == Value::Bool(true) {
+                1
+            } else {
+                0
+            },
+            m["score"].as_f64().map_or("?".into(), fine)
+        );
+        for column in &columns {
+            let _ = write!(
+                html,
+                "<td>{}</td>",
+                esc(m["values"][*column].as_str().unwrap_or(""))
+            );
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</table></div>");
 }
 
 /// The figure of the gate's Δ for `metric`: `(name, svg, caption)`.

@@ -9,6 +9,16 @@ pub enum Method {
     Daly,
 }
 
+impl Method {
+    /// The name the record gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Young => "young",
+            Method::Daly => "daly",
+        }
+    }
+}
+
 /// What the interval depends on, all in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Inputs {

@@ -60,6 +60,11 @@ impl Remote {
         if key.split('/').any(|part| part == "." || part == "..") {
             return Err(StorageError::new(text, "has a `.` or `..` in its key"));
         }
+        // The key is the object's name as written, `%`, spaces and non-ASCII included (as
+        // boto3 and the aws CLI take it); only control characters and empty segments are not keys.
+        object_store::path::Path::parse(key).map_err(|err| {
+            StorageError::new(text, format!("is not an object key: {}", key_problem(&err)))
+        })?;
         let (store, endpoint) = client(scheme, bucket).map_err(|m| StorageError::new(text, m))?;
         Ok(Remote {
             scheme: scheme.to_string(),
@@ -109,12 +114,29 @@ impl Remote {
             .unwrap_or(&self.bucket)
     }
 
+    /// The key as object_store names it. `Path::from` would percent-encode `%` and every
+    /// non-ASCII byte (`a%b` became the key `a%25b`, `é` became `%C3%A9`): another object than
+    /// the one the URL names. `parse` keeps the key as it is; the HTTP client encodes it for the
+    /// request, once. Keys come from a parsed URL or from the store's own listing, so parse only
+    /// fails on a key the store itself returned with a control character; that one is encoded.
     pub(crate) fn path(&self) -> object_store::path::Path {
-        object_store::path::Path::from(self.key.as_str())
+        object_store::path::Path::parse(&self.key)
+            .unwrap_or_else(|_| object_store::path::Path::from(self.key.as_str()))
     }
 
     pub(crate) fn error(&self, error: object_store::Error) -> StorageError {
         StorageError::from_store(&self.url(), &self.bucket, &self.endpoint, error)
+    }
+}
+
+/// What is wrong with a key, in words (object_store's message names its own types).
+fn key_problem(err: &object_store::path::Error) -> String {
+    match err {
+        object_store::path::Error::EmptySegment { .. } => "it has an empty segment (`//`)".into(),
+        object_store::path::Error::BadSegment { .. } => {
+            "it holds a control character (a tab, a newline, ...)".into()
+        }
+        other => other.to_string(),
     }
 }
 

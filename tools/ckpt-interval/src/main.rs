@@ -7,10 +7,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use runfn_core::cli::{CommonArgs, Tool};
-use runfn_core::record::RecordInput;
+use runfn_core::record::{RecordInput, typed};
 use runfn_core::{Exit, InputError, Record};
+use runfn_schema::record::{CkptInputs, CkptInterval};
 use runfn_stats::checkpoint::{self, Inputs, Method};
-use serde_json::{Value, json};
+use serde::Deserialize;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -100,46 +101,42 @@ fn main() -> ExitCode {
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("ckpt_interval")?;
+    let own = TrainTimes::of(&record, "record")?;
     let measured = match &args.measured {
         Some(path) => {
             let earlier = Record::read(Some(path), RecordInput::Required)?;
-            if earlier.get_path("train").is_none() {
+            let origin = format!("--measured {}", path.display());
+            let Some(times) = TrainTimes::of(&earlier, &origin)? else {
                 return Err(InputError::field(
-                    format!("--measured {}", path.display()),
+                    origin,
                     "has no `train` section: give a record that train wrote",
                 )
                 .into());
-            }
-            Some((earlier, format!("measured: {}", path.display())))
+            };
+            Some((times, format!("measured: {}", path.display())))
         }
         None => None,
     };
+    let mine = own.clone().unwrap_or_default();
     // The flag, else this record's own training, else the earlier one's.
-    let (cost_s, cost_source) = match (args.cost, record_number(&record, "train.ckpt_mean_s")?) {
+    let (cost_s, cost_source) = match (args.cost, mine.ckpt_mean_s) {
         (Some(cost), _) => (cost, "--cost".to_string()),
         (None, Some(cost)) => (cost, "record: train.ckpt_mean_s".to_string()),
         (None, None) => match &measured {
             Some((earlier, source)) => (
-                flag_or_record(None, earlier, "--measured", "train.ckpt_mean_s")?,
+                earlier.ckpt_mean_s.ok_or_else(|| missing("--measured"))?,
                 source.clone(),
             ),
-            None => (
-                flag_or_record(None, &record, "--cost", "train.ckpt_mean_s")?,
-                String::new(),
-            ),
+            None => return Err(missing("--cost").into()),
         },
     };
-    let step_time_s = match (args.step_time, record_number(&record, "train.step_time_s")?) {
-        (Some(step), _) => Some(step),
-        (None, Some(step)) => Some(step),
-        (None, None) => match &measured {
-            Some((earlier, _)) => record_number(earlier, "train.step_time_s")?,
-            None => None,
-        },
-    };
-    let blocking_record = match &measured {
-        Some((earlier, _)) if record.get_path("train").is_none() => earlier,
-        _ => &record,
+    let step_time_s = args
+        .step_time
+        .or(mine.step_time_s)
+        .or_else(|| measured.as_ref().and_then(|(m, _)| m.step_time_s));
+    let blocking_times = match (&own, &measured) {
+        (None, Some((earlier, _))) => earlier.clone(),
+        _ => mine,
     };
     let (mtbf_s, mtbf_source) = mtbf(&args)?;
     // Named by where the MTBF came from, before `plan` checks it again as plain `--mtbf`.
@@ -152,7 +149,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         restart_s: args.restart,
         blocking_s: match args.blocking {
             Some(blocking) => Some(blocking),
-            None => recorded_blocking(blocking_record, cost_s)?,
+            None => blocking_times.recorded_blocking(cost_s),
         },
     };
     let method = match args.method {
@@ -167,12 +164,27 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         plan.overhead_fraction * 100.0,
         plan.expected_waste_fraction * 100.0
     ));
-    let mut section = serde_json::to_value(&plan)?;
-    section["inputs"] = serde_json::to_value(inputs)?;
-    section["inputs"]["mtbf_source"] = json!(mtbf_source);
-    section["inputs"]["cost_source"] = json!(cost_source);
+    let section = CkptInterval {
+        young_s: plan.young_s,
+        daly_s: plan.daly_s,
+        interval_s: plan.interval_s,
+        interval_steps: plan.interval_steps,
+        overhead_fraction: plan.overhead_fraction,
+        expected_loss_per_failure_s: plan.expected_loss_per_failure_s,
+        expected_waste_fraction: plan.expected_waste_fraction,
+        method: method.name().to_string(),
+        inputs: CkptInputs {
+            cost_s: inputs.cost_s,
+            mtbf_s: inputs.mtbf_s,
+            step_time_s: inputs.step_time_s,
+            restart_s: inputs.restart_s,
+            blocking_s: inputs.blocking_s,
+            mtbf_source,
+            cost_source,
+        },
+    };
     let mut record = record;
-    record.set_section("ckpt_interval", section);
+    record.set(&section)?;
     tool.finish(record, Exit::Passed)
 }
 
@@ -208,41 +220,38 @@ fn mtbf(args: &Args) -> Result<(f64, String), InputError> {
     ))
 }
 
-fn flag_or_record(
-    flag: Option<f64>,
-    record: &Record,
-    name: &str,
-    path: &str,
-) -> Result<f64, InputError> {
-    match flag {
-        Some(value) => Ok(value),
-        None => record_number(record, path)?.ok_or_else(|| {
-            InputError::field(name, format!("is missing and the record has no `{path}`"))
-        }),
-    }
+fn missing(flag: &str) -> InputError {
+    InputError::field(flag, "is missing and the record has no `train.ckpt_mean_s`")
 }
 
-/// The blocking part train measured, when its checkpoints were written in the background. Back to
-/// back checkpoints can wait for a whole previous write plus the copy; no more than a blocking
-/// save is charged.
-fn recorded_blocking(record: &Record, cost_s: f64) -> Result<Option<f64>, InputError> {
-    if record.get_path("train.ckpt_async") != Some(&Value::Bool(true)) {
-        return Ok(None);
-    }
-    Ok(record_number(record, "train.ckpt_blocking_s")?.map(|b| b.min(cost_s)))
+/// What ckpt-interval reads of a `train` section: its checkpoint and step timings. Any trainer's
+/// section that holds them will do, so the rest of `train` is not required here.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct TrainTimes {
+    ckpt_mean_s: Option<f64>,
+    step_time_s: Option<f64>,
+    #[serde(default)]
+    ckpt_async: Option<bool>,
+    ckpt_blocking_s: Option<f64>,
 }
 
-fn record_number(record: &Record, path: &str) -> Result<Option<f64>, InputError> {
-    match record.get_path(path) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => Ok(n.as_f64()),
-        Some(other) => Err(InputError::field(
-            format!("record: {path}"),
-            format!(
-                "must be a number, found {}",
-                runfn_core::error::json_type_name(other)
-            ),
-        )),
+impl TrainTimes {
+    /// The `train` section of `record` (None without one); errors name `origin: train.FIELD`.
+    fn of(record: &Record, origin: &str) -> Result<Option<TrainTimes>, InputError> {
+        match record.get("train") {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(train) => typed(train, &format!("{origin}: train")).map(Some),
+        }
+    }
+
+    /// The blocking part train measured, when its checkpoints were written in the background.
+    /// Back to back checkpoints can wait for a whole previous write plus the copy; no more than
+    /// a blocking save is charged.
+    fn recorded_blocking(&self, cost_s: f64) -> Option<f64> {
+        match self.ckpt_async {
+            Some(true) => self.ckpt_blocking_s.map(|b| b.min(cost_s)),
+            _ => None,
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::{Exit, InputError, Record};
-use serde_json::json;
+use runfn_schema::record::DemoData;
 
 use crate::generate::{Base, MAX_ROWS};
 use crate::output::Format;
@@ -126,19 +126,23 @@ fn run(tool: &Tool, args: &Args) -> anyhow::Result<Exit> {
         args.out.display()
     ));
     let mut record = Record::new();
-    record.set_section(
-        "demo_data",
-        json!({
-            "dir": args.out.display().to_string(),
-            "format": args.format.extension(),
-            "rows": args.rows,
-            "files": written.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "columns": output::columns(args.trap_label_proxy),
-            "seed": args.seed,
-            "label_rate": (written.label_rate * 1e6).round() / 1e6,
-            "traps": written.planted.to_json(args.drift),
-        }),
-    );
+    record.set(&DemoData {
+        dir: args.out.display().to_string(),
+        format: args.format.extension().to_string(),
+        rows: args.rows,
+        files: written
+            .files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        columns: output::columns(args.trap_label_proxy)
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        seed: args.seed,
+        label_rate: (written.label_rate * 1e6).round() / 1e6,
+        traps: written.planted.to_json(args.drift),
+    })?;
     tool.finish(record, Exit::Passed)
 }
 

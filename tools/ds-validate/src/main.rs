@@ -9,11 +9,13 @@ use runfn_core::record::{RecordInput, read_text};
 use runfn_core::{Exit, InputError, Record};
 use runfn_data::partitioned::Partitioned;
 use runfn_data::spec::{DataSource, DataSpec};
+use runfn_profile::compare::Check;
 use runfn_profile::{
     Explanation, PROFILE_FORMAT, Profile, Roles, SettingsError, Thresholds, compare,
     profile_snapshot,
 };
-use serde_json::{Value, json};
+use runfn_schema::record::{PreviousModel, Validate};
+use serde_json::Value;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -196,12 +198,18 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
             match serving_profile(&registry, reference)? {
                 Served::Profile(profile, version) => (
                     Some(profile),
-                    Some(json!({"reference": reference, "version": version})),
+                    Some(PreviousModel {
+                        reference: reference.clone(),
+                        version: Some(version),
+                    }),
                     None,
                 ),
                 Served::Nothing(why) => (
                     None,
-                    Some(json!({"reference": reference, "version": null})),
+                    Some(PreviousModel {
+                        reference: reference.clone(),
+                        version: None,
+                    }),
                     Some(format!("{why}: the first run, drift checks skipped")),
                 ),
             }
@@ -240,7 +248,7 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
         (None, Some(model)) => tool.info(format!(
             "drift against {}, version {}",
             args.previous_model.as_deref().unwrap_or_default(),
-            model["version"]
+            model.version.unwrap_or_default()
         )),
         (None, None) => {}
     }
@@ -265,20 +273,15 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     );
     report(tool, &comparison);
     let passed = comparison.passed;
-    let mut section = json!({
-        "passed": passed,
-        "profile": current.summary(),
-        "profile_file": profile_out.map(|p| p.display().to_string()),
-        "previous": args.previous.map(|p| p.display().to_string()),
-        "checks": comparison.checks,
-    });
-    if let Some(model) = previous_model {
-        section["previous_model"] = model;
-    }
-    if let Some(why) = no_previous {
-        section["no_previous"] = json!(why);
-    }
-    record.set_section("validate", section);
+    record.set(&Validate {
+        passed,
+        profile: current.summary(),
+        profile_file: profile_out.map(|p| p.display().to_string()),
+        previous: args.previous.map(|p| p.display().to_string()),
+        checks: comparison.checks.iter().map(Check::to_record).collect(),
+        previous_model,
+        no_previous,
+    })?;
     tool.finish(record, Exit::from_passed(passed))
 }
 
@@ -465,11 +468,15 @@ fn compare_command(
     report(tool, &comparison);
     let passed = comparison.passed;
     let mut record = Record::new();
-    record.set_section(
-        "validate",
-        json!({"passed": passed, "profile": current_profile.summary(), "profile_file": current.display().to_string(),
-               "previous": previous.map(|p| p.display().to_string()), "checks": comparison.checks}),
-    );
+    record.set(&Validate {
+        passed,
+        profile: current_profile.summary(),
+        profile_file: Some(current.display().to_string()),
+        previous: previous.map(|p| p.display().to_string()),
+        checks: comparison.checks.iter().map(Check::to_record).collect(),
+        previous_model: None,
+        no_previous: None,
+    })?;
     tool.finish(record, Exit::from_passed(passed))
 }
 

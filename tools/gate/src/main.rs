@@ -10,6 +10,7 @@ use runfn_core::{Exit, InputError, Record};
 use runfn_gate::policy::Source;
 use runfn_gate::{Evaluation, Policy, Settings, TrainingNoise, decide, decide_paired, pairing};
 use runfn_manifest::eval_settings::{EvalSettings, Rule, Underpowered};
+use runfn_schema::record::NoiseFloor;
 use serde_json::Value;
 
 const AFTER_HELP: &str = "\
@@ -161,14 +162,12 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                     bound.limit = 0.0;
                 }
             }
-            let noise: Vec<TrainingNoise> = [
-                record.get("noise_floor"),
-                baseline_noise(&record, &args)?.as_ref(),
-            ]
-            .into_iter()
-            .flatten()
-            .filter_map(training_noise)
-            .collect();
+            let noise: Vec<TrainingNoise> =
+                [record.section::<NoiseFloor>()?, baseline_noise(&args)?]
+                    .iter()
+                    .flatten()
+                    .map(training_noise)
+                    .collect();
             let seed = record
                 .get_path("manifest.seed")
                 .and_then(Value::as_u64)
@@ -231,7 +230,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         ));
     }
     let passed = decision.passed;
-    record.set_section("gate", serde_json::to_value(&decision)?);
+    record.set(&decision.to_record())?;
     tool.finish(record, Exit::from_passed(passed))
 }
 
@@ -268,13 +267,8 @@ fn policy(record: &Record, args: &Args) -> Result<Policy, InputError> {
         ),
         _ => None,
     };
-    if let (Some(metric), Some(floor)) = (
-        record
-            .get_path("noise_floor.metric")
-            .and_then(Value::as_str),
-        record.get_path("noise_floor.floor").and_then(Value::as_f64),
-    ) {
-        policy.apply_noise_floor(metric, floor);
+    if let Some(noise) = record.section::<NoiseFloor>()? {
+        policy.apply_noise_floor(&noise.metric, noise.floor);
     }
     Ok(policy)
 }
@@ -303,42 +297,37 @@ fn eval_settings(record: &Record, args: &Args) -> Result<EvalSettings, InputErro
     Ok(settings)
 }
 
-/// The baseline's own spread over seeds, when its evaluation recorded one.
-fn baseline_noise(record: &Record, args: &Args) -> Result<Option<Value>, InputError> {
+/// The baseline's own spread over seeds: the `noise_floor` of the `--baseline` record, when it
+/// has one.
+fn baseline_noise(args: &Args) -> Result<Option<NoiseFloor>, InputError> {
     match &args.baseline {
-        Some(path) => {
-            let value = Record::read(Some(path), RecordInput::Required)?.into_value();
-            Ok(value.get("noise_floor").cloned())
-        }
-        None => Ok(record.get_path("baseline.noise_floor").cloned()),
+        Some(path) => Record::read(Some(path), RecordInput::Required)?.section::<NoiseFloor>(),
+        None => Ok(None),
     }
 }
 
 /// A `noise_floor` section as the standard deviations the paired test adds.
-fn training_noise(section: &Value) -> Option<TrainingNoise> {
-    let metric = section["metric"].as_str()?.rsplit('.').next()?.to_string();
-    let slices = section["slices"]
-        .as_object()
-        .map(|columns| {
-            columns
-                .iter()
-                .map(|(column, values)| {
-                    let stds = values
-                        .as_object()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|(v, s)| Some((v.clone(), s["std"].as_f64()?)))
-                        .collect();
-                    (column.clone(), stds)
-                })
-                .collect()
+fn training_noise(section: &NoiseFloor) -> TrainingNoise {
+    let metric = section
+        .metric
+        .rsplit('.')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let slices = section
+        .slices
+        .iter()
+        .flatten()
+        .map(|(column, values)| {
+            let stds = values.iter().map(|(v, s)| (v.clone(), s.std)).collect();
+            (column.clone(), stds)
         })
-        .unwrap_or_default();
-    Some(TrainingNoise {
+        .collect();
+    TrainingNoise {
         metric,
-        overall: section["std"].as_f64(),
+        overall: Some(section.std),
         slices,
-    })
+    }
 }
 
 /// A row-scores path as a local file (a store URL is staged).

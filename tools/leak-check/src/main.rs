@@ -186,7 +186,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         ));
     }
     let passed = report.passed;
-    record.set_section("leaks", serde_json::to_value(&report)?);
+    record.set(&report.to_record())?;
     tool.finish(record, Exit::from_passed(passed))
 }
 

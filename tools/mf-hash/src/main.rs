@@ -14,6 +14,7 @@ use runfn_manifest::hash::is_hash;
 use runfn_manifest::pin::{replace_snapshot, verify, write_listing};
 use runfn_manifest::snapshot::SnapshotRef;
 use runfn_manifest::{FORMAT_TAG, Format, Problem, lint, manifest_hash, parse_manifest};
+use runfn_schema::record::{HashCheck, MfHash, Pin};
 use serde_json::{Value, json};
 
 const AFTER_HELP: &str = "\
@@ -43,7 +44,8 @@ Output (one JSON object on stdout):
                                 \"kernel\", \"os\", \"version\"},
                 \"cost\": {\"cpu\", \"gpu\", \"total\", \"currency\"}}]}     with manifest.cost
 
-Exit: 0 clean, 1 lint problem or --check mismatch (record still on stdout), 2 bad usage or input.
+Exit: 0 clean, 1 --check mismatch (record still on stdout), 2 bad usage or input: a lint problem (an
+unknown or misspelt field, a wrong type or value; each named on stderr, nothing on stdout).
 4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
 same command may pass when retried.";
 
@@ -168,7 +170,34 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }
     };
 
-    let mut section = json!({"passed": true, "format": FORMAT_TAG});
+    // A manifest the tools cannot read as written is bad input, exit 2 before any data is
+    // read: each problem on its own line, the first named in the error.
+    if let Some(first) = problems.first() {
+        for problem in &problems {
+            tool.info(format_args!("problem: {problem}"));
+        }
+        let more = match problems.len() {
+            1 => String::new(),
+            n => format!(
+                " ({} more problem{} above)",
+                n - 1,
+                if n == 2 { "" } else { "s" }
+            ),
+        };
+        return Err(InputError::field(
+            format!("{origin}: {}", first.field),
+            format!("{}{more}", first.message),
+        )
+        .into());
+    }
+
+    let mut section = MfHash {
+        passed: true,
+        format: FORMAT_TAG.to_string(),
+        problems: Vec::new(),
+        check: None,
+        data_digest: None,
+    };
     if let Some(expected) = &args.check {
         let matched = hash.as_deref() == Some(expected.as_str());
         if !matched {
@@ -180,23 +209,25 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 ),
             });
         }
-        section["check"] = json!({"expected": expected, "matched": matched});
+        section.check = Some(HashCheck {
+            expected: expected.clone(),
+            matched,
+        });
     }
     if let Some(path) = &args.data_digest {
-        let digest = digest_with_progress(tool, path, pinned_digest(fields))?;
-        section["data_digest"] = serde_json::to_value(&digest)?;
+        section.data_digest = Some(digest_with_progress(tool, path, pinned_digest(fields))?);
     }
     for problem in &problems {
         tool.info(format_args!("problem: {problem}"));
     }
     let passed = problems.is_empty();
-    section["passed"] = json!(passed);
-    section["problems"] = serde_json::to_value(&problems)?;
+    section.passed = passed;
+    section.problems = problems;
 
     let mut record = Record::new();
     record.set_section("manifest", sorted_keys(&manifest));
     record.set_section("manifest_hash", hash.map_or(Value::Null, Value::String));
-    record.set_section("mf_hash", section);
+    record.set(&section)?;
     tool.finish(record, Exit::from_passed(passed))
 }
 
@@ -364,15 +395,12 @@ fn pin(
         listing.display()
     ));
     let mut record = Record::new();
-    record.set_section(
-        "pin",
-        json!({
-            "manifest": target.display().to_string(),
-            "snapshot": value,
-            "listing": listing.display().to_string(),
-            "data_digest": digest,
-        }),
-    );
+    record.set(&Pin {
+        manifest: target.display().to_string(),
+        snapshot: value,
+        listing: listing.display().to_string(),
+        data_digest: digest,
+    })?;
     tool.finish(record, Exit::Passed)
 }
 

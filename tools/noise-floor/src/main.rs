@@ -8,8 +8,9 @@ use clap::{Parser, ValueEnum};
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
-use runfn_stats::noise::{FloorMethod, Spread, spread};
-use serde_json::{Map, Value, json};
+use runfn_schema::record::{NoiseFloor, SliceSpread};
+use runfn_stats::noise::{FloorMethod, spread};
+use serde_json::{Map, Value};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -107,14 +108,24 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         "{metric}: floor {:.6} ({:?}) over {} reruns, mean {:.6}",
         spread.floor, method, spread.n, spread.mean
     ));
-    let mut section = spread_json(&spread);
-    section.shift_insert(0, "metric".into(), json!(metric));
-    section.insert("method".into(), serde_json::to_value(method)?);
-    section.insert("values".into(), json!(values));
-    if let Some(slices) = slices {
-        section.insert("slices".into(), slices);
-    }
-    record.set_section("noise_floor", Value::Object(section));
+    let method_name = match serde_json::to_value(method)? {
+        Value::String(name) => name,
+        other => other.to_string(),
+    };
+    let section = NoiseFloor {
+        metric,
+        n: spread.n,
+        mean: spread.mean,
+        std: spread.std,
+        min: spread.min,
+        max: spread.max,
+        range: spread.range,
+        floor: spread.floor,
+        method: method_name,
+        values,
+        slices,
+    };
+    record.set(&section)?;
     tool.finish(record, Exit::Passed)
 }
 
@@ -201,7 +212,7 @@ fn slice_spreads(
     records: &[Record],
     metric: &str,
     method: FloorMethod,
-) -> Result<Option<Value>, InputError> {
+) -> Result<Option<SliceSpreads>, InputError> {
     let Some((section, leaf)) = metric.split_once(".overall.") else {
         return Ok(None);
     };
@@ -224,7 +235,7 @@ fn slice_spreads(
     if values.is_empty() {
         return Ok(None);
     }
-    let mut out = Map::new();
+    let mut out = SliceSpreads::new();
     for ((column, value), slice_values) in values {
         if slice_values.len() < 2 {
             tool.warn(format!(
@@ -239,18 +250,24 @@ fn slice_spreads(
                 err.to_string(),
             )
         })?;
-        let column_map = out.entry(column).or_insert_with(|| json!({}));
-        column_map[value.as_str()] = Value::Object(spread_json(&spread));
+        out.entry(column).or_default().insert(
+            value,
+            SliceSpread {
+                n: spread.n,
+                mean: spread.mean,
+                std: spread.std,
+                min: spread.min,
+                max: spread.max,
+                range: spread.range,
+                floor: spread.floor,
+            },
+        );
     }
-    Ok(Some(Value::Object(out)))
+    Ok(Some(out))
 }
 
-fn spread_json(spread: &Spread) -> Map<String, Value> {
-    match serde_json::to_value(spread) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    }
-}
+/// Slice column → value → the metric's spread there.
+type SliceSpreads = BTreeMap<String, BTreeMap<String, SliceSpread>>;
 
 #[cfg(test)]
 mod tests {

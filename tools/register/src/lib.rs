@@ -11,6 +11,9 @@ use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
 use runfn_registry::{Blobs, ModelRef, NewEntry, Registry};
+use runfn_schema::record::{
+    Evaluate, Gate, Register, RegisterRefused, RegisterSection, Train, Validate,
+};
 use serde_json::{Value, json};
 
 const AFTER_HELP: &str = "\
@@ -267,37 +270,6 @@ fn register(
         map.remove("gate");
     }
     Record::from_value(without_gate, "stdin")?.refuse_failed_checks("register")?;
-    let gate = record.get("gate").cloned();
-    let gate_problem = match &gate {
-        None => Some("the record has no gate section: the candidate was never gated".to_string()),
-        Some(g) if g.get("passed") != Some(&Value::Bool(true)) => Some(format!(
-            "the gate did not pass: {}",
-            g.get("reasons")
-                .and_then(Value::as_array)
-                .map(|r| r
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("; "))
-                .unwrap_or_default()
-        )),
-        Some(_) => None,
-    };
-    let ungated_reason = match (&gate_problem, args.allow_ungated) {
-        (Some(problem), false) => {
-            tool.warn(format!(
-                "refused: {problem} (--allow-ungated --reason TEXT overrides)"
-            ));
-            record.set_section("register", json!({"passed": false, "reason": problem}));
-            return tool.finish(record, Exit::CheckFailed);
-        }
-        (Some(problem), true) => {
-            let reason = args.reason.clone().unwrap_or_default();
-            tool.warn(format!("registering ungated ({problem}): {reason}"));
-            Some(reason)
-        }
-        (None, _) => None,
-    };
     let name = args
         .name
         .clone()
@@ -313,18 +285,46 @@ fn register(
     if let Some(alias) = &args.promote {
         runfn_registry::validate_name("--promote", alias)?;
     }
-    let weights_path = string_at(&record, "train.weights").ok_or_else(|| {
-        InputError::field(
+    let gate = record.section::<Gate>()?;
+    let gate_problem = match &gate {
+        None => Some("the record has no gate section: the candidate was never gated".to_string()),
+        Some(g) if !g.passed => Some(format!("the gate did not pass: {}", g.reasons.join("; "))),
+        Some(_) => None,
+    };
+    let ungated_reason = match (&gate_problem, args.allow_ungated) {
+        (Some(problem), false) => {
+            tool.warn(format!(
+                "refused: {problem} (--allow-ungated --reason TEXT overrides)"
+            ));
+            record.set(&RegisterSection::Refused(RegisterRefused {
+                passed: false,
+                reason: problem.clone(),
+            }))?;
+            return tool.finish(record, Exit::CheckFailed);
+        }
+        (Some(problem), true) => {
+            let reason = args.reason.clone().unwrap_or_default();
+            tool.warn(format!("registering ungated ({problem}): {reason}"));
+            Some(reason)
+        }
+        (None, _) => None,
+    };
+    let train = record.section::<Train>()?;
+    let Some((weights_path, weights_blake3)) = train
+        .as_ref()
+        .and_then(|t| t.weights.clone().zip(t.weights_blake3.clone()))
+    else {
+        return Err(InputError::field(
             "train.weights",
             "is missing: register needs a trained model",
         )
-    })?;
-    let weights_blake3 = string_at(&record, "train.weights_blake3")
-        .ok_or_else(|| InputError::field("train.weights_blake3", "is missing"))?;
+        .into());
+    };
     // The gate judged the model evaluate scored; registering another one (the final weights of a
     // run scored with `evaluate --checkpoint best`) would put an ungated model behind the alias.
-    if let Some(scored) = string_at(&record, "evaluate.weights_blake3")
-        && scored != weights_blake3
+    let evaluation = record.section::<Evaluate>()?;
+    if let Some(scored) = evaluation.as_ref().map(|e| &e.weights_blake3)
+        && *scored != weights_blake3
     {
         return Err(InputError::field(
             "evaluate.weights_blake3",
@@ -356,13 +356,14 @@ fn register(
         .into());
     }
     let manifest_text = to_canonical_string(manifest)?;
-    let profile = match string_at(&record, "validate.profile_file") {
+    let profile_file = record.section::<Validate>()?.and_then(|v| v.profile_file);
+    let profile = match profile_file {
         Some(path) if std::path::Path::new(&path).exists() => {
             Some(registry.blobs.put_file(std::path::Path::new(&path))?)
         }
         _ => None,
     };
-    let evaluation = match record.get("evaluate") {
+    let evaluation_blob = match record.get("evaluate") {
         Some(e) => Some(registry.blobs.put(e.to_string().as_bytes())?),
         None => None,
     };
@@ -372,7 +373,7 @@ fn register(
             .blobs
             .put(record.clone().into_value().to_string().as_bytes())?,
         manifest: registry.blobs.put(manifest_text.as_bytes())?,
-        evaluation,
+        evaluation: evaluation_blob,
         profile,
     };
     let registration = registry.register(
@@ -383,14 +384,14 @@ fn register(
             snapshot: string_at(&record, "manifest.data.snapshot"),
             code_commit: string_at(&record, "manifest.code.commit"),
             image: string_at(&record, "manifest.code.image"),
-            metrics: record
-                .get_path("evaluate.overall")
-                .cloned()
-                .unwrap_or(Value::Null),
-            gate: gate.map_or(Value::Null, |g| {
-                json!({"passed": g.get("passed"), "no_baseline": g.get("no_baseline"),
-                       "reasons": g.get("reasons")})
-            }),
+            metrics: match &evaluation {
+                Some(e) => serde_json::to_value(&e.overall)?,
+                None => Value::Null,
+            },
+            gate: gate.map_or(
+                Value::Null,
+                |g| json!({"passed": g.passed, "no_baseline": g.no_baseline, "reasons": g.reasons}),
+            ),
             ungated_reason: ungated_reason.clone(),
             blobs,
         },
@@ -413,20 +414,19 @@ fn register(
             entry.lineage.name, entry.version
         ));
     }
-    record.set_section(
-        "register",
-        json!({
-            "passed": true,
-            "registry": dir.display().to_string(),
-            "name": entry.lineage.name,
-            "version": entry.version,
-            "weights_blake3": weights_blake3,
-            "weights": registry.blobs.location(&entry.lineage.weights_blake3),
-            "manifest_hash": manifest_hash,
-            "promoted": args.promote,
-            "ungated_reason": ungated_reason,
-            "already_registered": !registration.added,
-        }),
-    );
+    let weights_location = registry.blobs.location(&entry.lineage.weights_blake3);
+    record.set(&RegisterSection::Registered(Register {
+        passed: true,
+        reason: None,
+        registry: dir.display().to_string(),
+        name: entry.lineage.name.clone(),
+        version: entry.version,
+        weights_blake3,
+        weights: weights_location,
+        manifest_hash,
+        promoted: args.promote.clone(),
+        ungated_reason,
+        already_registered: !registration.added,
+    }))?;
     tool.finish(record, Exit::Passed)
 }

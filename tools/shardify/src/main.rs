@@ -13,7 +13,8 @@ use runfn_data::shards::{ShardOptions, shardify};
 use runfn_data::spec::{DataSpec, parse_size};
 use runfn_data::split::Splits;
 use runfn_data::unsplit::{Unsplit, max_unsplit_fraction};
-use serde_json::{Map, Value, json};
+use runfn_schema::record::{self as schema, ShardSplit, Shards};
+use serde_json::Value;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -245,36 +246,39 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             100.0 * unsplit.fraction()
         ));
     }
-    let mut split_summary = Map::new();
+    let mut splits_written = BTreeMap::new();
     for (name, split) in &index.splits {
         tool.info(format!(
             "{name}: {} rows in {} shards",
             split.rows,
             split.shards.len()
         ));
-        split_summary.insert(
+        splits_written.insert(
             name.clone(),
-            json!({"rows": split.rows, "shards": split.shards.len(), "rows_blake3": split.rows_blake3}),
+            ShardSplit {
+                rows: split.rows,
+                shards: split.shards.len() as u64,
+                rows_blake3: split.rows_blake3.clone().ok_or_else(|| {
+                    anyhow::anyhow!("split `{name}` was written without its rows digest")
+                })?,
+            },
         );
     }
-    record.set_section(
-        "shards",
-        json!({
-            "dir": out.display().to_string(),
-            "index_blake3": index_blake3,
-            "splits": split_summary,
-            "unassigned_rows": index.unassigned_rows,
-            "bad_values": bad,
-            "seed": seed,
-            "passed": unsplit.passed(),
-            "unsplit": {
-                "rows": unsplit.rows,
-                "fraction": unsplit.fraction(),
-                "max_fraction": unsplit.limit,
-            },
-            "splits_resolved": resolved.into_iter().collect::<BTreeMap<_, _>>(),
-        }),
-    );
+    record.set(&Shards {
+        dir: out.display().to_string(),
+        index_blake3,
+        splits: splits_written,
+        unassigned_rows: index.unassigned_rows,
+        bad_values: bad,
+        seed,
+        passed: unsplit.passed(),
+        unsplit: schema::Unsplit {
+            rows: unsplit.rows,
+            fraction: unsplit.fraction(),
+            max_fraction: unsplit.limit,
+        },
+        splits_resolved: resolved.into_iter().collect(),
+    })?;
     let exit = if unsplit.passed() {
         Exit::Passed
     } else {

@@ -22,7 +22,8 @@ use runfn_learn::config::TrainConfig;
 use runfn_learn::device::{self, DeviceChoice, GpuMonitor};
 use runfn_learn::inputs;
 use runfn_learn::tch;
-use runfn_learn::trainer::{self, Reporter, TrainJob};
+use runfn_learn::trainer::{self, Reporter, TrainJob, TrainReport};
+use runfn_schema::record::{CkptInterval, TrainSection, TrainStopped};
 use serde_json::{Map, Value, json};
 
 const AFTER_HELP: &str = "\
@@ -356,8 +357,8 @@ fn run(tool: &Tool, args: Args, faults: trainer::Faults) -> anyhow::Result<Exit>
     }
     let device = device_choice.open().map_err(anyhow::Error::msg)?;
     let ckpt_every_s = record
-        .get_path("ckpt_interval.interval_s")
-        .and_then(Value::as_f64)
+        .section::<CkptInterval>()?
+        .map(|plan| plan.interval_s)
         .filter(|s| *s > 0.0);
     let job = TrainJob {
         config,
@@ -442,13 +443,13 @@ fn run(tool: &Tool, args: Args, faults: trainer::Faults) -> anyhow::Result<Exit>
             report.weights.as_deref().unwrap_or("-")
         )),
     }
-    let mut section = serde_json::to_value(&report)?;
+    let mut section = report;
     if let Some(store) = &store {
         publish_outputs(tool, &local_out, store)?;
         name_in_store(&mut section, &local_out, &store.url());
     }
     let mut record = record;
-    record.set_section("train", section);
+    record.set(&section)?;
     tool.finish_with(record, exit, environment)
 }
 
@@ -472,18 +473,23 @@ fn publish_outputs(tool: &Tool, local: &Path, store: &runfn_storage::Remote) -> 
 }
 
 /// Every path in the section that lies in the local work folder, renamed to its store URL.
-fn name_in_store(value: &mut Value, local: &Path, url: &str) {
+fn name_in_store(section: &mut TrainReport, local: &Path, url: &str) {
     let prefix = local.display().to_string();
-    match value {
-        Value::String(text) => {
-            if let Some(rest) = text.strip_prefix(&prefix) {
-                *text = format!("{url}{rest}");
-            }
+    let rename = |text: &mut String| {
+        if let Some(rest) = text.strip_prefix(&prefix) {
+            *text = format!("{url}{rest}");
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| name_in_store(v, local, url)),
-        Value::Object(map) => map.values_mut().for_each(|v| name_in_store(v, local, url)),
-        _ => {}
-    }
+    };
+    section.weights.iter_mut().for_each(rename);
+    rename(&mut section.metrics);
+    section
+        .best
+        .iter_mut()
+        .for_each(|best| rename(&mut best.checkpoint));
+    section
+        .resumed_from
+        .iter_mut()
+        .for_each(|from| rename(&mut from.checkpoint));
 }
 
 /// A loop stuck for good (it did not stop by itself when the stall was flagged) cannot return,
@@ -503,10 +509,11 @@ fn stall_handler(
             exit_from_thread(Exit::CheckFailed);
         }
         eprintln!("train: {reason}");
-        record.set_section(
-            "train",
-            json!({"passed": false, "preempted": false, "reason": reason}),
-        );
+        let _ = record.set(&TrainSection::Stopped(TrainStopped {
+            passed: false,
+            preempted: false,
+            reason,
+        }));
         let _ = record.push_timing(stopwatch.entry_with("train", environment.clone()));
         let _ = record.write_to(&mut std::io::stdout().lock(), pretty);
         exit_from_thread(Exit::CheckFailed);

@@ -1,0 +1,11 @@
+complete -c predict -l model -d 'The model: NAME@ALIAS or NAME@VERSION in the registry, or a model file or training folder' -r -F
+complete -c predict -l registry -d 'The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry)' -r -F
+complete -c predict -l in -d 'The snapshot to score: a file or folder, or a store URL' -r
+complete -c predict -l out -d 'Where the scores go (Parquet), a path or store URL; written atomically' -r
+complete -c predict -l key -d 'A key column to carry beside each score (repeatable; default: the manifest\'s entity and time columns)' -r
+complete -c predict -l device -d 'cpu, cuda or cuda:N' -r
+complete -c predict -l record -d 'Read the record from FILE instead of stdin (a record is optional)' -r -F
+complete -c predict -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
+complete -c predict -l pretty -d 'Indent the JSON on stdout (default: one line)'
+complete -c predict -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c predict -s V -l version -d 'Print version'

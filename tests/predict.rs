@@ -1,0 +1,191 @@
+//! predict on a real table (telco): the registered model scores the whole snapshot with no label
+//! read, in the snapshot's order with its keys; the test split scored by predict is exactly what
+//! evaluate scored; the same customer gets the same score from the CSV snapshot and from the
+//! shards; unseen categories are counted, not errors; bad input is exit 2 naming it.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::real_data::{TELCO, chain};
+use crate::util::{python_with_pyarrow, tool};
+
+fn os(path: &Path) -> &std::ffi::OsStr {
+    path.as_os_str()
+}
+
+#[test]
+fn predict_scores_a_real_snapshot_in_its_order_with_its_keys_as_evaluate_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let record = chain(&TELCO, &d.join("run"));
+    let gated = tool("gate")
+        .args(["--no-baseline", "-q"])
+        .stdin(record.to_string())
+        .run();
+    assert_eq!(gated.code, 0, "{}", gated.stderr);
+    let registry = d.join("registry");
+    let registered = tool("register")
+        .args(["--registry".as_ref(), os(&registry)])
+        .args(["--name", "telco", "--promote", "prod", "-q"])
+        .stdin(gated.stdout)
+        .run();
+    assert_eq!(registered.code, 0, "{}", registered.stderr);
+
+    // The whole CSV snapshot, label and all, with the registered model; the record names the
+    // entity, which becomes the key.
+    let from_csv = d.join("scores.parquet");
+    let out = tool("predict")
+        .args(["--model", "telco@prod", "--registry"])
+        .args([os(&registry)])
+        .args(["--in", "testdata/real/telco/snapshot", "--out"])
+        .args([os(&from_csv), "-q".as_ref()])
+        .stdin(registered.stdout)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let section = &out.json()["predict"];
+    assert_eq!(section["rows"], 7043);
+    assert_eq!(section["keys"], serde_json::json!(["customer_id"]));
+    assert_eq!(section["registered_as"], "telco@1");
+    assert_eq!(section["weights_blake3"], record["train"]["weights_blake3"]);
+    assert_eq!(
+        section["out_blake3"].as_str().unwrap(),
+        blake3::hash(&std::fs::read(&from_csv).unwrap())
+            .to_hex()
+            .as_str()
+    );
+    assert_eq!(section["missing"]["total_charges"]["rows"], 11);
+    crate::schema::predict_matches_its_schema(&out.json());
+
+    // The test split's shards, with the model file itself and no record: evaluate's rows.
+    let shards = Path::new(record["shards"]["dir"].as_str().unwrap()).join("test");
+    let from_shards = d.join("test-scores.parquet");
+    let weights = record["train"]["weights"].as_str().unwrap();
+    let out = tool("predict")
+        .args(["--model", weights, "--in"])
+        .args([os(&shards), "--out".as_ref(), os(&from_shards)])
+        .args(["--key", "customer_id", "-q"])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    let compare = r#"
+import csv, json, sys
+import pyarrow.parquet as pq
+csv_scores, shard_scores, evaluated, snapshot = sys.argv[1:]
+a = pq.read_table(csv_scores).to_pydict()
+b = pq.read_table(shard_scores).to_pydict()
+e = pq.read_table(evaluated).column("score").to_pylist()
+ids = [row["customer_id"] for row in csv.DictReader(open(snapshot))]
+by_id = dict(zip(b["customer_id"], b["score"]))
+print(json.dumps({
+    "order": [str(k) for k in a["customer_id"]] == ids and a["row"] == list(range(len(ids))),
+    "vs_evaluate": max(abs(x - y) for x, y in zip(b["score"], e)),
+    "rows_vs_evaluate": [len(b["score"]), len(e)],
+    "joined": sum(1 for k in a["customer_id"] if k in by_id),
+    "vs_shards_by_key": max(abs(s - by_id[k]) for k, s in zip(a["customer_id"], a["score"]) if k in by_id),
+    "models": sorted(set(a["model"])),
+}))
+"#;
+    let python = std::process::Command::new(python_with_pyarrow())
+        .args(["-c", compare])
+        .args([os(&from_csv), os(&from_shards)])
+        .arg(record["evaluate"]["row_scores"]["path"].as_str().unwrap())
+        .arg("testdata/real/telco/snapshot/telco.csv")
+        .output()
+        .unwrap();
+    assert!(
+        python.status.success(),
+        "{}",
+        String::from_utf8_lossy(&python.stderr)
+    );
+    let found: Value = serde_json::from_slice(&python.stdout).unwrap();
+    assert_eq!(
+        found["order"], true,
+        "rows in the snapshot's order: {found}"
+    );
+    assert_eq!(found["rows_vs_evaluate"][0], found["rows_vs_evaluate"][1]);
+    assert!(found["vs_evaluate"].as_f64().unwrap() == 0.0, "{found}");
+    assert_eq!(found["joined"], found["rows_vs_evaluate"][0], "{found}");
+    // Float32 sums run in another order in another batch: equal to 1e-6, not bit for bit.
+    assert!(
+        found["vs_shards_by_key"].as_f64().unwrap() < 1e-6,
+        "{found}"
+    );
+    assert_eq!(found["models"], serde_json::json!(["telco@1"]));
+}
+
+#[test]
+fn unseen_categories_are_counted_and_bad_input_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let record = chain(&TELCO, &d.join("run"));
+    let model = record["train"]["weights"].as_str().unwrap().to_string();
+    // Tomorrow's rows: a payment method the model never saw, and no label column.
+    let text = std::fs::read_to_string("testdata/real/telco/snapshot/telco.csv").unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let label = header.iter().position(|c| *c == "churned").unwrap();
+    let method = header.iter().position(|c| *c == "payment_method").unwrap();
+    let keep = |fields: Vec<&str>| -> String {
+        fields
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| *i != label)
+            .map(|(_, f)| f)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut out = keep(header.clone()) + "\n";
+    for (i, line) in lines.enumerate() {
+        let mut fields: Vec<&str> = line.split(',').collect();
+        if i % 10 == 0 {
+            fields[method] = "Crypto wallet";
+        }
+        out += &(keep(fields) + "\n");
+    }
+    let tomorrow = d.join("tomorrow.csv");
+    std::fs::write(&tomorrow, out).unwrap();
+    let predict = |model: &str, input: &Path, extra: &[&str]| {
+        tool("predict")
+            .args(["--model", model, "--in"])
+            .args([os(input), "--out".as_ref(), os(&d.join("p.parquet"))])
+            .args(extra)
+            .run()
+    };
+    let scored = predict(&model, &tomorrow, &["-q"]);
+    assert_eq!(scored.code, 0, "{}", scored.stderr);
+    let unseen = &scored.json()["predict"]["unseen"]["payment_method"];
+    assert_eq!(unseen["rows"], 705, "{unseen}");
+
+    // A feature column missing: named, nothing written.
+    let no_tenure = d.join("no-tenure.csv");
+    let text = std::fs::read_to_string(&tomorrow)
+        .unwrap()
+        .replace("tenure,", "tenur,");
+    std::fs::write(&no_tenure, text).unwrap();
+    std::fs::remove_file(d.join("p.parquet")).unwrap();
+    predict(&model, &no_tenure, &[])
+        .assert_bad_input("predict", "has no column `tenure`, a feature of the model");
+    assert!(!d.join("p.parquet").exists());
+    // An unknown model name, a key that is no column.
+    let registry = d.join("registry");
+    std::fs::create_dir_all(&registry).unwrap();
+    predict(
+        "nosuch@prod",
+        &tomorrow,
+        &["--registry", registry.to_str().unwrap()],
+    )
+    .assert_bad_input("predict", "registry");
+    predict(&model, &tomorrow, &["--key", "account"]).assert_bad_input(
+        "predict",
+        "--key: `account` is not a column of the snapshot",
+    );
+    // NaN in a feature: the row is named.
+    let nan = d.join("nan.csv");
+    let mut text = std::fs::read_to_string(&tomorrow).unwrap();
+    text = text.replacen(",29.85,29.85", ",NaN,29.85", 1);
+    std::fs::write(&nan, text).unwrap();
+    let out = predict(&model, &nan, &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("row 1"), "{}", out.stderr);
+}

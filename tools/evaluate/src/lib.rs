@@ -1,0 +1,505 @@
+//! evaluate: score a model on the frozen test split, overall and per slice. The tool is this
+//! library, so its steps are functions a reader (and a test) can take one at a time; `main.rs`
+//! only calls [`main`].
+
+mod model;
+mod rows;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use runfn_core::atomic::write_atomic;
+use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::record::RecordInput;
+use runfn_core::{Exit, InputError, Record};
+use runfn_data::row_scores::RowScores;
+use runfn_learn::device::DeviceChoice;
+use runfn_learn::metrics::{self, Metrics};
+use runfn_learn::{inputs, score};
+use runfn_manifest::eval_settings::EvalSettings;
+use runfn_schema::record::{
+    Contamination, Evaluate, Leaks, Mistake, RowScoresRef, Shards, Train, Unseen,
+};
+use serde_json::Value;
+
+const AFTER_HELP: &str = "\
+Examples:
+  train < shards.json | evaluate > evaluated.json
+  evaluate --model churn@prod --as baseline < evaluated.json > compared.json
+  evaluate --split val --bootstrap 1000 --predictions preds.csv < trained.json
+  evaluate --checkpoint best < trained.json      # the weights of train.best (keep_best)
+
+Loads the model file in this process (the weights carry their own preprocessing) and scores
+every row of the split, in shard-index order. Metrics: auc (exact rank statistic, ties count
+half; null with auc_note when the rows hold one class), logloss (probabilities clipped to
+[1e-15, 1-1e-15]), brier, ece (10 equal-width bins), accuracy and positive_rate (score >= 0.5),
+label_rate, mean_score, rows. The same per value of each column in manifest.eval.slices (or
+--slice). --bootstrap N adds 95% percentile intervals (`ci95`) to the overall metrics.
+--checkpoint best scores the checkpoint of the best val AUC that train kept with
+manifest.config.keep_best (train.best.checkpoint): `model` is then that checkpoint's JSON and
+`weights_blake3` the blake3 of its tensors file, checked before scoring.
+
+Output: the input record plus, under `evaluate` (or `baseline` with --as baseline),
+  {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\", \"model_manifest_hash\", \"split\",
+   \"shards_index_blake3\", \"rows_blake3\" (digest of the rows scored, as shardify's), \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}},
+   \"row_scores\": {\"path\", \"blake3\", \"rows\", \"key\": \"row\" or manifest.eval.row_key},
+   \"unseen\": {\"<categorical feature>\": {\"rows\", \"fraction\"}},
+   \"mistakes\": [{\"row\", \"key\", \"label\", \"score\", \"values\": {\"<feature>\": text}}]}   (absent when none)
+row_scores is a Parquet file (runfn-row-scores-v1) with a row per scored row in the rows-digest
+order: row (its position), key (the manifest.eval.row_key column's value, when declared), label,
+score, and slice:<column> for each slice column; gate pairs the candidate's and the baseline's.
+unseen counts the rows whose category the model's vocabulary lacks (scored as unknown).
+mistakes are the 10 most confident wrong predictions with each feature's value in the row.
+
+When the record's leaks section counts exact or near twins across splits (a tolerance or `off`
+let them through), the candidate's result adds
+  \"contamination\": {\"twin_rows\", \"twins_in\": \"train\", \"overall_without_twins\": {metrics},
+                    \"delta_auc\" (auc with the twin rows minus auc without them)}
+the scored rows with a twin in train found again on the shards, so each is known exactly.
+
+Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
+preprocessing, NaN features or labels, an empty split).
+4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
+same command may pass when retried.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Checkpoint {
+    /// The model file train wrote (train.weights): under early stopping, the best val AUC's.
+    Final,
+    /// The kept checkpoint of the best val AUC (train.best.checkpoint).
+    Best,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    Candidate,
+    Baseline,
+}
+
+/// Score a model on the frozen test split: headline metrics, calibration, the same per slice.
+#[derive(Debug, Parser)]
+#[command(name = "evaluate", version, after_help = AFTER_HELP)]
+pub struct Args {
+    /// Model file, training folder, or a registered model as NAME@ALIAS or NAME@VERSION
+    /// (default: the record's train.weights).
+    #[arg(long, value_name = "PATH|NAME@ALIAS")]
+    model: Option<PathBuf>,
+    /// The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry).
+    #[arg(long, value_name = "DIR")]
+    registry: Option<PathBuf>,
+    /// Which of the record's weights to score: the final model or the best checkpoint.
+    #[arg(long, value_enum, default_value_t = Checkpoint::Final, conflicts_with = "model")]
+    checkpoint: Checkpoint,
+    /// The split to score.
+    #[arg(long, default_value = "test")]
+    split: String,
+    /// Whose result this is: the candidate's goes under `evaluate`, the baseline's under `baseline`.
+    #[arg(long = "as", value_enum, default_value_t = Role::Candidate)]
+    role: Role,
+    /// Slice columns, overriding manifest.eval.slices (repeatable).
+    #[arg(long = "slice", value_name = "COLUMN")]
+    slices: Vec<String>,
+    /// Bootstrap resamples for 95% intervals on the overall metrics (at most 100000).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=100_000))]
+    bootstrap: usize,
+    /// Also write every row's label and score as CSV (row,label,score) to FILE.
+    #[arg(long, value_name = "FILE")]
+    predictions: Option<PathBuf>,
+    /// Where the per-row scores go (Parquet, for gate's paired test); a path or store URL.
+    /// Default: beside the scored model's training,
+    /// row-scores-<evaluate|baseline>-<split>-<weights blake3>-<rows blake3>.parquet (12 hex each).
+    #[arg(long, value_name = "FILE|URL")]
+    row_scores: Option<String>,
+    /// The shard folder (default: the record's shards.dir).
+    #[arg(long, value_name = "DIR")]
+    shards: Option<PathBuf>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu", value_parser = DeviceChoice::parse)]
+    device: DeviceChoice,
+    /// Read the record from FILE instead of stdin.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+pub fn main() -> ExitCode {
+    let args: Args = runfn_core::cli::parse_args("evaluate", runfn_version::long());
+    runfn_core::cli::main("evaluate", args.common.clone(), |tool| run(tool, args))
+}
+
+impl Role {
+    /// The record's key the result goes under.
+    fn section(self) -> &'static str {
+        match self {
+            Role::Candidate => "evaluate",
+            Role::Baseline => "baseline",
+        }
+    }
+}
+
+fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
+    let section = args.role.section();
+    let mut record = Record::read(args.record.as_deref(), RecordInput::Required)?;
+    record.refuse_failed_checks(section)?;
+    runfn_manifest::verify_record(&record)?;
+    let train = record.section::<Train>()?;
+    let from_checkpoint = args.checkpoint == Checkpoint::Best;
+    let model = model::resolve(&args, train.as_ref())?;
+    let slices = if args.slices.is_empty() {
+        slice_columns(&record)?
+    } else {
+        args.slices.clone()
+    };
+    let row_key = row_key(&record)?;
+    let shards = inputs::shards(&record, args.shards.clone())?;
+    let split = rows::split_to_score(&shards, &args.split)?;
+    rows::check_columns(&shards, &slices, row_key.as_deref())?;
+    // The key column is read like a slice column and taken out again below.
+    let mut read_columns = slices.clone();
+    if let Some(column) = row_key.as_ref().filter(|c| !slices.contains(c)) {
+        read_columns.push(column.clone());
+    }
+    let device = args.device.open().map_err(anyhow::Error::msg)?;
+    let loaded = model.load(from_checkpoint, device)?;
+    let paths: Vec<PathBuf> = split
+        .shards
+        .iter()
+        .map(|s| shards.dir.join(&s.path))
+        .collect();
+    tool.info(format!(
+        "scoring {} rows of `{}` with {}",
+        split.rows,
+        args.split,
+        model.path.display()
+    ));
+    // Labels are data: a candidate and a baseline are both scored against the labels today's
+    // manifest reads, whatever value each model was trained to call positive.
+    let mut preprocess = loaded.meta.preprocess.clone();
+    let spec = runfn_data::spec::DataSpec::from_record(&record)?;
+    if spec.label.is_some() {
+        preprocess.label_positive = spec.label_positive;
+    }
+    let mut scored = score::score(&loaded.model, &preprocess, &paths, &read_columns, device)?;
+    let keys = rows::take_keys(&mut scored, row_key.as_deref(), &slices, &args.split)?;
+    let rows_blake3 = rows::verify_rows_digest(&shards, &args.split, split, scored.scores.len())?;
+    let row_scores_at = match &args.row_scores {
+        Some(location) => location.clone(),
+        None => default_row_scores(
+            train.as_ref(),
+            &record,
+            section,
+            &args.split,
+            &loaded.blake3,
+            &rows_blake3,
+        )?,
+    };
+    let mistakes = mistakes(&scored, keys.as_deref(), &preprocess, &paths)?;
+    let per_row = RowScores {
+        split: args.split.clone(),
+        rows_blake3: rows_blake3.clone(),
+        key_column: row_key.clone(),
+        rows: (0..scored.scores.len() as u64).collect(),
+        keys,
+        labels: scored.labels.clone(),
+        scores: scored.scores.clone(),
+        slices: scored.slices.clone(),
+    };
+    let row_scores = RowScoresRef {
+        blake3: rows::write_row_scores(&per_row, &row_scores_at)?,
+        path: row_scores_at,
+        rows: per_row.len() as u64,
+        key: row_key.as_deref().unwrap_or("row").to_string(),
+    };
+    let unseen = unseen_shares(tool, &scored);
+    let mut overall = metrics::compute(&scored.scores, &scored.labels);
+    if args.bootstrap > 0 {
+        let seed = record
+            .get_path("manifest.seed")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        overall.ci95 = Some(metrics::bootstrap(
+            &scored.scores,
+            &scored.labels,
+            args.bootstrap,
+            seed,
+        ));
+    }
+    let contamination = match section {
+        "evaluate" if names_twins(&record)? => Some(contamination(
+            &record,
+            &shards,
+            &args.split,
+            &scored,
+            overall.auc,
+        )?),
+        _ => None,
+    };
+    let by_slice = scored
+        .slices
+        .iter()
+        .map(|(column, values)| {
+            (
+                column.clone(),
+                slice_metrics(values, &scored.scores, &scored.labels),
+            )
+        })
+        .collect();
+    if let Some(path) = &args.predictions {
+        write_predictions(path, &scored)?;
+    }
+    tool.info(format!(
+        "{}: auc {}, logloss {:.4}, ece {:.4} on {} rows",
+        match args.role {
+            Role::Candidate => "candidate",
+            Role::Baseline => "baseline",
+        },
+        overall.auc.map_or("null".into(), |a| format!("{a:.4}")),
+        overall.logloss,
+        overall.ece,
+        overall.rows
+    ));
+    if let Some(found) = &contamination {
+        tool.info(format!(
+            "contamination: {} test rows have a twin in train; auc without them {}",
+            found.twin_rows,
+            found
+                .overall_without_twins
+                .as_ref()
+                .and_then(|m| m.auc)
+                .map_or("null".into(), |a| a.to_string())
+        ));
+    }
+    record.set_as(
+        section,
+        &Evaluate {
+            passed: true,
+            model: model.path.display().to_string(),
+            registered_as: model.registered_as,
+            weights_blake3: loaded.blake3.clone(),
+            model_manifest_hash: loaded.meta.manifest_hash.clone(),
+            split: args.split.clone(),
+            shards_index_blake3: shards.index_blake3.clone(),
+            rows_blake3,
+            overall,
+            slices: by_slice,
+            row_scores,
+            unseen,
+            contamination,
+            mistakes,
+        },
+    )?;
+    match args.role {
+        Role::Candidate => tool.finish(record, Exit::Passed),
+        Role::Baseline => tool.finish_for(record, Exit::Passed, "baseline"),
+    }
+}
+
+/// How many of the most confident wrong predictions the section keeps.
+const MISTAKES: usize = 10;
+
+/// The most confident wrong predictions, with each feature's value in the row: the mistakes
+/// people look at first (the rows are read again from the shards, only those).
+fn mistakes(
+    scored: &score::Scored,
+    keys: Option<&[String]>,
+    preprocess: &runfn_learn::features::Preprocess,
+    shards: &[PathBuf],
+) -> anyhow::Result<Vec<Mistake>> {
+    let rows = score::confident_mistakes(&scored.scores, &scored.labels, MISTAKES);
+    let columns: Vec<&str> = preprocess.columns().into_iter().skip(1).collect();
+    let wanted = rows.iter().copied().collect();
+    let mut values = score::values_of_rows(shards, &columns, &wanted)?;
+    Ok(rows
+        .into_iter()
+        .map(|row| Mistake {
+            row,
+            key: keys.map(|k| k[row as usize].clone()),
+            label: scored.labels[row as usize],
+            score: scored.scores[row as usize],
+            values: values
+                .remove(&row)
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        })
+        .collect())
+}
+
+/// `manifest.eval.row_key`, when the manifest declares one.
+fn row_key(record: &Record) -> Result<Option<String>, InputError> {
+    match record.get_path("manifest.eval") {
+        Some(Value::Object(eval)) => Ok(EvalSettings::parse(eval)
+            .map_err(|problems| {
+                InputError::field(
+                    format!("manifest.{}", problems[0].field),
+                    problems[0].message.clone(),
+                )
+            })?
+            .row_key),
+        _ => Ok(None),
+    }
+}
+
+/// The share of the scored rows whose category each feature's vocabulary lacks, said on stderr
+/// when there are any.
+fn unseen_shares(tool: &Tool, scored: &score::Scored) -> BTreeMap<String, Unseen> {
+    let rows_scored = scored.scores.len() as f64;
+    let unseen: BTreeMap<String, Unseen> = scored
+        .unseen
+        .iter()
+        .map(|(column, rows)| {
+            let share = Unseen {
+                rows: *rows,
+                fraction: *rows as f64 / rows_scored,
+            };
+            (column.clone(), share)
+        })
+        .collect();
+    for (column, share) in &unseen {
+        if share.fraction > 0.0 {
+            tool.info(format!(
+                "{:.1}% of the rows have `{column}` values this model never saw (scored as unknown)",
+                share.fraction * 100.0
+            ));
+        }
+    }
+    unseen
+}
+
+/// `--predictions`: every row's label and score as CSV.
+fn write_predictions(path: &std::path::Path, scored: &score::Scored) -> anyhow::Result<()> {
+    write_atomic(path, |out| {
+        writeln!(out, "row,label,score")?;
+        for (i, (s, l)) in scored.scores.iter().zip(&scored.labels).enumerate() {
+            writeln!(
+                out,
+                "{i},{},{}",
+                u8::from(*l),
+                ryu_js::Buffer::new().format(*s)
+            )?;
+        }
+        Ok(())
+    })
+    .context("writing --predictions")
+}
+
+/// Beside the scored model's training (train.weights' folder), else beside the shards, named by
+/// the model and the rows scored, so scoring other rows or another model never overwrites a file
+/// an earlier record names.
+fn default_row_scores(
+    train: Option<&Train>,
+    record: &Record,
+    section: &str,
+    split: &str,
+    weights_blake3: &str,
+    rows_blake3: &str,
+) -> anyhow::Result<String> {
+    let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
+    let name = format!(
+        "row-scores-{section}-{split}-{}-{}.parquet",
+        short(weights_blake3),
+        short(rows_blake3)
+    );
+    let shards_dir = record.section::<Shards>()?.map(|s| s.dir);
+    let folder = train
+        .and_then(|t| t.weights.as_deref())
+        .and_then(|w| w.rsplit_once('/').map(|(folder, _)| folder.to_string()))
+        .or_else(|| {
+            shards_dir
+                .as_deref()
+                .and_then(|d| d.trim_end_matches('/').rsplit_once('/'))
+                .map(|(parent, _)| parent.to_string())
+        });
+    match folder {
+        Some(folder) => Ok(format!("{folder}/{name}")),
+        None => Err(InputError::field(
+            "--row-scores",
+            "is needed: the record has neither train.weights nor shards.dir to put the per-row scores beside",
+        )
+        .into()),
+    }
+}
+
+/// Whether leak-check found exact or near twins across splits (tolerated, or its check off).
+fn names_twins(record: &Record) -> Result<bool, InputError> {
+    let leaks = record.section::<Leaks>()?;
+    Ok(leaks.iter().flat_map(|l| &l.checks).any(|check| {
+        matches!(check.name.as_str(), "exact_duplicates" | "near_duplicates") && check.count > 0
+    }))
+}
+
+/// The scored split with and without its rows that have an exact or near twin in train, the
+/// twins found again on the shards themselves so each scored row is known exactly.
+fn contamination(
+    record: &Record,
+    shards: &inputs::Shards,
+    split: &str,
+    scored: &score::Scored,
+    auc: Option<f64>,
+) -> anyhow::Result<Contamination> {
+    let names: Vec<String> = shards.index.splits.keys().cloned().collect();
+    let spec = runfn_data::spec::DataSpec::from_record(record)?;
+    let config = runfn_leaks::LeakConfig::from_spec(&spec, &names);
+    let mask = runfn_leaks::twin_mask(&shards.dir, &config, split, &config.train_split)
+        .map_err(|e| InputError::field("shards", e.to_string()))?;
+    anyhow::ensure!(
+        mask.len() == scored.scores.len(),
+        "{} twin flags for {} scored rows",
+        mask.len(),
+        scored.scores.len()
+    );
+    let (scores, labels): (Vec<f64>, Vec<bool>) = scored
+        .scores
+        .iter()
+        .zip(&scored.labels)
+        .zip(&mask)
+        .filter(|(_, twin)| !**twin)
+        .map(|((s, l), _)| (*s, *l))
+        .unzip();
+    let without = (!scores.is_empty()).then(|| metrics::compute(&scores, &labels));
+    let delta_auc = auc.zip(without.as_ref().and_then(|w| w.auc));
+    Ok(Contamination {
+        twin_rows: mask.iter().filter(|t| **t).count() as u64,
+        twins_in: config.train_split.clone(),
+        overall_without_twins: without,
+        delta_auc: delta_auc.map(|(with, without)| with - without),
+    })
+}
+
+/// `manifest.eval.slices` (absent: none).
+fn slice_columns(record: &Record) -> Result<Vec<String>, InputError> {
+    match record.get_path("manifest.eval.slices") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    InputError::field("manifest.eval.slices", "must be a list of column names")
+                })
+            })
+            .collect(),
+        Some(_) => Err(InputError::field(
+            "manifest.eval.slices",
+            "must be a list of column names",
+        )),
+    }
+}
+
+/// Metrics for each value of one slice column, values in sorted order.
+fn slice_metrics(values: &[String], scores: &[f64], labels: &[bool]) -> BTreeMap<String, Metrics> {
+    let mut groups: BTreeMap<&str, (Vec<f64>, Vec<bool>)> = BTreeMap::new();
+    for ((v, s), l) in values.iter().zip(scores).zip(labels) {
+        let group = groups.entry(v.as_str()).or_default();
+        group.0.push(*s);
+        group.1.push(*l);
+    }
+    groups
+        .into_iter()
+        .map(|(value, (s, l))| (value.to_string(), metrics::compute(&s, &l)))
+        .collect()
+}

@@ -1,0 +1,230 @@
+//! predict: score a snapshot with a registered model or a model file. No label is needed; the
+//! model's own preprocessing is applied; the scores come out in the snapshot's row order with
+//! the rows' keys, so they join back to the rows they score.
+
+mod output;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::record::RecordInput;
+use runfn_core::{Exit, InputError, Record};
+use runfn_data::read::Snapshot;
+use runfn_data::types::ColumnType;
+use runfn_learn::device::DeviceChoice;
+use runfn_learn::model_source::{ModelSource, registry_dir};
+use runfn_learn::score;
+use runfn_schema::record::{Predict, Unseen};
+
+use crate::output::Predictions;
+
+const AFTER_HELP: &str = "\
+Examples:
+  predict --model churn@prod --in ./lake/churn-2026-12-07 --out scores.parquet < record.json
+  predict --model churn@3 --in s3://lake/churn/2026-12-07 --out s3://scores/churn/2026-12-07.parquet --key customer_id
+  predict --model runs/demo/train/model.safetensors --in new-rows.csv --out scores.parquet
+
+Reads the snapshot (CSV, JSON Lines or Parquet; a file or a folder, local or in a store) a
+batch at a time, applies the preprocessing stored in the model file (a category the model never
+saw scores as unknown and is counted, not an error; a null numeric value is imputed as in
+training) and writes one row per snapshot row, in the snapshot's order (its files by path, each
+file's rows in order): `row` (the row's position, 0-based), the key columns (--key, else the
+record's manifest.data.entity and data.time when they are columns), `score` (the probability of
+the positive label), `model` (NAME@VERSION, or the file's name) and `model_blake3`. The label, if
+the snapshot has one, is not read. Memory stays flat whatever the snapshot's size.
+
+Output: the input record (or a new one) plus
+  {\"predict\": {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\",
+   \"model_manifest_hash\", \"snapshot\", \"rows\", \"out\", \"out_blake3\", \"keys\": [column],
+   \"unseen\": {\"<categorical feature>\": {\"rows\", \"fraction\"}},
+   \"missing\": {\"<feature>\": {\"rows\", \"fraction\"}}}}
+
+Exit: 0 scored, 2 bad usage or input (an unknown model, a snapshot without a feature column or
+with a feature of another type, NaN or infinite feature values, an output that cannot be written).
+4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
+same command may pass when retried.";
+
+/// Score a snapshot with a registered model or a model file.
+#[derive(Debug, Parser)]
+#[command(name = "predict", version, after_help = AFTER_HELP)]
+pub struct Args {
+    /// The model: NAME@ALIAS or NAME@VERSION in the registry, or a model file or training folder.
+    #[arg(long, value_name = "NAME@ALIAS|PATH")]
+    model: PathBuf,
+    /// The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry).
+    #[arg(long, value_name = "DIR")]
+    registry: Option<PathBuf>,
+    /// The snapshot to score: a file or folder, or a store URL.
+    #[arg(long = "in", value_name = "PATH|URL")]
+    input: String,
+    /// Where the scores go (Parquet), a path or store URL; written atomically.
+    #[arg(long, value_name = "FILE|URL")]
+    out: String,
+    /// A key column to carry beside each score (repeatable; default: the manifest's entity and
+    /// time columns).
+    #[arg(long = "key", value_name = "COLUMN")]
+    keys: Vec<String>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu", value_parser = DeviceChoice::parse)]
+    device: DeviceChoice,
+    /// Read the record from FILE instead of stdin (a record is optional).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+pub fn main() -> ExitCode {
+    let args: Args = runfn_core::cli::parse_args("predict", runfn_version::long());
+    runfn_core::cli::main("predict", args.common.clone(), |tool| run(tool, args))
+}
+
+fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
+    let mut record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
+    record.refuse_failed_checks("predict")?;
+    let source = ModelSource::named(&args.model, &registry_dir(args.registry.as_deref()))?;
+    let device = args.device.open().map_err(anyhow::Error::msg)?;
+    let loaded = source.load(false, device)?;
+    let preprocess = &loaded.meta.preprocess;
+    let root = match runfn_storage::is_remote(&args.input) {
+        true => runfn_storage::stage_prefix(&args.input)?,
+        false => PathBuf::from(&args.input),
+    };
+    // Categories are text whatever they look like (codes such as `3` stay categories).
+    let types: BTreeMap<String, ColumnType> = preprocess
+        .categorical
+        .iter()
+        .map(|c| (c.name.clone(), ColumnType::String))
+        .collect();
+    let snapshot =
+        Snapshot::open_as(&root, &types).map_err(|e| InputError::field("--in", e.to_string()))?;
+    let features: Vec<&str> = preprocess.columns().into_iter().skip(1).collect();
+    if let Some(absent) = features.iter().find(|f| snapshot.column_type(f).is_none()) {
+        return Err(InputError::field(
+            "--in",
+            format!(
+                "{}: has no column `{absent}`, a feature of the model (its features: {})",
+                args.input,
+                features.join(", ")
+            ),
+        )
+        .into());
+    }
+    let keys = key_columns(&args.keys, &record, &snapshot)?;
+    let model_name = source.registered_as.clone().unwrap_or_else(|| {
+        source.path.file_name().map_or_else(
+            || source.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    });
+    let mut out = Predictions::create(&args.out, &snapshot, &keys, &model_name, &loaded.blake3)?;
+    let lookup = preprocess.lookup();
+    let mut unseen = vec![0u64; preprocess.categorical.len()];
+    let mut missing = vec![0u64; features.len()];
+    for file in 0..snapshot.files.len() {
+        let path = snapshot.files[file].path.clone();
+        for batch in snapshot.read_file(file)? {
+            let batch = batch?;
+            let first_row = batch.first_row + 1;
+            let block = preprocess.inputs(&lookup, &batch.batch, &path, first_row)?;
+            let scores = score::probabilities(&loaded.model, &block, device, &path, first_row)?;
+            for (total, count) in
+                unseen
+                    .iter_mut()
+                    .zip(preprocess.count_unseen(&lookup, &batch.batch, &path)?)
+            {
+                *total += count;
+            }
+            for (total, name) in missing.iter_mut().zip(&features) {
+                *total += batch
+                    .batch
+                    .column_by_name(name)
+                    .map_or(0, |c| c.null_count() as u64);
+            }
+            out.push(&batch.batch, &scores)?;
+        }
+    }
+    let written = out.finish()?;
+    let share = |rows: u64| Unseen {
+        rows,
+        fraction: if written.rows > 0 {
+            rows as f64 / written.rows as f64
+        } else {
+            0.0
+        },
+    };
+    let unseen: BTreeMap<String, Unseen> = preprocess
+        .categorical
+        .iter()
+        .zip(&unseen)
+        .map(|(c, &rows)| (c.name.clone(), share(rows)))
+        .collect();
+    let missing: BTreeMap<String, Unseen> = features
+        .iter()
+        .zip(&missing)
+        .map(|(name, &rows)| (name.to_string(), share(rows)))
+        .collect();
+    tool.info(format!(
+        "scored {} rows of {} with {model_name}; scores in {}",
+        written.rows, args.input, args.out
+    ));
+    for (feature, share) in &unseen {
+        if share.rows > 0 {
+            tool.info(format!(
+                "{:.1}% of the rows have `{feature}` values this model never saw (scored as unknown)",
+                share.fraction * 100.0
+            ));
+        }
+    }
+    record.set(&Predict {
+        passed: true,
+        model: source.path.display().to_string(),
+        registered_as: source.registered_as.clone(),
+        weights_blake3: loaded.blake3.clone(),
+        model_manifest_hash: loaded.meta.manifest_hash.clone(),
+        snapshot: args.input.clone(),
+        rows: written.rows,
+        out: args.out.clone(),
+        out_blake3: written.blake3,
+        keys,
+        unseen,
+        missing,
+    })?;
+    tool.finish(record, Exit::Passed)
+}
+
+/// `--key`, else the manifest's entity and time columns the snapshot has; each must be a column.
+fn key_columns(
+    flags: &[String],
+    record: &Record,
+    snapshot: &Snapshot,
+) -> Result<Vec<String>, InputError> {
+    if !flags.is_empty() {
+        if let Some(absent) = flags.iter().find(|k| snapshot.column_type(k).is_none()) {
+            return Err(InputError::field(
+                "--key",
+                format!("`{absent}` is not a column of the snapshot"),
+            ));
+        }
+        return Ok(flags.to_vec());
+    }
+    let data = record.get_path("manifest.data");
+    Ok(["entity", "time"]
+        .iter()
+        .filter_map(|role| data.and_then(|d| d.get(role)).and_then(|v| v.as_str()))
+        .filter(|column| snapshot.column_type(column).is_some())
+        .map(str::to_string)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn flags_are_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}

@@ -8,7 +8,7 @@
 set -euo pipefail
 CACHE="${RUNFN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runfn}"
 VENV="$CACHE/test-venv"
-PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0 'moto[server]==5.2.5' boto3==1.44.8 jsonschema==4.26.0 safetensors==0.7.0)
+PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0 'moto[server]==5.2.5' boto3==1.44.8 jsonschema==4.26.0 safetensors==0.7.0 blake3==1.0.11)
 
 # Prints the pins the venv lacks (absent, another version, or not importable), one a line.
 missing() {

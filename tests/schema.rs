@@ -9,9 +9,9 @@
 use std::collections::BTreeSet;
 
 use runfn_schema::record::{
-    CkptInterval, Cost, Environment, EvalMetrics, Evaluate, Gate, Gpu, LeakCheck, Leaks, MfHash,
-    NoiseFloor, Predict, Problem, Register, Report, ReportPair, ReportStage, ShardSplit, Shards,
-    Timing, Train, TrainAlert, Validate, ValidateCheck,
+    CkptInterval, Cost, Environment, EvalMetrics, Evaluate, ExternalTrain, Gate, Gpu, LeakCheck,
+    Leaks, MfHash, NoiseFloor, Predict, Problem, Register, Report, ReportPair, ReportStage,
+    ShardSplit, Shards, Timing, Train, TrainAlert, Validate, ValidateCheck,
 };
 use serde::de::{DeserializeOwned, Visitor};
 use serde::{Deserialize, Serialize};
@@ -310,6 +310,11 @@ fn documented_keys() -> Vec<(&'static str, &'static str, Option<BTreeSet<&'stati
             Some(struct_fields::<CkptInterval>()),
         ),
         ("train", "train", Some(struct_fields::<Train>())),
+        (
+            "external_train",
+            "a team's own training script",
+            Some(struct_fields::<ExternalTrain>()),
+        ),
         (
             "noise_floor",
             "noise-floor",

@@ -9,6 +9,7 @@ mod docs;
 mod ds_validate;
 mod evaluate;
 mod exits;
+mod external_model;
 mod gate;
 mod gate_nights;
 mod gate_oracle;

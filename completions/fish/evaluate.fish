@@ -1,4 +1,6 @@
 complete -c evaluate -l model -d 'Model file, training folder, or a registered model as NAME@ALIAS or NAME@VERSION (default: the record\'s train.weights)' -r -F
+complete -c evaluate -l scores -d 'Scores an outside program wrote for the split\'s rows (Parquet or CSV: a key column and `score`, the probability of the positive label), judged in place of a model' -r -F
+complete -c evaluate -l key -d 'The column joining --scores to the split\'s rows (default: manifest.eval.row_key, else manifest.data.entity)' -r
 complete -c evaluate -l registry -d 'The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry)' -r -F
 complete -c evaluate -l checkpoint -d 'Which of the record\'s weights to score: the final model or the best checkpoint' -r -f -a "final\t'The model file train wrote (train.weights): under early stopping, the best val AUC\'s'
 best\t'The kept checkpoint of the best val AUC (train.best.checkpoint)'"

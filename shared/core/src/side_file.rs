@@ -50,6 +50,61 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
     Ok(bytes)
 }
 
+/// The most a scores file an outside program wrote (`evaluate --scores`) may hold.
+pub const SCORES_LIMIT: u64 = 8 << 30;
+
+/// The blake3 of `path`, a regular file (after symlinks) of at most `limit` bytes, read as a
+/// stream; otherwise an error naming the path and what it is.
+pub fn blake3_bounded(path: &Path, limit: u64) -> Result<String, InputError> {
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let metadata = std::fs::metadata(path).map_err(io)?;
+    let refuse = |message: String| InputError::field(path.display().to_string(), message);
+    if let Some(kind) = special_kind(&metadata.file_type()) {
+        return Err(refuse(format!("is {kind}, not a regular file")));
+    }
+    if metadata.is_dir() {
+        return Err(refuse("is a folder, not a file".into()));
+    }
+    if metadata.len() > limit {
+        return Err(refuse(format!(
+            "is {} bytes, more than the {limit} bytes such a file may hold",
+            metadata.len()
+        )));
+    }
+    let mut hasher = blake3::Hasher::new();
+    let file = std::fs::File::open(path).map_err(io)?;
+    hasher.update_reader(file.take(limit + 1)).map_err(io)?;
+    if hasher.count() > limit {
+        return Err(refuse(format!(
+            "grew past the {limit} bytes such a file may hold while it was read"
+        )));
+    }
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// Refuses a file named in a record (`field`) whose bytes no longer have the blake3 the stage
+/// that read it recorded: scores changed after evaluation would be gated or registered unseen.
+pub fn check_unchanged(
+    field: &str,
+    path: &str,
+    blake3: &str,
+    limit: u64,
+) -> Result<(), InputError> {
+    let found = blake3_bounded(Path::new(path), limit)?;
+    if found != blake3 {
+        return Err(InputError::field(
+            field,
+            format!(
+                "{path}: its blake3 is {found}, but {blake3} was recorded when it was read (the file changed since)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `read_bounded` as UTF-8 text.
 pub fn read_bounded_text(path: &Path, limit: u64) -> Result<String, InputError> {
     String::from_utf8(read_bounded(path, limit)?).map_err(|err| InputError::Io {

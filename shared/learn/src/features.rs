@@ -610,7 +610,7 @@ fn labels_of(
 }
 
 /// `read`, the labels of `array`, as 0/1 targets, or the error naming the first row that is none.
-fn targets(
+pub(crate) fn targets(
     array: &ArrayRef,
     read: &[Label],
     name: &str,

@@ -11,6 +11,7 @@ pub mod config;
 pub mod data_parallel;
 pub mod device;
 pub mod early_stopping;
+pub mod external_scores;
 pub mod features;
 pub mod inputs;
 pub mod loader;

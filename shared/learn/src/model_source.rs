@@ -28,6 +28,18 @@ impl ModelSource {
         if !model.exists() && ModelRef::looks_like(&text) {
             let registry = Registry::open_existing(registry)?;
             let entry = registry.resolve(&ModelRef::parse(&text)?)?;
+            if let Some(format) = &entry.lineage.blobs.weights_format {
+                return Err(InputError::field(
+                    text.to_string(),
+                    format!(
+                        "{}@{} is an outside model ({format}, trained with {}): runfn does not run it; score the rows with its own framework and give the file to evaluate --scores",
+                        entry.lineage.name,
+                        entry.version,
+                        entry.lineage.blobs.framework.as_deref().unwrap_or("an unnamed framework")
+                    ),
+                )
+                .into());
+            }
             return Ok(ModelSource {
                 path: registry.blobs.fetch(&entry.lineage.weights_blake3)?,
                 registered_as: Some(format!("{}@{}", entry.lineage.name, entry.version)),

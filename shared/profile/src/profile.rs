@@ -62,6 +62,20 @@ impl Profile {
         }
     }
 
+    /// A profile's JSON as ds-validate writes it; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Profile, InputError> {
+        let profile: Profile = serde_json::from_str(text).map_err(|e| {
+            InputError::field(origin, format!("not a {PROFILE_FORMAT} profile: {e}"))
+        })?;
+        if profile.format != PROFILE_FORMAT {
+            return Err(InputError::field(
+                origin,
+                format!("format `{}`, expected `{PROFILE_FORMAT}`", profile.format),
+            ));
+        }
+        Ok(profile)
+    }
+
     pub fn column(&self, name: &str) -> Option<&ColumnProfile> {
         self.columns.iter().find(|c| c.name == name)
     }

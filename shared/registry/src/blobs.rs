@@ -27,6 +27,16 @@ pub struct Blobs {
     pub manifest: String,
     pub evaluation: Option<String>,
     pub profile: Option<String>,
+    /// An outside program's scores file the entry was evaluated and gated on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scores: Option<String>,
+    /// How to read the weights blob when it is not runfn's safetensors model: an outside
+    /// trainer's artifact (`external_train.format`: pickle, onnx, xgboost-json, torchscript).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_format: Option<String>,
+    /// What trained that artifact (`external_train.framework`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework: Option<String>,
 }
 
 impl Blobs {
@@ -41,6 +51,9 @@ impl Blobs {
         }
         if let Some(h) = &self.profile {
             out.push(("profile", h));
+        }
+        if let Some(h) = &self.scores {
+            out.push(("scores", h));
         }
         out
     }

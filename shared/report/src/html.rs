@@ -219,6 +219,7 @@ pub fn page(report: &Report, nights: &[(Night, Outcome)]) -> (String, Vec<String
     alerts_table(&mut html, report);
     gate_section(&mut html, latest);
     mistakes_table(&mut html, latest);
+    crate::serving::serving_drift_table(&mut html, latest);
     environment_table(&mut html, report);
     let _ = writeln!(html, "</main><script>{PAGE_CHECK}</script></body></html>");
     (html, names)

@@ -11,6 +11,7 @@ pub mod night;
 pub mod outcome;
 pub mod plots;
 pub mod predictions;
+pub mod serving;
 pub mod tensorboard;
 pub mod verdict;
 pub mod workflow;

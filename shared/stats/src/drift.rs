@@ -118,6 +118,16 @@ pub fn jensen_shannon_counts(
     ))
 }
 
+/// Jensen–Shannon divergence (bits) between two histograms over the same bins (empty ones
+/// compare as no divergence).
+pub fn jensen_shannon_histograms(previous: &[u64], current: &[u64]) -> Binned {
+    let masses = |counts: &[u64]| -> Vec<f64> {
+        let total = counts.iter().sum::<u64>().max(1) as f64;
+        counts.iter().map(|&c| c as f64 / total).collect()
+    };
+    divergence(&masses(previous), &masses(current))
+}
+
 fn divergence(p: &[f64], q: &[f64]) -> Binned {
     let divergence: f64 = p
         .iter()

@@ -11,8 +11,7 @@ use runfn_data::partitioned::Partitioned;
 use runfn_data::spec::{DataSource, DataSpec};
 use runfn_profile::compare::Check;
 use runfn_profile::{
-    Explanation, PROFILE_FORMAT, Profile, Roles, SettingsError, Thresholds, compare,
-    profile_snapshot,
+    Explanation, Profile, Roles, SettingsError, Thresholds, compare, profile_snapshot,
 };
 use runfn_schema::record::{PreviousModel, Validate};
 use serde_json::Value;
@@ -323,7 +322,7 @@ fn serving_profile(registry: &Path, reference: &str) -> Result<Served, InputErro
     let text = String::from_utf8(bytes)
         .map_err(|_| InputError::field(&origin, "the stored profile is not UTF-8"))?;
     Ok(Served::Profile(
-        parse_profile(&text, &origin)?,
+        Profile::parse(&text, &origin)?,
         entry.version,
     ))
 }
@@ -511,19 +510,7 @@ fn write_profile(path: &Path, profile: &Profile) -> Result<(), InputError> {
 
 fn read_profile(path: &Path) -> Result<Profile, InputError> {
     let (text, origin) = read_text(Some(path))?;
-    parse_profile(&text, &origin)
-}
-
-fn parse_profile(text: &str, origin: &str) -> Result<Profile, InputError> {
-    let profile: Profile = serde_json::from_str(text)
-        .map_err(|e| InputError::field(origin, format!("not a {PROFILE_FORMAT} profile: {e}")))?;
-    if profile.format != PROFILE_FORMAT {
-        return Err(InputError::field(
-            origin,
-            format!("format `{}`, expected `{PROFILE_FORMAT}`", profile.format),
-        ));
-    }
-    Ok(profile)
+    Profile::parse(&text, &origin)
 }
 
 fn read_explanations(path: Option<&Path>) -> Result<Vec<Explanation>, InputError> {

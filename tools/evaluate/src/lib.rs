@@ -2,6 +2,7 @@
 //! library, so its steps are functions a reader (and a test) can take one at a time; `main.rs`
 //! only calls [`main`].
 
+mod external;
 mod model;
 mod rows;
 
@@ -21,7 +22,7 @@ use runfn_learn::metrics::{self, Metrics};
 use runfn_learn::{inputs, score};
 use runfn_manifest::eval_settings::EvalSettings;
 use runfn_schema::record::{
-    Contamination, Evaluate, Leaks, Mistake, RowScoresRef, Shards, Train, Unseen,
+    Contamination, Evaluate, Leaks, Mistake, RowScoresRef, ScoresFile, Shards, Train, Unseen,
 };
 use serde_json::Value;
 
@@ -31,6 +32,19 @@ Examples:
   evaluate --model churn@prod --as baseline < evaluated.json > compared.json
   evaluate --split val --bootstrap 1000 --predictions preds.csv < trained.json
   evaluate --checkpoint best < trained.json      # the weights of train.best (keep_best)
+  evaluate --scores gbdt-test.parquet < trained-elsewhere.json    # any program's model
+
+--scores FILE judges a model runfn did not train by the scores its own program wrote: Parquet
+(starting with PAR1) or CSV with a header, one row per row of the split, a key column (--key,
+else manifest.eval.row_key, else manifest.data.entity) and `score`, the probability of the
+positive label. The file must cover exactly the split's rows (a key of another row, a row left
+out, a key twice, a NaN, infinite or out-of-[0, 1] score: exit 2 naming it); labels, slices and
+the rows digest come from the shards, as for runfn's own model. For the candidate, the record's
+`external_train` section (written by the team's training script: artifact, artifact_blake3,
+framework, format, params) names the model: its blake3 is checked and becomes weights_blake3;
+without it, or for a baseline, weights_blake3 is the scores file's. The section then adds
+  \"scores\": {\"path\", \"blake3\", \"key\", \"rows\"}
+which gate and register check again: a scores file changed after evaluation is refused.
 
 Loads the model file in this process (the weights carry their own preprocessing) and scores
 every row of the split, in shard-index order. Metrics: auc (exact rank statistic, ties count
@@ -87,6 +101,14 @@ pub struct Args {
     /// (default: the record's train.weights).
     #[arg(long, value_name = "PATH|NAME@ALIAS")]
     model: Option<PathBuf>,
+    /// Scores an outside program wrote for the split's rows (Parquet or CSV: a key column and
+    /// `score`, the probability of the positive label), judged in place of a model.
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    scores: Option<PathBuf>,
+    /// The column joining --scores to the split's rows (default: manifest.eval.row_key, else
+    /// manifest.data.entity).
+    #[arg(long, value_name = "COLUMN", requires = "scores")]
+    key: Option<String>,
     /// The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry).
     #[arg(long, value_name = "DIR")]
     registry: Option<PathBuf>,
@@ -148,44 +170,96 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     record.refuse_failed_checks(section)?;
     runfn_manifest::verify_record(&record)?;
     let train = record.section::<Train>()?;
-    let from_checkpoint = args.checkpoint == Checkpoint::Best;
-    let model = model::resolve(&args, train.as_ref())?;
     let slices = if args.slices.is_empty() {
         slice_columns(&record)?
     } else {
         args.slices.clone()
     };
-    let row_key = row_key(&record)?;
+    let spec = runfn_data::spec::DataSpec::from_record(&record)?;
+    let declared_key = row_key(&record)?;
+    // Outside scores are joined to the rows by a key, which then keys the per-row scores too.
+    let row_key = match &args.scores {
+        Some(_) => Some(external::key_column(
+            args.key.as_deref(),
+            declared_key.as_deref(),
+            &spec,
+        )?),
+        None => declared_key.clone(),
+    };
+    // The model is named before any data is read: a record without one fails on that first.
+    let model = match &args.scores {
+        Some(_) => None,
+        None => Some(model::resolve(&args, train.as_ref())?),
+    };
     let shards = inputs::shards(&record, args.shards.clone())?;
     let split = rows::split_to_score(&shards, &args.split)?;
-    rows::check_columns(&shards, &slices, row_key.as_deref())?;
+    // Where the key was named, for errors about it.
+    let key_field = match (&args.scores, &args.key, &declared_key) {
+        (Some(_), Some(_), _) => "--key",
+        (_, _, Some(_)) => "manifest.eval.row_key",
+        (Some(_), None, None) => "manifest.data.entity",
+        (None, _, None) => "manifest.eval.row_key",
+    };
+    rows::check_columns(&shards, &slices, row_key.as_deref(), key_field)?;
     // The key column is read like a slice column and taken out again below.
     let mut read_columns = slices.clone();
     if let Some(column) = row_key.as_ref().filter(|c| !slices.contains(c)) {
         read_columns.push(column.clone());
     }
-    let device = args.device.open().map_err(anyhow::Error::msg)?;
-    let loaded = model.load(from_checkpoint, device)?;
     let paths: Vec<PathBuf> = split
         .shards
         .iter()
         .map(|s| shards.dir.join(&s.path))
         .collect();
-    tool.info(format!(
-        "scoring {} rows of `{}` with {}",
-        split.rows,
-        args.split,
-        model.path.display()
-    ));
-    // Labels are data: a candidate and a baseline are both scored against the labels today's
-    // manifest reads, whatever value each model was trained to call positive.
-    let mut preprocess = loaded.meta.preprocess.clone();
-    let spec = runfn_data::spec::DataSpec::from_record(&record)?;
-    if spec.label.is_some() {
-        preprocess.label_positive = spec.label_positive;
-    }
-    let mut scored = score::score(&loaded.model, &preprocess, &paths, &read_columns, device)?;
-    let keys = rows::take_keys(&mut scored, row_key.as_deref(), &slices, &args.split)?;
+    let (mut scored, scorer) = match &args.scores {
+        Some(file) => {
+            let key = row_key.as_deref().expect("--scores has a key");
+            let (scored, read) =
+                external::score(&record, file, key, &paths, &read_columns, &args.split)?;
+            tool.info(format!(
+                "judging {} scores of `{}` from {} (keyed by {key})",
+                scored.scores.len(),
+                args.split,
+                file.display()
+            ));
+            let scorer = external::scorer(&record, read, args.role == Role::Candidate)?;
+            (scored, Scorer::Outside(scorer))
+        }
+        None => {
+            let from_checkpoint = args.checkpoint == Checkpoint::Best;
+            let model = model.expect("resolved above without --scores");
+            let device = args.device.open().map_err(anyhow::Error::msg)?;
+            let loaded = model.load(from_checkpoint, device)?;
+            tool.info(format!(
+                "scoring {} rows of `{}` with {}",
+                split.rows,
+                args.split,
+                model.path.display()
+            ));
+            // Labels are data: a candidate and a baseline are both scored against the labels
+            // today's manifest reads, whatever value each model was trained to call positive.
+            let mut preprocess = loaded.meta.preprocess.clone();
+            if spec.label.is_some() {
+                preprocess.label_positive = spec.label_positive.clone();
+            }
+            let scored = score::score(&loaded.model, &preprocess, &paths, &read_columns, device)?;
+            (
+                scored,
+                Scorer::Own {
+                    model,
+                    loaded: Box::new(loaded),
+                    preprocess,
+                },
+            )
+        }
+    };
+    let keys = rows::take_keys(
+        &mut scored,
+        row_key.as_deref(),
+        &slices,
+        &args.split,
+        key_field,
+    )?;
     let rows_blake3 = rows::verify_rows_digest(&shards, &args.split, split, scored.scores.len())?;
     let row_scores_at = match &args.row_scores {
         Some(location) => location.clone(),
@@ -194,17 +268,25 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             &record,
             section,
             &args.split,
-            &loaded.blake3,
+            scorer.weights_blake3(),
             &rows_blake3,
         )?,
     };
-    let mistakes = mistakes(&scored, keys.as_deref(), &preprocess, &paths)?;
+    let feature_columns = scorer.feature_columns(&shards, spec.label.as_deref());
+    let mistakes = mistakes(&scored, keys.as_deref(), &feature_columns, &paths)?;
+    // The per-row file is keyed as every evaluation of this manifest keys it (its row_key, else
+    // the position), whatever key joined an outside file's scores, so gate pairs any two.
+    let (file_key, file_keys) = if row_key == declared_key {
+        (row_key.clone(), keys)
+    } else {
+        (None, None)
+    };
     let per_row = RowScores {
         split: args.split.clone(),
         rows_blake3: rows_blake3.clone(),
-        key_column: row_key.clone(),
+        key_column: file_key.clone(),
         rows: (0..scored.scores.len() as u64).collect(),
-        keys,
+        keys: file_keys,
         labels: scored.labels.clone(),
         scores: scored.scores.clone(),
         slices: scored.slices.clone(),
@@ -213,7 +295,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         blake3: rows::write_row_scores(&per_row, &row_scores_at)?,
         path: row_scores_at,
         rows: per_row.len() as u64,
-        key: row_key.as_deref().unwrap_or("row").to_string(),
+        key: file_key.as_deref().unwrap_or("row").to_string(),
     };
     let unseen = unseen_shares(tool, &scored);
     let mut overall = metrics::compute(&scored.scores, &scored.labels);
@@ -274,14 +356,15 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 .map_or("null".into(), |a| a.to_string())
         ));
     }
+    let identity = scorer.identity();
     record.set_as(
         section,
         &Evaluate {
             passed: true,
-            model: model.path.display().to_string(),
-            registered_as: model.registered_as,
-            weights_blake3: loaded.blake3.clone(),
-            model_manifest_hash: loaded.meta.manifest_hash.clone(),
+            model: identity.model,
+            registered_as: identity.registered_as,
+            weights_blake3: identity.weights_blake3,
+            model_manifest_hash: identity.model_manifest_hash,
             split: args.split.clone(),
             shards_index_blake3: shards.index_blake3.clone(),
             rows_blake3,
@@ -291,11 +374,85 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             unseen,
             contamination,
             mistakes,
+            scores: identity.scores,
+            score_bins: Some(runfn_schema::record::ScoreBins::of(&scored.scores)),
         },
     )?;
     match args.role {
         Role::Candidate => tool.finish(record, Exit::Passed),
         Role::Baseline => tool.finish_for(record, Exit::Passed, "baseline"),
+    }
+}
+
+/// What scored the rows: runfn's own model, or an outside program's scores file.
+enum Scorer {
+    Own {
+        model: runfn_learn::model_source::ModelSource,
+        loaded: Box<runfn_learn::weights::LoadedModel>,
+        preprocess: runfn_learn::features::Preprocess,
+    },
+    Outside(external::Scorer),
+}
+
+/// The section's fields that name what scored the rows.
+struct Identity {
+    model: String,
+    registered_as: Option<String>,
+    weights_blake3: String,
+    model_manifest_hash: String,
+    scores: Option<ScoresFile>,
+}
+
+impl Scorer {
+    fn weights_blake3(&self) -> &str {
+        match self {
+            Scorer::Own { loaded, .. } => &loaded.blake3,
+            Scorer::Outside(outside) => &outside.weights_blake3,
+        }
+    }
+
+    /// The columns the model read: its preprocessing's features, or (an outside model's, which
+    /// runfn cannot know) every column of the shards but the label.
+    fn feature_columns(&self, shards: &inputs::Shards, label: Option<&str>) -> Vec<String> {
+        match self {
+            Scorer::Own { preprocess, .. } => preprocess
+                .columns()
+                .into_iter()
+                .skip(1)
+                .map(str::to_string)
+                .collect(),
+            Scorer::Outside(_) => shards
+                .index
+                .columns
+                .iter()
+                .map(|c| c.name.clone())
+                .filter(|name| Some(name.as_str()) != label)
+                .collect(),
+        }
+    }
+
+    fn identity(self) -> Identity {
+        match self {
+            Scorer::Own { model, loaded, .. } => Identity {
+                model: model.path.display().to_string(),
+                registered_as: model.registered_as,
+                weights_blake3: loaded.blake3,
+                model_manifest_hash: loaded.meta.manifest_hash,
+                scores: None,
+            },
+            Scorer::Outside(outside) => Identity {
+                model: outside.model,
+                registered_as: None,
+                weights_blake3: outside.weights_blake3,
+                model_manifest_hash: outside.model_manifest_hash,
+                scores: Some(ScoresFile {
+                    path: outside.scores.path.display().to_string(),
+                    blake3: outside.scores.blake3.clone(),
+                    key: outside.scores.key.clone(),
+                    rows: outside.scores.rows(),
+                }),
+            },
+        }
     }
 }
 
@@ -307,11 +464,11 @@ const MISTAKES: usize = 10;
 fn mistakes(
     scored: &score::Scored,
     keys: Option<&[String]>,
-    preprocess: &runfn_learn::features::Preprocess,
+    columns: &[String],
     shards: &[PathBuf],
 ) -> anyhow::Result<Vec<Mistake>> {
     let rows = score::confident_mistakes(&scored.scores, &scored.labels, MISTAKES);
-    let columns: Vec<&str> = preprocess.columns().into_iter().skip(1).collect();
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     let wanted = rows.iter().copied().collect();
     let mut values = score::values_of_rows(shards, &columns, &wanted)?;
     Ok(rows

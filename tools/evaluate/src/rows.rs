@@ -41,6 +41,7 @@ pub fn check_columns(
     shards: &inputs::Shards,
     slices: &[String],
     row_key: Option<&str>,
+    key_field: &str,
 ) -> Result<(), InputError> {
     let has = |column: &str| shards.index.columns.iter().any(|c| c.name == column);
     if let Some(column) = slices.iter().find(|c| !has(c)) {
@@ -51,7 +52,7 @@ pub fn check_columns(
     }
     if let Some(column) = row_key.filter(|c| !has(c)) {
         return Err(InputError::field(
-            "manifest.eval.row_key",
+            key_field,
             format!("`{column}` is not a column of the shards"),
         ));
     }
@@ -65,6 +66,7 @@ pub fn take_keys(
     row_key: Option<&str>,
     slices: &[String],
     split: &str,
+    key_field: &str,
 ) -> Result<Option<Vec<String>>, InputError> {
     let Some(column) = row_key else {
         return Ok(None);
@@ -79,7 +81,7 @@ pub fn take_keys(
     let mut seen = std::collections::HashSet::with_capacity(values.len());
     if let Some(duplicate) = values.iter().find(|v| !seen.insert(v.as_str())) {
         return Err(InputError::field(
-            "manifest.eval.row_key",
+            key_field,
             format!("`{column}` is not a key of `{split}`: the value {duplicate} appears twice"),
         ));
     }

@@ -138,6 +138,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         tool.warn("--no-baseline given, but a baseline exists: gating against it");
     }
 
+    outside_scores_unchanged(&record)?;
     let paired = match (&candidate.row_scores, baseline.as_ref()) {
         (Some(c), Some(b)) if b.row_scores.is_some() => {
             let b = b.row_scores.as_ref().expect("checked above");
@@ -375,6 +376,31 @@ fn carry_timings(record: &mut Record, evaluations: &[Value], role: &str) {
     tag.insert("for".into(), Value::from(role));
     let merged = runfn_core::timings::merge(&[(&own, serde_json::Map::new()), (evaluations, tag)]);
     record.set_section("timings", Value::Array(merged));
+}
+
+/// An outside program's scores file (`evaluate --scores`) is what evaluation read: a file changed
+/// since then would have the gate pass on scores nobody judged.
+fn outside_scores_unchanged(record: &Record) -> anyhow::Result<()> {
+    for key in ["evaluate", "baseline"] {
+        let Some(scores) = record
+            .get(key)
+            .map(evaluation_in)
+            .and_then(|section| section.get("scores"))
+        else {
+            continue;
+        };
+        let scores: runfn_schema::record::ScoresFile =
+            runfn_core::record::typed(scores, &format!("{key}.scores"))?;
+        {
+            runfn_core::side_file::check_unchanged(
+                &format!("{key}.scores"),
+                &scores.path,
+                &scores.blake3,
+                runfn_core::side_file::SCORES_LIMIT,
+            )?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! the rows' keys, so they join back to the rows they score.
 
 mod output;
+mod serving;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ use runfn_data::types::ColumnType;
 use runfn_learn::device::DeviceChoice;
 use runfn_learn::model_source::{ModelSource, registry_dir};
 use runfn_learn::score;
-use runfn_schema::record::{Predict, Unseen};
+use runfn_schema::record::{Predict, ScoreBins, ServingDrift, Unseen};
 
 use crate::output::Predictions;
 
@@ -85,7 +86,9 @@ pub fn main() -> ExitCode {
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let mut record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("predict")?;
-    let source = ModelSource::named(&args.model, &registry_dir(args.registry.as_deref()))?;
+    let registry = registry_dir(args.registry.as_deref());
+    let source = ModelSource::named(&args.model, &registry)?;
+    let training = serving::training(&registry, source.registered_as.as_deref())?;
     let device = args.device.open().map_err(anyhow::Error::msg)?;
     let loaded = source.load(false, device)?;
     let preprocess = &loaded.meta.preprocess;
@@ -124,6 +127,14 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let lookup = preprocess.lookup();
     let mut unseen = vec![0u64; preprocess.categorical.len()];
     let mut missing = vec![0u64; features.len()];
+    let score_edges = training
+        .as_ref()
+        .ok()
+        .and_then(|t| t.bins.as_ref())
+        .map(|b| b.edges.clone());
+    let mut served_bins = score_edges
+        .as_ref()
+        .map(|edges| vec![0u64; edges.len() + 1]);
     for file in 0..snapshot.files.len() {
         let path = snapshot.files[file].path.clone();
         for batch in snapshot.read_file(file)? {
@@ -143,6 +154,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                     .batch
                     .column_by_name(name)
                     .map_or(0, |c| c.null_count() as u64);
+            }
+            if let (Some(edges), Some(bins)) = (&score_edges, &mut served_bins) {
+                for (total, count) in bins.iter_mut().zip(ScoreBins::count(edges, &scores)) {
+                    *total += count;
+                }
             }
             out.push(&batch.batch, &scores)?;
         }
@@ -179,8 +195,31 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             ));
         }
     }
+    let features: Vec<String> = features.iter().map(|f| f.to_string()).collect();
+    let (drift, no_drift) = match &training {
+        Ok(training) => {
+            let thresholds = serving::thresholds(&record, training)?;
+            let served = runfn_profile::profile_snapshot(&snapshot, None, None, &keys)
+                .map_err(|e| InputError::field("--in", e.to_string()))?;
+            let drift = serving::compare_served(
+                training,
+                &served,
+                served_bins.as_deref(),
+                &thresholds,
+                &features,
+                &keys,
+            );
+            say_drift(tool, &drift);
+            (Some(drift), None)
+        }
+        Err(why) => {
+            tool.info(format!("no drift checks: {why}"));
+            (None, Some(why.clone()))
+        }
+    };
+    let passed = drift.as_ref().is_none_or(|d| d.passed);
     record.set(&Predict {
-        passed: true,
+        passed,
         model: source.path.display().to_string(),
         registered_as: source.registered_as.clone(),
         weights_blake3: loaded.blake3.clone(),
@@ -192,8 +231,37 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         keys,
         unseen,
         missing,
+        drift,
+        no_drift,
     })?;
-    tool.finish(record, Exit::Passed)
+    tool.finish(record, Exit::from_passed(passed))
+}
+
+/// Each drift beyond its limits on stderr, and the verdict.
+fn say_drift(tool: &Tool, drift: &ServingDrift) {
+    for check in drift.checks.iter().filter(|c| !c.passed && c.fails_run) {
+        tool.notice(format!(
+            "drift: `{}` {} is {} (limit {}, sampling noise {}) against {}'s training data",
+            check.column.as_deref().unwrap_or_default(),
+            check.name,
+            check.value.map_or("?".into(), |v| format!("{v:.4}")),
+            check.threshold.map_or("?".into(), |v| format!("{v:.4}")),
+            check.noise.map_or("?".into(), |v| format!("{v:.4}")),
+            drift.against
+        ));
+    }
+    if let Some(score) = drift.score.as_ref().filter(|s| !s.passed) {
+        tool.notice(format!(
+            "drift: the scores' divergence from the test scores is {:.4} (limit {:.4}, sampling noise {:.4})",
+            score.value, score.threshold, score.noise
+        ));
+    }
+    if drift.passed {
+        tool.info(format!(
+            "no drift beyond the limits against {}'s training data and test scores",
+            drift.against
+        ));
+    }
 }
 
 /// `--key`, else the manifest's entity and time columns the snapshot has; each must be a column.

@@ -12,7 +12,7 @@ use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
 use runfn_registry::{Blobs, ModelRef, NewEntry, Registry};
 use runfn_schema::record::{
-    Evaluate, Gate, Register, RegisterRefused, RegisterSection, Train, Validate,
+    Evaluate, ExternalTrain, Gate, Register, RegisterRefused, RegisterSection, Train, Validate,
 };
 use serde_json::{Value, json};
 
@@ -257,6 +257,59 @@ fn string_at(record: &Record, path: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The model a record registers: runfn's (`train.weights`) or an outside trainer's artifact
+/// (`external_train`), with where its recorded blake3 came from.
+struct RegisteredModel {
+    path: String,
+    blake3: String,
+    /// The record's field that names it, for errors.
+    field: &'static str,
+    recorded_by: &'static str,
+    /// An outside artifact's format and framework.
+    format: Option<String>,
+    framework: Option<String>,
+}
+
+fn registered_model(record: &Record) -> anyhow::Result<RegisteredModel> {
+    let train = record.section::<Train>()?;
+    let external = record.section::<ExternalTrain>()?;
+    match (train, external) {
+        (Some(_), Some(_)) => Err(InputError::field(
+            "external_train",
+            "and train are both in the record: register stores one model; keep the section of the model that was evaluated",
+        )
+        .into()),
+        (None, Some(external)) => Ok(RegisteredModel {
+            path: external.artifact,
+            blake3: external.artifact_blake3,
+            field: "external_train.artifact",
+            recorded_by: "its training script recorded it",
+            format: Some(external.format),
+            framework: Some(external.framework),
+        }),
+        (train, None) => {
+            let Some((path, blake3)) = train
+                .as_ref()
+                .and_then(|t| t.weights.clone().zip(t.weights_blake3.clone()))
+            else {
+                return Err(InputError::field(
+                    "train.weights",
+                    "is missing: register needs a trained model (train's, or an outside trainer's external_train section)",
+                )
+                .into());
+            };
+            Ok(RegisteredModel {
+                path,
+                blake3,
+                field: "train.weights",
+                recorded_by: "training",
+                format: None,
+                framework: None,
+            })
+        }
+    }
+}
+
 fn register(
     tool: &Tool,
     args: Args,
@@ -309,17 +362,8 @@ fn register(
         }
         (None, _) => None,
     };
-    let train = record.section::<Train>()?;
-    let Some((weights_path, weights_blake3)) = train
-        .as_ref()
-        .and_then(|t| t.weights.clone().zip(t.weights_blake3.clone()))
-    else {
-        return Err(InputError::field(
-            "train.weights",
-            "is missing: register needs a trained model",
-        )
-        .into());
-    };
+    let model = registered_model(&record)?;
+    let (weights_path, weights_blake3) = (model.path.clone(), model.blake3.clone());
     // The gate judged the model evaluate scored; registering another one (the final weights of a
     // run scored with `evaluate --checkpoint best`) would put an ungated model behind the alias.
     let evaluation = record.section::<Evaluate>()?;
@@ -329,7 +373,8 @@ fn register(
         return Err(InputError::field(
             "evaluate.weights_blake3",
             format!(
-                "is {scored}, but train.weights_blake3 is {weights_blake3}: the model evaluated and gated is not the model register would store (evaluate --checkpoint best scores a checkpoint; register the final model scored as such)"
+                "is {scored}, but {} has {weights_blake3}: the model evaluated and gated is not the model register would store (evaluate --checkpoint best scores a checkpoint; register the final model scored as such)",
+                model.field
             ),
         )
         .into());
@@ -348,13 +393,31 @@ fn register(
         .put_file(&runfn_storage::local_path(&weights_path)?)?;
     if weights != weights_blake3 {
         return Err(InputError::field(
-            "train.weights",
+            model.field,
             format!(
-                "{weights_path}: its blake3 is {weights}, but train recorded {weights_blake3} (changed since training)"
+                "{weights_path}: its blake3 is {weights}, but {weights_blake3} was recorded (changed since {})",
+                model.recorded_by
             ),
         )
         .into());
     }
+    // An outside model was judged by its scores file: the one registered is the one gated.
+    let scores = match evaluation.as_ref().and_then(|e| e.scores.as_ref()) {
+        Some(scores) => {
+            runfn_core::side_file::check_unchanged(
+                "evaluate.scores",
+                &scores.path,
+                &scores.blake3,
+                runfn_core::side_file::SCORES_LIMIT,
+            )?;
+            Some(
+                registry
+                    .blobs
+                    .put_file(std::path::Path::new(&scores.path))?,
+            )
+        }
+        None => None,
+    };
     let manifest_text = to_canonical_string(manifest)?;
     let profile_file = record.section::<Validate>()?.and_then(|v| v.profile_file);
     let profile = match profile_file {
@@ -375,6 +438,9 @@ fn register(
         manifest: registry.blobs.put(manifest_text.as_bytes())?,
         evaluation: evaluation_blob,
         profile,
+        scores,
+        weights_format: model.format.clone(),
+        framework: model.framework.clone(),
     };
     let registration = registry.register(
         NewEntry {

@@ -53,6 +53,51 @@ pub struct Evaluate {
     /// there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mistakes: Vec<Mistake>,
+    /// With `--scores`: the outside program's scores file, read in place of a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scores: Option<super::ScoresFile>,
+    /// How the split's scores spread: `predict` compares the scores of rows it serves with
+    /// these (absent in records from before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_bins: Option<ScoreBins>,
+}
+
+/// A histogram of scores over the deciles of the scores it was first made from: bin 0 holds
+/// the scores at or below `edges[0]`, bin i those in (`edges[i-1]`, `edges[i]`], the last those
+/// above the last edge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreBins {
+    pub edges: Vec<f64>,
+    /// One more count than edges.
+    pub counts: Vec<u64>,
+}
+
+impl ScoreBins {
+    /// Deciles of `scores` as edges, and their counts.
+    pub fn of(scores: &[f64]) -> ScoreBins {
+        let mut sorted: Vec<f64> = scores.iter().copied().filter(|s| s.is_finite()).collect();
+        sorted.sort_by(f64::total_cmp);
+        let mut edges: Vec<f64> = if sorted.is_empty() {
+            Vec::new()
+        } else {
+            (0..=10)
+                .map(|i| sorted[i * (sorted.len() - 1) / 10])
+                .collect()
+        };
+        edges.dedup();
+        let counts = ScoreBins::count(&edges, &sorted);
+        ScoreBins { edges, counts }
+    }
+
+    /// The counts of `scores` in the bins `edges` make.
+    pub fn count(edges: &[f64], scores: &[f64]) -> Vec<u64> {
+        let mut counts = vec![0u64; edges.len() + 1];
+        for score in scores {
+            counts[edges.partition_point(|edge| edge < score)] += 1;
+        }
+        counts
+    }
 }
 
 /// A wrong prediction the model was sure of: a positive scored near 0, a negative near 1.
@@ -119,4 +164,40 @@ pub struct Predict {
     pub unseen: BTreeMap<String, Unseen>,
     /// Feature → the rows where it is null (imputed as in training).
     pub missing: BTreeMap<String, Unseen>,
+    /// The rows served against the model's training data and its test scores; absent when the
+    /// model came from a file, or its entry has no profile (`no_drift` says which).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<ServingDrift>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_drift: Option<String>,
+}
+
+/// What serves compared with what the model learned from: each feature's drift from the
+/// training profile stored with the model (the checks of ds-validate, thresholds from the
+/// manifest's `validate`), and the scores' drift from the test split's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServingDrift {
+    pub passed: bool,
+    /// The registered model whose training profile and test scores were compared.
+    pub against: String,
+    /// Drift checks on the model's features only (null rate, range, distribution, categories).
+    pub checks: Vec<super::ValidateCheck>,
+    /// Absent when the model's evaluation kept no score bins.
+    pub score: Option<ScoreDrift>,
+}
+
+/// The scores served against the test split's, binned at the test scores' deciles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreDrift {
+    /// Jensen–Shannon divergence (bits).
+    pub value: f64,
+    pub threshold: f64,
+    /// What sampling alone could make it at these sizes (alpha of `validate`).
+    pub noise: f64,
+    pub passed: bool,
+    pub test: ScoreBins,
+    /// The served scores' counts in the test bins.
+    pub served: Vec<u64>,
 }

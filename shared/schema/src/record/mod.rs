@@ -6,6 +6,7 @@
 //! any other `Option` is always written, as `null` when there is nothing to say.
 
 mod evaluate;
+mod external;
 mod gate;
 mod jobs;
 mod leaks;
@@ -18,7 +19,11 @@ mod timing;
 mod train;
 mod validate;
 
-pub use evaluate::{Contamination, EvalMetrics, Evaluate, Mistake, Predict, RowScoresRef, Unseen};
+pub use evaluate::{
+    Contamination, EvalMetrics, Evaluate, Mistake, Predict, RowScoresRef, ScoreBins, ScoreDrift,
+    ServingDrift, Unseen,
+};
+pub use external::{ExternalTrain, ScoresFile};
 pub use gate::{Gate, GateCheck, PairedNumbers};
 pub use jobs::{CkptInputs, CkptInterval, NoiseFloor, SliceSpread};
 pub use leaks::{LeakCheck, Leaks};
@@ -65,6 +70,7 @@ sections! {
     Shards => "shards",
     CkptInterval => "ckpt_interval",
     Train => "train" as TrainSection,
+    ExternalTrain => "external_train",
     NoiseFloor => "noise_floor",
     Evaluate => "evaluate",
     Gate => "gate",

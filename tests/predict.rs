@@ -319,3 +319,62 @@ fn serving_drift_flags_planted_changes_and_not_random_halves_of_the_training_row
     );
     assert_eq!(misses, 0, "{misses}/{trials} planted changes missed");
 }
+
+/// `--memory` sizes the batches, never the scores: a small budget scores every row as the
+/// default does (to float32 rounding: the matrix products of another batch size round in
+/// another order), and a budget too small for a batch is refused by name with nothing written.
+#[test]
+fn a_memory_budget_changes_the_batches_not_the_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let record = chain(&TELCO, &d.join("run"));
+    let model = record["train"]["weights"].as_str().unwrap().to_string();
+    let predict = |out: &Path, memory: &str| {
+        tool("predict")
+            .args([
+                "--model",
+                model.as_str(),
+                "--in",
+                "testdata/real/telco/snapshot",
+            ])
+            .args([
+                "--out".as_ref(),
+                os(out),
+                "--memory".as_ref(),
+                memory.as_ref(),
+            ])
+            .args(["--key", "customer_id", "-q"])
+            .run()
+    };
+    let (default, small) = (d.join("default.parquet"), d.join("small.parquet"));
+    assert_eq!(predict(&default, "64M").code, 0);
+    let out = predict(&small, "1M");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let groups = "import sys, pyarrow.parquet as pq\n\
+        a, b = (pq.ParquetFile(p) for p in sys.argv[1:])\n\
+        import numpy as np\n\
+        d = np.abs(a.read().column('score').to_numpy() - b.read().column('score').to_numpy())\n\
+        assert d.max() <= 1e-6, d.max()\n\
+        assert a.read().column('customer_id').equals(b.read().column('customer_id'))\n\
+        print(a.metadata.num_row_groups, b.metadata.num_row_groups)\n";
+    let compared = std::process::Command::new(python_with_pyarrow())
+        .args(["-c", groups])
+        .args([&default, &small])
+        .output()
+        .unwrap();
+    assert!(
+        compared.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compared.stderr)
+    );
+    let counts = String::from_utf8(compared.stdout).unwrap();
+    let counts: Vec<u64> = counts
+        .split_whitespace()
+        .map(|c| c.parse().unwrap())
+        .collect();
+    assert!(counts[0] == 1 && counts[1] > 1, "row groups: {counts:?}");
+
+    let refused = d.join("refused.parquet");
+    predict(&refused, "64K").assert_bad_input("predict", "--memory: 65536 bytes is too little");
+    assert!(!refused.exists());
+}

@@ -4,6 +4,8 @@ complete -c predict -l in -d 'The snapshot to score: a file or folder, or a stor
 complete -c predict -l out -d 'Where the scores go (Parquet), a path or store URL; written atomically' -r
 complete -c predict -l key -d 'A key column to carry beside each score (repeatable; default: the manifest\'s entity and time columns)' -r
 complete -c predict -l device -d 'cpu, cuda or cuda:N' -r
+complete -c predict -l memory -d 'Memory for the rows in flight, the model\'s weights aside: it sizes the batches read and the row groups written (at most 65,536 rows each)' -r
+complete -c predict -l threads -d 'Threads for reading, scoring and profiling (at most 1024; default: one per core)' -r
 complete -c predict -l record -d 'Read the record from FILE instead of stdin (a record is optional)' -r -F
 complete -c predict -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c predict -l pretty -d 'Indent the JSON on stdout (default: one line)'

@@ -116,6 +116,15 @@ fn loaded_libtorch_dir() -> Option<String> {
 /// The version of the libtorch this process loaded: the `build-version` file of its install
 /// (`<install>/lib/libtorch_cpu.so` beside `<install>/build-version`, in both the libtorch zip
 /// and the Python wheel). tch exposes no version call.
+/// Runs scoring on `threads` threads: libtorch's intra-op pool and the global rayon pool that
+/// reading and profiling use (a rayon pool already built keeps its size).
+pub fn limit_threads(threads: usize) {
+    tch::set_num_threads(i32::try_from(threads).unwrap_or(i32::MAX));
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global();
+}
+
 pub fn libtorch_version() -> Option<String> {
     let dir = loaded_libtorch_dir()?;
     let install = std::path::Path::new(&dir).parent()?;

@@ -17,8 +17,6 @@ use runfn_data::read::Snapshot;
 
 /// `runfn-predictions-v1`: row, the key columns, score, model, model_blake3.
 pub const FORMAT: &str = "runfn-predictions-v1";
-/// Rows per row group: one batch of the snapshot reader, so memory stays flat.
-const ROW_GROUP_ROWS: usize = 64 * 1024;
 
 pub struct Predictions {
     target: String,
@@ -46,6 +44,7 @@ impl Predictions {
         keys: &[String],
         model: &str,
         model_blake3: &str,
+        row_group_rows: usize,
     ) -> Result<Predictions> {
         let local = match runfn_storage::is_remote(target) {
             true => runfn_storage::staged_path(target),
@@ -72,7 +71,7 @@ impl Predictions {
         let schema = Arc::new(Schema::new(fields));
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_max_row_group_row_count(Some(row_group_rows))
             .set_key_value_metadata(Some(vec![
                 KeyValue::new("runfn.format".to_string(), FORMAT.to_string()),
                 KeyValue::new("runfn.model".to_string(), model.to_string()),

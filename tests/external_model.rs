@@ -233,30 +233,20 @@ fn a_scikit_learn_model_goes_through_evaluate_noise_floor_gate_and_register() {
         .stdin(against_prod.stdout.clone())
         .run()
         .assert_bad_input("gate", "evaluate.scores");
-    tool("register")
-        .args([
-            "--registry".as_ref(),
-            os(&registry),
-            "--name".as_ref(),
-            "telco".as_ref(),
-        ])
-        .stdin(gated.stdout.clone())
-        .run()
-        .assert_bad_input("register", "evaluate.scores");
+    let register_refuses = |field: &str| {
+        tool("register")
+            .args(["--registry".as_ref(), os(&registry)])
+            .args(["--name", "telco"])
+            .stdin(gated.stdout.clone())
+            .run()
+            .assert_bad_input("register", field)
+    };
+    register_refuses("evaluate.scores");
     std::fs::write(&scores, &original).unwrap();
     let artifact = d.join("model-seed1.pkl");
     let pickle = std::fs::read(&artifact).unwrap();
     std::fs::write(&artifact, [pickle.as_slice(), b"\0"].concat()).unwrap();
-    tool("register")
-        .args([
-            "--registry".as_ref(),
-            os(&registry),
-            "--name".as_ref(),
-            "telco".as_ref(),
-        ])
-        .stdin(gated.stdout.clone())
-        .run()
-        .assert_bad_input("register", "external_train.artifact");
+    register_refuses("external_train.artifact");
     std::fs::write(&artifact, &pickle).unwrap();
 
     // Registered with its lineage, the pickle content-addressed; prod now names it.
@@ -340,19 +330,7 @@ fn scores_that_are_not_exactly_the_test_rows_probabilities_are_refused() {
             i=json.load(open(d+'/index.json'))\n\
             for sh in i['splits'][s]['shards']:\n    \
                 [print(k) for k in pq.read_table(d+'/'+sh['path'],columns=['customer_id']).column(0).to_pylist()]\n";
-        let out = Command::new(python_with_pyarrow())
-            .args(["-c", script])
-            .arg(&shards)
-            .arg(split)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
+        crate::util::python_stdout(script, &[shards.as_os_str(), split.as_ref()])
             .lines()
             .map(String::from)
             .collect()

@@ -14,10 +14,9 @@ fn os(path: &Path) -> &std::ffi::OsStr {
     path.as_os_str()
 }
 
-#[test]
-fn predict_scores_a_real_snapshot_in_its_order_with_its_keys_as_evaluate_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// The telco chain's model, gated and registered as telco@prod in `d/registry`: its record,
+/// the registry, and register's output.
+fn registered_telco(d: &Path) -> (Value, std::path::PathBuf, crate::util::Output) {
     let record = chain(&TELCO, &d.join("run"));
     let gated = tool("gate")
         .args(["--no-baseline", "-q"])
@@ -31,6 +30,14 @@ fn predict_scores_a_real_snapshot_in_its_order_with_its_keys_as_evaluate_does() 
         .stdin(gated.stdout)
         .run();
     assert_eq!(registered.code, 0, "{}", registered.stderr);
+    (record, registry, registered)
+}
+
+#[test]
+fn predict_scores_a_real_snapshot_in_its_order_with_its_keys_as_evaluate_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (record, registry, registered) = registered_telco(d);
 
     // The whole CSV snapshot, label and all, with the registered model; the record names the
     // entity, which becomes the key.
@@ -236,18 +243,7 @@ fn telco_rows(
 fn serving_drift_flags_planted_changes_and_not_random_halves_of_the_training_rows() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let record = chain(&TELCO, &d.join("run"));
-    let gated = tool("gate")
-        .args(["--no-baseline", "-q"])
-        .stdin(record.to_string())
-        .run();
-    let registry = d.join("registry");
-    let registered = tool("register")
-        .args(["--registry".as_ref(), os(&registry)])
-        .args(["--name", "telco", "--promote", "prod", "-q"])
-        .stdin(gated.stdout)
-        .run();
-    assert_eq!(registered.code, 0, "{}", registered.stderr);
+    let (_record, registry, registered) = registered_telco(d);
     let predict = |input: &Path| {
         tool("predict")
             .args(["--model", "telco@prod", "--registry"])
@@ -357,17 +353,7 @@ fn a_memory_budget_changes_the_batches_not_the_scores() {
         assert d.max() <= 1e-6, d.max()\n\
         assert a.read().column('customer_id').equals(b.read().column('customer_id'))\n\
         print(a.metadata.num_row_groups, b.metadata.num_row_groups)\n";
-    let compared = std::process::Command::new(python_with_pyarrow())
-        .args(["-c", groups])
-        .args([&default, &small])
-        .output()
-        .unwrap();
-    assert!(
-        compared.status.success(),
-        "{}",
-        String::from_utf8_lossy(&compared.stderr)
-    );
-    let counts = String::from_utf8(compared.stdout).unwrap();
+    let counts = crate::util::python_stdout(groups, &[default.as_os_str(), small.as_os_str()]);
     let counts: Vec<u64> = counts
         .split_whitespace()
         .map(|c| c.parse().unwrap())

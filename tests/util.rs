@@ -421,6 +421,22 @@ pub fn python_with_pyarrow() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).expect("a path").trim())
 }
 
+/// What `script` (Python, in the test venv) prints given `args`; a failure fails the test with
+/// its stderr.
+pub fn python_stdout(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(python_with_pyarrow())
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .expect("the test venv's python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 /// Sets the record's `manifest_hash` to its manifest's hash, as mf-hash would after an edit of
 /// the manifest: every tool refuses a manifest edited after hashing.
 pub fn rehash(record: &mut serde_json::Value) {

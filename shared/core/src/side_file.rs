@@ -15,15 +15,14 @@ pub const JSON_LIMIT: u64 = 1 << 30;
 /// The most a model file may hold.
 pub const MODEL_LIMIT: u64 = 64 << 30;
 
-/// The bytes of `path`, a regular file (after symlinks) of at most `limit` bytes; otherwise an
-/// error naming the path and what it is. A missing file is the `NotFound` I/O error it always was.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
-    let io = |source| InputError::Io {
+/// The metadata of `path` when it is a regular file (after symlinks) of at most `limit` bytes;
+/// otherwise an error naming the path and what it is. Looked at before opening: opening a FIFO
+/// with no writer blocks.
+fn regular_within(path: &Path, limit: u64) -> Result<std::fs::Metadata, InputError> {
+    let metadata = std::fs::metadata(path).map_err(|source| InputError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    // Looked at before opening: opening a FIFO with no writer blocks.
-    let metadata = std::fs::metadata(path).map_err(io)?;
+    })?;
     let refuse = |message: String| InputError::field(path.display().to_string(), message);
     if let Some(kind) = special_kind(&metadata.file_type()) {
         return Err(refuse(format!("is {kind}, not a regular file")));
@@ -37,6 +36,18 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
             metadata.len()
         )));
     }
+    Ok(metadata)
+}
+
+/// The bytes of `path`, a regular file (after symlinks) of at most `limit` bytes; otherwise an
+/// error naming the path and what it is. A missing file is the `NotFound` I/O error it always was.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let refuse = |message: String| InputError::field(path.display().to_string(), message);
+    let metadata = regular_within(path, limit)?;
     let mut bytes = Vec::with_capacity(metadata.len() as usize);
     // The file may grow after the look: read one byte past the limit at most.
     std::fs::File::open(path)
@@ -60,20 +71,8 @@ pub fn blake3_bounded(path: &Path, limit: u64) -> Result<String, InputError> {
         path: path.to_path_buf(),
         source,
     };
-    let metadata = std::fs::metadata(path).map_err(io)?;
     let refuse = |message: String| InputError::field(path.display().to_string(), message);
-    if let Some(kind) = special_kind(&metadata.file_type()) {
-        return Err(refuse(format!("is {kind}, not a regular file")));
-    }
-    if metadata.is_dir() {
-        return Err(refuse("is a folder, not a file".into()));
-    }
-    if metadata.len() > limit {
-        return Err(refuse(format!(
-            "is {} bytes, more than the {limit} bytes such a file may hold",
-            metadata.len()
-        )));
-    }
+    regular_within(path, limit)?;
     let mut hasher = blake3::Hasher::new();
     let file = std::fs::File::open(path).map_err(io)?;
     hasher.update_reader(file.take(limit + 1)).map_err(io)?;

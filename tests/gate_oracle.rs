@@ -4,11 +4,9 @@
 //! variance from its pairwise definition (O(m·n), no ranks), a numpy paired bootstrap of the log
 //! loss, and the p-values with scipy; `gate` must agree.
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
-use crate::util::{python_with_pyarrow, testdata, tool};
+use crate::util::{python_stdout, testdata, tool};
 
 const ORACLE: &str = r#"
 import json, sys
@@ -92,18 +90,12 @@ fn evaluation(path: &std::path::Path) -> Value {
 #[test]
 fn delong_and_the_bootstrap_agree_with_numpy_and_scipy_on_a_real_table() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(python_with_pyarrow())
-        .args(["-c", ORACLE])
-        .arg(testdata("real/telco/snapshot/telco.csv"))
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let oracle: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let csv = testdata("real/telco/snapshot/telco.csv");
+    let oracle: Value = serde_json::from_str(&python_stdout(
+        ORACLE,
+        &[csv.as_os_str(), dir.path().as_os_str()],
+    ))
+    .unwrap();
     let record = json!({
         "manifest": {"seed": 3, "eval": {"slices": ["contract"], "resamples": 4000,
             "gates": {"auc_min_delta": -0.002, "logloss_min_delta": -0.5, "max_slice_drop": 0.5}}},

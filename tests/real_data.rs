@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{Output, python_with_pyarrow, tool};
+use crate::util::{Output, python_stdout, python_with_pyarrow, tool};
 
 /// The logistic-regression reference: standardized numbers (nulls take the train mean), one-hot
 /// strings, fitted on the train shards, scored on the test shards. Prints the test AUC.
@@ -145,22 +145,12 @@ fn chain_from(manifest: &Path, table: &Table, dir: &Path) -> Value {
 }
 
 fn logistic_auc(table: &Table, shards: &Path) -> f64 {
-    let out = Command::new(python_with_pyarrow())
-        .args(["-c", LOGISTIC])
-        .arg(shards)
-        .args([table.label, table.not_features])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    let args = [
+        shards.as_os_str(),
+        table.label.as_ref(),
+        table.not_features.as_ref(),
+    ];
+    python_stdout(LOGISTIC, &args).trim().parse().unwrap()
 }
 
 fn learns_as_well_as_a_logistic_regression(table: &Table) {
@@ -609,18 +599,17 @@ fn the_reference_scorer_outside_runfn_gives_evaluates_scores_to_1e_6() {
                 .unwrap(),
             "score-reference.py",
         );
-        let evaluated = numbers(
-            Command::new(&python)
-                .args([
-                    "-c",
-                    "import sys, pyarrow.parquet as pq\n\
-                     for s in pq.read_table(sys.argv[1]).column('score').to_pylist(): print(repr(s))",
-                ])
-                .arg(record["evaluate"]["row_scores"]["path"].as_str().unwrap())
-                .output()
-                .unwrap(),
-            "row scores",
-        );
+        let evaluated: Vec<f64> = python_stdout(
+            "import sys, pyarrow.parquet as pq\n\
+             for s in pq.read_table(sys.argv[1]).column('score').to_pylist(): print(repr(s))",
+            &[record["evaluate"]["row_scores"]["path"]
+                .as_str()
+                .unwrap()
+                .as_ref()],
+        )
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
         assert_eq!(reference.len(), evaluated.len(), "{}: rows", table.name);
         let worst = reference
             .iter()
@@ -665,19 +654,16 @@ first = int(sys.argv[3])
 print(json.dumps({"rows": [r for _, r in wrong[:10]], "tenure": str(test["tenure"][first]), "contract": test["contract"][first]}))
 "#;
     let first = mistakes[0]["row"].as_u64().unwrap();
-    let out = Command::new(python_with_pyarrow())
-        .args(["-c", check])
-        .arg(record["evaluate"]["row_scores"]["path"].as_str().unwrap())
-        .arg(&shards)
-        .arg(first.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = first.to_string();
+    let args = [
+        record["evaluate"]["row_scores"]["path"]
+            .as_str()
+            .unwrap()
+            .as_ref(),
+        shards.as_os_str(),
+        first.as_ref(),
+    ];
+    let expected: Value = serde_json::from_str(&python_stdout(check, &args)).unwrap();
     let rows: Vec<u64> = mistakes
         .iter()
         .map(|m| m["row"].as_u64().unwrap())

@@ -35,8 +35,9 @@ use crate::types::{Column, ColumnType};
 /// The first size of the byte buffer; it doubles while a batch does not fit in half of it.
 const FIRST_BUFFER: usize = 1 << 20;
 
-/// The batches of one CSV file with a header. Each batch has the file's columns in order, the
-/// direct ones typed unless the batch had a value that did not parse.
+/// The batches of one CSV file with a header. Each batch has the file's columns in order (or
+/// those of [`CsvBatches::projected`]), the direct ones typed unless the batch had a value that
+/// did not parse.
 ///
 /// A batch's records are found by `csv_fields` and its columns built from the spans found;
 /// a batch that tokenizer leaves alone (see `Scan::Unusual`) is decoded by arrow's decoder,
@@ -59,6 +60,13 @@ pub struct CsvBatches<R> {
     /// Whether the next batch is the file's first, whose bytes start with the header.
     first: bool,
     fields: Fields,
+    /// The file's columns a batch is built with, in file order (all of them unless
+    /// [`CsvBatches::projected`]). The others are only stepped over: a caller that reads a few
+    /// columns of a wide file does not pay for building the rest (a long text column is most
+    /// of a row's bytes).
+    keep: Vec<usize>,
+    /// `direct_schema` with the kept columns only.
+    kept_schema: SchemaRef,
 }
 
 impl<R> std::fmt::Debug for CsvBatches<R> {
@@ -88,7 +96,7 @@ impl<R: Read> CsvBatches<R> {
         CsvBatches {
             input,
             decoded_schema: Arc::new(Schema::new(decoded_fields)),
-            direct_schema,
+            direct_schema: direct_schema.clone(),
             dates,
             text_schema: schema(columns, false),
             batch_rows,
@@ -98,7 +106,25 @@ impl<R: Read> CsvBatches<R> {
             at_end: false,
             first: true,
             fields: Fields::default(),
+            keep: (0..columns.len()).collect(),
+            kept_schema: direct_schema,
         }
+    }
+
+    /// The batches with only the file's columns at `keep` (indices into the columns given to
+    /// `new`, in increasing order), whatever path decodes a batch.
+    pub fn projected(mut self, keep: Vec<usize>) -> Result<CsvBatches<R>, ArrowError> {
+        self.kept_schema = Arc::new(self.direct_schema.project(&keep)?);
+        self.keep = keep;
+        Ok(self)
+    }
+
+    /// `batch` (every column of the file) with only the kept columns.
+    fn project(&self, batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
+        if self.keep.len() == batch.num_columns() {
+            return Ok(batch);
+        }
+        batch.project(&self.keep)
     }
 
     fn next_batch(&mut self) -> Result<Option<RecordBatch>, ArrowError> {
@@ -130,7 +156,15 @@ impl<R: Read> CsvBatches<R> {
         if self.fields.records <= header {
             return Ok(None);
         }
-        match build_direct(&self.direct_schema, bytes, &self.fields, header) {
+        let columns = self.direct_schema.fields().len();
+        match build_direct(
+            &self.kept_schema,
+            &self.keep,
+            columns,
+            bytes,
+            &self.fields,
+            header,
+        ) {
             Some(batch) => Ok(Some(batch)),
             None => self.decode_as_text(bytes, first),
         }
@@ -157,7 +191,7 @@ impl<R: Read> CsvBatches<R> {
         let typed = match decoder.flush() {
             Err(ArrowError::ParseError(_)) => None,
             Ok(Some(batch)) => self.with_dates(batch)?,
-            other => return other,
+            other => return other?.map(|batch| self.project(batch)).transpose(),
         };
         match typed {
             Some(batch) => Ok(Some(batch)),
@@ -174,7 +208,8 @@ impl<R: Read> CsvBatches<R> {
             };
             columns[i] = Arc::new(dates) as ArrayRef;
         }
-        RecordBatch::try_new(self.direct_schema.clone(), columns).map(Some)
+        let batch = RecordBatch::try_new(self.direct_schema.clone(), columns)?;
+        self.project(batch).map(Some)
     }
 
     /// Reads more bytes after `filled`, first making room: the bytes of the batch under way
@@ -220,7 +255,10 @@ impl<R: Read> CsvBatches<R> {
             rest = &rest[decoded..];
         }
         decoder.decode(&[])?;
-        decoder.flush()
+        decoder
+            .flush()?
+            .map(|batch| self.project(batch))
+            .transpose()
     }
 }
 
@@ -232,23 +270,24 @@ impl<R: Read> Iterator for CsvBatches<R> {
     }
 }
 
-/// The batch of the records in `fields` (after `header` of them), each column built from its
-/// spans of `bytes` (valid UTF-8) as arrow's decoder builds it: an empty value is null, a
-/// number or date parsed by the parser arrow's decoder calls (`Parser::parse`). `None` when a
-/// value does not parse: the caller decodes the batch as text, as for arrow's decoder.
+/// The batch of the records in `fields` (after `header` of them, `columns` fields each), of the
+/// columns at `keep` (whose fields `schema` holds), each built from its spans of `bytes`
+/// (valid UTF-8) as arrow's decoder builds it: an empty value is null, a number or date parsed
+/// by the parser arrow's decoder calls (`Parser::parse`). `None` when a value does not parse:
+/// the caller decodes the batch as text, as for arrow's decoder.
 fn build_direct(
     schema: &SchemaRef,
+    keep: &[usize],
+    columns: usize,
     bytes: &[u8],
     fields: &Fields,
     header: usize,
 ) -> Option<RecordBatch> {
-    let columns = schema.fields().len();
     let rows = fields.records - header;
-    let arrays = schema
-        .fields()
+    let arrays = keep
         .iter()
-        .enumerate()
-        .map(|(column, field)| {
+        .zip(schema.fields())
+        .map(|(&column, field)| {
             let values = FieldValues {
                 bytes,
                 fields,
@@ -545,6 +584,50 @@ mod tests {
             assert_eq!(text_batches, vec![0, 2], "step {step}");
             assert_eq!(typed(batches), expected, "step {step}, buffer {buffer}");
         }
+    }
+
+    /// A projected reader gives the kept columns of the full reader's rows, in every path: a
+    /// batch built directly, one decoded again as text (a bad id), one left to arrow's decoder
+    /// (a blank line); a bad value in a column not kept does not send its batch back as text.
+    #[test]
+    fn a_projection_gives_the_kept_columns_of_every_path() {
+        let text = String::from_utf8(csv(&[1, 23])).unwrap();
+        let blank = text.replacen("\n10,", "\n\n10,", 1);
+        assert_ne!(blank, text);
+        for (case, bytes) in [
+            ("bad ids", text.into_bytes()),
+            ("blank line", blank.into_bytes()),
+        ] {
+            for keep in [vec![1, 2], vec![0, 4], vec![3], vec![0, 1, 2, 3, 4]] {
+                let kept: Vec<Column> = keep.iter().map(|&i| columns()[i].clone()).collect();
+                let full: Vec<RecordBatch> = CsvBatches::new(&bytes[..], &columns(), 8)
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                let expected = typed(full).project(&keep).unwrap();
+                for (step, buffer) in [(1 << 20, FIRST_BUFFER), (1, 7), (13, 64)] {
+                    let mut reader = CsvBatches::new(Trickle(&bytes, step), &columns(), 8)
+                        .projected(keep.clone())
+                        .unwrap();
+                    reader.buffer = vec![0; buffer];
+                    let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().unwrap();
+                    assert!(batches.iter().all(|b| b.num_columns() == keep.len()));
+                    let got = typed_as(&kept, batches);
+                    assert_eq!(got, expected, "{case}, keep {keep:?}, step {step}");
+                }
+            }
+        }
+        // The ids of rows 1 and 23 are bad; without the id column every batch is typed.
+        let bytes = csv(&[1, 23]);
+        let batches: Vec<RecordBatch> = CsvBatches::new(&bytes[..], &columns(), 8)
+            .projected(vec![1, 2])
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            batches
+                .iter()
+                .all(|b| b.column(0).data_type() == &DataType::Float64)
+        );
     }
 
     /// A date that does not parse (February 30th) sends its batch back as text, like any bad

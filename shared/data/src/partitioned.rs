@@ -72,6 +72,7 @@ impl Partitioned {
             files,
             columns: index.columns.clone(),
             schema,
+            file_columns: None,
         };
         Ok(Partitioned {
             snapshot,

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -32,8 +33,11 @@ const BAD_EXAMPLES: usize = 5;
 pub struct Snapshot {
     pub root: PathBuf,
     pub files: Vec<SourceFile>,
+    /// The columns its batches have (those of [`Snapshot::project`], else all of the files').
     pub columns: Vec<Column>,
     pub schema: SchemaRef,
+    /// Every column of the files, when `columns` is a projection of them.
+    pub(crate) file_columns: Option<Vec<Column>>,
 }
 
 /// One batch of rows, already cast to the snapshot's schema.
@@ -153,7 +157,51 @@ impl Snapshot {
             files,
             columns,
             schema,
+            file_columns: None,
         })
+    }
+
+    /// The snapshot read with only the columns named in `keep` (in the files' order; names
+    /// that are no column are left out): the others are not built, parsed or decoded, which
+    /// is most of the work for a caller that needs a few columns of a wide table.
+    pub fn project(mut self, keep: &[&str]) -> Snapshot {
+        let all = self
+            .file_columns
+            .take()
+            .unwrap_or_else(|| self.columns.clone());
+        self.columns = all
+            .iter()
+            .filter(|c| keep.contains(&c.name.as_str()))
+            .cloned()
+            .collect();
+        self.schema = arrow_schema(&self.columns);
+        self.file_columns = Some(all);
+        self
+    }
+
+    /// The indices among `all` of the columns batches carry.
+    fn kept(&self, all: &[&str]) -> Vec<usize> {
+        (0..all.len())
+            .filter(|&i| self.columns.iter().any(|c| c.name == all[i]))
+            .collect()
+    }
+
+    /// A Parquet file's reader limited to the columns batches carry.
+    fn parquet_projected(
+        &self,
+        builder: ParquetRecordBatchReaderBuilder<File>,
+    ) -> ParquetRecordBatchReaderBuilder<File> {
+        if self.file_columns.is_none() {
+            return builder;
+        }
+        let names: Vec<&str> = builder
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), self.kept(&names));
+        builder.with_projection(mask)
     }
 
     pub fn column_type(&self, name: &str) -> Option<ColumnType> {
@@ -226,7 +274,8 @@ impl Snapshot {
             return self.read_file(piece.file);
         };
         let path = &self.files[piece.file].path;
-        let reader = parquet_builder(path)?
+        let reader = self
+            .parquet_projected(parquet_builder(path)?)
             .with_row_groups(groups.collect())
             .with_batch_size(BATCH_ROWS)
             .build()
@@ -270,7 +319,20 @@ impl Snapshot {
         let path = source.path.clone();
         let raw: Box<dyn Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + Send> =
             match source.format {
-                FileFormat::Csv => Box::new(CsvBatches::new(open()?, &self.columns, batch_rows)),
+                FileFormat::Csv => {
+                    let all = self.file_columns.as_ref().unwrap_or(&self.columns);
+                    let batches = CsvBatches::new(open()?, all, batch_rows);
+                    match &self.file_columns {
+                        None => Box::new(batches),
+                        Some(all) => {
+                            let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+                            let batches = batches
+                                .projected(self.kept(&names))
+                                .map_err(|e| DataError::file(&path, e))?;
+                            Box::new(batches)
+                        }
+                    }
+                }
                 FileFormat::JsonLines => {
                     let reader = arrow::json::ReaderBuilder::new(self.schema.clone())
                         .with_batch_size(batch_rows)
@@ -279,7 +341,8 @@ impl Snapshot {
                     Box::new(reader)
                 }
                 FileFormat::Parquet => {
-                    let reader = parquet_builder(&path)?
+                    let reader = self
+                        .parquet_projected(parquet_builder(&path)?)
                         .with_batch_size(batch_rows)
                         .build()
                         .map_err(|e| not_parquet(&path, e))?;
@@ -763,6 +826,61 @@ mod tests {
             }
         }
         Ok(out)
+    }
+
+    /// A projected snapshot reads the kept columns of the full read, row for row, from CSV,
+    /// JSON Lines and Parquet (telco, written in each format), and carries only them.
+    #[test]
+    fn a_projection_reads_the_kept_columns_in_every_format() {
+        let telco =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/real/telco/snapshot");
+        let csv = Snapshot::open(&telco, &BTreeMap::new()).unwrap();
+        let rows: Vec<RecordBatch> = read_all(&csv)
+            .unwrap()
+            .into_iter()
+            .map(|b| b.batch)
+            .collect();
+        let joined = arrow::compute::concat_batches(&csv.schema, &rows).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (json, parquet) = (dir.path().join("json"), dir.path().join("parquet"));
+        std::fs::create_dir_all(&json).unwrap();
+        std::fs::create_dir_all(&parquet).unwrap();
+        let mut writer =
+            arrow::json::LineDelimitedWriter::new(File::create(json.join("telco.jsonl")).unwrap());
+        writer.write(&joined).unwrap();
+        writer.finish().unwrap();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(
+            File::create(parquet.join("telco.parquet")).unwrap(),
+            joined.schema(),
+            None,
+        )
+        .unwrap();
+        writer.write(&joined).unwrap();
+        writer.close().unwrap();
+        let names: Vec<String> = csv.columns.iter().map(|c| c.name.clone()).collect();
+        for root in [telco, json, parquet] {
+            let full = Snapshot::open(&root, &BTreeMap::new()).unwrap();
+            let batches: Vec<RecordBatch> = read_all(&full)
+                .unwrap()
+                .into_iter()
+                .map(|b| b.batch)
+                .collect();
+            let all = arrow::compute::concat_batches(&full.schema, &batches).unwrap();
+            for keep in [vec![0, 5, 18], vec![names.len() - 1], vec![2, 1]] {
+                let kept: Vec<&str> = keep.iter().map(|&i| names[i].as_str()).collect();
+                let projected = full.clone().project(&kept);
+                let mut in_order = keep.clone();
+                in_order.sort();
+                assert_eq!(projected.columns.len(), keep.len());
+                let got: Vec<RecordBatch> = read_all(&projected)
+                    .unwrap()
+                    .into_iter()
+                    .map(|b| b.batch)
+                    .collect();
+                let got = arrow::compute::concat_batches(&projected.schema, &got).unwrap();
+                assert_eq!(got, all.project(&in_order).unwrap(), "{root:?} {kept:?}");
+            }
+        }
     }
 
     #[test]

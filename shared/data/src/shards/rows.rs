@@ -117,6 +117,7 @@ pub fn split_rows_digest(
             .collect(),
         columns: index.columns.clone(),
         schema: arrow_schema(&index.columns),
+        file_columns: None,
     };
     let mut digest = RowsDigest::new(&index.columns);
     for file in 0..snapshot.files.len() {

@@ -7,6 +7,7 @@ and peak RSS are measured like the Rust tool's, interpreter start-up and imports
     peers.py pandas-describe  CSV_DIR OUT.csv       pandas.read_csv per part, concat, describe(include='all')
     peers.py duckdb-summarize-parquet DIR OUT.csv   SUMMARIZE SELECT * FROM read_parquet('DIR/*.parquet')
     peers.py make-events      DIR ROWS             the short-row Parquet table (DIR/events.parquet)
+    peers.py make-events-csv  DIR ROWS             the same rows as CSV, one part per 1M rows (DIR/part-NNNNN.csv)
     peers.py datasketch-lsh   DOCS.csv OUT.json     MinHashLSH(threshold=0.8, num_perm=120) cross-split pairs
     peers.py datasketch-lsh-20x6 DOCS.csv OUT.json  the same with params=(20, 6), leak-check's banding
     peers.py versions                               one JSON line of the peers' versions
@@ -97,6 +98,20 @@ def make_events(pq_dir, rows):
     print(json.dumps({"rows": int(rows), "file": out, "bytes": os.path.getsize(out)}))
 
 
+def make_events_csv(csv_dir, rows):
+    con = _duckdb()
+    rows = int(rows)
+    os.makedirs(csv_dir, exist_ok=True)
+    per_part = 1_000_000
+    for part, start in enumerate(range(0, rows, per_part)):
+        sql = EVENTS_SQL.format(rows=f"{start}, {min(rows, start + per_part)}")
+        out = os.path.join(csv_dir, f"part-{part:05d}.csv")
+        tmp = out + ".tmp"
+        con.execute(f"COPY ({sql}) TO '{tmp}' (FORMAT csv, HEADER, DATEFORMAT '%Y-%m-%d')")
+        os.replace(tmp, out)
+    print(json.dumps({"rows": rows, "dir": csv_dir, "bytes": sum(os.path.getsize(f) for f in parts(csv_dir))}))
+
+
 def pandas_describe(csv_dir, out):
     import pandas as pd
 
@@ -166,6 +181,7 @@ def versions():
 COMMANDS = {"pyarrow-parquet": pyarrow_parquet, "duckdb-parquet": duckdb_parquet,
             "duckdb-summarize": duckdb_summarize, "pandas-describe": pandas_describe,
             "duckdb-summarize-parquet": duckdb_summarize_parquet, "make-events": make_events,
+            "make-events-csv": make_events_csv,
             "datasketch-lsh": datasketch_lsh,
             "datasketch-lsh-20x6": lambda docs, out: datasketch_lsh(docs, out, params=(20, 6))}
 

@@ -204,7 +204,21 @@ pub(crate) fn same_rows(candidate: &Evaluation, baseline: &Evaluation) -> Option
         return None;
     }
     let counts_match = c == b;
+    let format = |e: &Evaluation| {
+        e.rows_format
+            .clone()
+            .unwrap_or_else(|| "runfn-rows-v1".into())
+    };
     let (passed, note) = match digests {
+        // Digests of two formats differ whatever the rows: say so rather than "other rows".
+        Some(_) if format(candidate) != format(baseline) => (
+            false,
+            Some(format!(
+                "rows digests of two formats: {} (candidate) vs {} (baseline); score both on the same shards (evaluate --as baseline re-scores the baseline there)",
+                format(candidate),
+                format(baseline)
+            )),
+        ),
         Some((cd, bd)) if cd != bd => (
             false,
             Some(format!(
@@ -665,6 +679,22 @@ mod tests {
         let same = decide(&Policy::default(), &scored(&a), Some(&scored(&a)));
         assert!(same.passed, "{:?}", same.reasons);
         assert_eq!(same.checks[0].note, None);
+
+        // A v1 baseline record against a v2 candidate: the formats are named, not "other rows".
+        let v2 = |digest: &str| {
+            eval(
+                json!({"overall": {"auc": 0.8, "rows": 1000}, "rows_blake3": digest,
+                        "rows_format": "runfn-rows-v2"}),
+            )
+        };
+        let mixed = decide(&Policy::default(), &v2(&a), Some(&scored(&b)));
+        assert!(!mixed.passed);
+        assert!(
+            mixed.reasons[0].contains("runfn-rows-v2 (candidate) vs runfn-rows-v1 (baseline)"),
+            "{:?}",
+            mixed.reasons
+        );
+        assert!(decide(&Policy::default(), &v2(&a), Some(&v2(&a))).passed);
 
         // An evaluation from before rows digests: counts compared, and the check says so.
         let old = eval(json!({"overall": {"auc": 0.8, "rows": 1000}}));

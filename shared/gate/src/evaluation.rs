@@ -17,6 +17,8 @@ pub struct Evaluation {
     /// The digest of the rows scored (`rows_blake3`); absent from evaluations made before it was
     /// recorded.
     pub rows_blake3: Option<String>,
+    /// The format of `rows_blake3` (`runfn-rows-v2`); absent: `runfn-rows-v1`.
+    pub rows_format: Option<String>,
     /// The per-row scores file (`row_scores`), which a paired comparison needs.
     pub row_scores: Option<RowScoresRef>,
     /// Slice column or feature → share of the scored rows whose category the model never saw.
@@ -48,6 +50,7 @@ impl Evaluation {
                 })
                 .collect(),
             rows_blake3: fields.rows_blake3,
+            rows_format: fields.rows_format,
             row_scores: fields.row_scores.map(|r| RowScoresRef {
                 path: r.path,
                 blake3: r.blake3,
@@ -69,6 +72,8 @@ struct Fields {
     slices: BTreeMap<String, BTreeMap<String, MetricFields>>,
     #[serde(default)]
     rows_blake3: Option<String>,
+    #[serde(default)]
+    rows_format: Option<String>,
     #[serde(default)]
     row_scores: Option<RowScoresFields>,
     #[serde(default)]

@@ -58,7 +58,7 @@ manifest.config.keep_best (train.best.checkpoint): `model` is then that checkpoi
 
 Output: the input record plus, under `evaluate` (or `baseline` with --as baseline),
   {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\", \"model_manifest_hash\", \"split\",
-   \"shards_index_blake3\", \"rows_blake3\" (digest of the rows scored, as shardify's), \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}},
+   \"shards_index_blake3\", \"rows_blake3\" (digest of the rows scored, as shardify's), \"rows_format\", \"overall\": {metrics}, \"slices\": {\"<column>\": {\"<value>\": {metrics}}},
    \"row_scores\": {\"path\", \"blake3\", \"rows\", \"key\": \"row\" or manifest.eval.row_key},
    \"unseen\": {\"<categorical feature>\": {\"rows\", \"fraction\"}},
    \"mistakes\": [{\"row\", \"key\", \"label\", \"score\", \"values\": {\"<feature>\": text}}]}   (absent when none)
@@ -368,6 +368,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             split: args.split.clone(),
             shards_index_blake3: shards.index_blake3.clone(),
             rows_blake3,
+            rows_format: split.rows_format.clone(),
             overall,
             slices: by_slice,
             row_scores,

@@ -52,7 +52,7 @@ Examples:
   AWS_PROFILE=ml shardify --out s3://ml-data/churn/shards < leaks.json > shards.json
 
 Output: the input record plus
-  \"shards\": {\"dir\", \"index_blake3\", \"splits\": {\"<split>\": {\"rows\", \"shards\", \"rows_blake3\"}},
+  \"shards\": {\"dir\", \"index_blake3\", \"splits\": {\"<split>\": {\"rows\", \"shards\", \"rows_blake3\", \"rows_format\"}},
              \"unassigned_rows\", \"bad_values\", \"seed\", \"passed\",
              \"unsplit\": {\"rows\", \"fraction\", \"max_fraction\"},
              \"splits_resolved\": {\"<rolling split>\": {\"rule\", \"resolved\", \"column\", \"after\", \"until\"}}}
@@ -261,6 +261,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 rows_blake3: split.rows_blake3.clone().ok_or_else(|| {
                     anyhow::anyhow!("split `{name}` was written without its rows digest")
                 })?,
+                rows_format: split.rows_format.clone(),
             },
         );
     }

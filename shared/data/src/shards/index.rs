@@ -43,10 +43,13 @@ pub struct SplitEntry {
     pub rule: String,
     pub rows: u64,
     pub shards: Vec<ShardEntry>,
-    /// The rows digest (`runfn-rows-v1`) of the split's rows in shard order; absent in indexes
-    /// written before it was recorded.
+    /// The rows digest of the split's rows in shard order; absent in indexes written before it
+    /// was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows_blake3: Option<String>,
+    /// The format of `rows_blake3` (`runfn-rows-v2`); absent: `runfn-rows-v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_format: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

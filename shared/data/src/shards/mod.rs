@@ -2,6 +2,7 @@
 //! permutation derived from the seed, with `OUT/index.json` written last.
 
 mod cardinality;
+mod column_digest;
 mod column_parallel;
 mod index;
 mod out_lock;
@@ -10,13 +11,14 @@ mod rows;
 mod runs;
 mod shuffle;
 mod spill;
+mod string_gather;
 mod value_text;
 mod writer;
 
 pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry};
 pub use out_lock::LOCK_NAME;
 pub use remote::{local_shards, publish};
-pub use rows::{ROWS_FORMAT, RowsDigest, split_rows_digest};
+pub use rows::{ROWS_FORMAT, ROWS_FORMAT_V1, RowsDigest, split_rows_digest};
 pub use shuffle::{ShardOptions, ShardProgress, shardify};
 
 #[cfg(test)]

@@ -1,10 +1,17 @@
 //! A split's rows digest: blake3 over the rows themselves, in shard order, so two evaluations
 //! can prove they scored the same rows whatever the shard file names, sizes or compression.
 //!
-//! Bytes hashed: `runfn-rows-v1\n`, each column as `name\0type\n`, then for every row and column
-//! `0x00` for a null, else `0x01`, the value's text length (u32, little-endian) and its text
-//! (numbers, dates and booleans in Arrow's display form). Length prefixes make the encoding
-//! unambiguous; the header makes a renamed or retyped column another digest.
+//! `runfn-rows-v2` (written since shardify records `rows_format`): blake3 over
+//! `runfn-rows-v2\n`, the row count (u64 LE), then per column `name\0type\n` and the column's
+//! three stream hashes (values, lengths, null rows; see `column_digest`).
+//!
+//! `runfn-rows-v1` (indexes without `rows_format`; still recomputed for them): bytes hashed
+//! `runfn-rows-v1\n`, each column as `name\0type\n`, then for every row and column `0x00` for a
+//! null, else `0x01`, the value's text length (u32, little-endian) and its text (numbers,
+//! dates and booleans in Arrow's display form).
+//!
+//! Either way length prefixes make the encoding unambiguous and the header makes a renamed or
+//! retyped column another digest.
 
 use std::ops::Range;
 use std::path::Path;
@@ -14,40 +21,94 @@ use rayon::prelude::*;
 
 use crate::error::DataError;
 use crate::read::Snapshot;
+use crate::shards::column_digest::ColumnDigest;
 use crate::shards::index::ShardIndex;
 use crate::shards::value_text::{SHORT_TEXT, ValueText};
 use crate::source::{FileFormat, SourceFile};
 use crate::types::{Column, arrow_schema};
 
-pub const ROWS_FORMAT: &str = "runfn-rows-v1";
+/// The format shardify writes.
+pub const ROWS_FORMAT: &str = "runfn-rows-v2";
+/// The first format: the one of every index without `rows_format`.
+pub const ROWS_FORMAT_V1: &str = "runfn-rows-v1";
 
 /// Rows whose bytes are built by one task.
 const PIECE_ROWS: usize = 4 << 10;
 
 #[derive(Debug, Clone)]
 pub struct RowsDigest {
+    /// The header hashed (v1: and every row since).
     hasher: blake3::Hasher,
+    /// v2: each column's streams; `None` for v1.
+    columns: Option<Vec<ColumnDigest>>,
+    /// v2: the columns, named in `finish`.
+    names: Vec<Column>,
     pub rows: u64,
 }
 
 impl RowsDigest {
+    /// The digest shardify writes (`ROWS_FORMAT`).
     pub fn new(columns: &[Column]) -> RowsDigest {
+        RowsDigest::v2(columns)
+    }
+
+    /// The digest of `format` (`None`: an index written before formats were recorded, v1).
+    pub fn of_format(columns: &[Column], format: Option<&str>) -> Result<RowsDigest, String> {
+        match format.unwrap_or(ROWS_FORMAT_V1) {
+            ROWS_FORMAT => Ok(RowsDigest::v2(columns)),
+            ROWS_FORMAT_V1 => Ok(RowsDigest::v1(columns)),
+            other => Err(format!(
+                "rows format `{other}` is not one this build knows ({ROWS_FORMAT_V1}, {ROWS_FORMAT})"
+            )),
+        }
+    }
+
+    pub fn format(&self) -> &'static str {
+        match self.columns {
+            Some(_) => ROWS_FORMAT,
+            None => ROWS_FORMAT_V1,
+        }
+    }
+
+    fn v1(columns: &[Column]) -> RowsDigest {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(ROWS_FORMAT_V1.as_bytes());
+        hasher.update(b"\n");
+        hash_columns(&mut hasher, columns);
+        RowsDigest {
+            hasher,
+            columns: None,
+            names: Vec::new(),
+            rows: 0,
+        }
+    }
+
+    fn v2(columns: &[Column]) -> RowsDigest {
         let mut hasher = blake3::Hasher::new();
         hasher.update(ROWS_FORMAT.as_bytes());
         hasher.update(b"\n");
-        for column in columns {
-            hasher.update(column.name.as_bytes());
-            hasher.update(b"\0");
-            hasher.update(column.column_type.name().as_bytes());
-            hasher.update(b"\n");
+        RowsDigest {
+            hasher,
+            columns: Some(vec![ColumnDigest::new(); columns.len()]),
+            names: columns.to_vec(),
+            rows: 0,
         }
-        RowsDigest { hasher, rows: 0 }
     }
 
-    /// Adds `batch`'s rows, in order. The bytes of pieces of rows are built on every core and
-    /// hashed in order, which is the digest of one pass over the rows (blake3 is a stream: how
-    /// the bytes are cut into updates does not change it).
+    /// Adds `batch`'s rows, in order. v2: every column's streams on their own task. v1: the
+    /// bytes of pieces of rows are built on every core and hashed in order, which is the digest
+    /// of one pass over the rows (blake3 is a stream: how the bytes are cut into updates does
+    /// not change it).
     pub fn update(&mut self, batch: &RecordBatch) {
+        if let Some(columns) = &mut self.columns {
+            let first_row = self.rows;
+            columns
+                .par_iter_mut()
+                .zip(batch.columns().par_iter())
+                .for_each(|(digest, array)| digest.update(array, first_row));
+            self.rows += batch.num_rows() as u64;
+            return;
+        }
         let rows = batch.num_rows();
         // A window of pieces at a time, so the bytes waiting to be hashed stay a few MiB.
         let window = PIECE_ROWS * rayon::current_num_threads().max(1);
@@ -73,7 +134,26 @@ impl RowsDigest {
 
     /// 64 hex characters.
     pub fn finish(&self) -> String {
-        self.hasher.finalize().to_hex().to_string()
+        let Some(columns) = &self.columns else {
+            return self.hasher.finalize().to_hex().to_string();
+        };
+        let mut hasher = self.hasher.clone();
+        hasher.update(&self.rows.to_le_bytes());
+        for (column, digest) in self.names.iter().zip(columns) {
+            hash_columns(&mut hasher, std::slice::from_ref(column));
+            hasher.update(&digest.finish());
+        }
+        hasher.finalize().to_hex().to_string()
+    }
+}
+
+/// Each column as `name\0type\n`.
+fn hash_columns(hasher: &mut blake3::Hasher, columns: &[Column]) {
+    for column in columns {
+        hasher.update(column.name.as_bytes());
+        hasher.update(b"\0");
+        hasher.update(column.column_type.name().as_bytes());
+        hasher.update(b"\n");
     }
 }
 
@@ -119,7 +199,8 @@ pub fn split_rows_digest(
         schema: arrow_schema(&index.columns),
         file_columns: None,
     };
-    let mut digest = RowsDigest::new(&index.columns);
+    let mut digest = RowsDigest::of_format(&index.columns, entry.rows_format.as_deref())
+        .map_err(|e| DataError::file(dir.join(crate::shards::INDEX_NAME), e))?;
     for file in 0..snapshot.files.len() {
         for typed in snapshot.read_file(file)? {
             digest.update(&typed?.batch);
@@ -170,7 +251,7 @@ mod tests {
                 column_type: ColumnType::String,
             },
         ];
-        let mut digest = RowsDigest::new(&columns);
+        let mut digest = RowsDigest::of_format(&columns, None).unwrap();
         digest.update(&batch.slice(0, 1000));
         digest.update(&batch.slice(1000, rows - 1000));
 

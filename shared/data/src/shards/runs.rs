@@ -9,12 +9,13 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringArray};
 use arrow::compute::interleave;
 use arrow::datatypes::{SchemaRef, UInt64Type};
 use rayon::prelude::*;
 
 use crate::error::DataError;
+use crate::shards::string_gather::gather_strings;
 
 /// The rows of `batches` (each with the key column last, keys unique across them) in key
 /// order, without the key column, cut into consecutive batches of `lengths` rows (which sum to
@@ -102,10 +103,20 @@ pub fn gather_columns(
     columns
         .into_par_iter()
         .map(|parts| {
+            let strings: Option<Vec<&StringArray>> = parts
+                .iter()
+                .map(|part| part.as_string_opt::<i32>())
+                .collect();
             let parts: Vec<&dyn Array> = parts.iter().map(|part| part.as_ref()).collect();
             ranges
                 .par_iter()
-                .map(|range| interleave(&parts, &indices[range.clone()]))
+                .map(|range| {
+                    let indices = &indices[range.clone()];
+                    match strings.as_deref().and_then(|s| gather_strings(s, indices)) {
+                        Some(gathered) => Ok(Arc::new(gathered) as ArrayRef),
+                        None => interleave(&parts, indices),
+                    }
+                })
                 .collect::<Result<Vec<_>, _>>()
         })
         .collect::<Result<Vec<_>, _>>()

@@ -326,6 +326,7 @@ impl OpenSplit<'_> {
                 rows: self.rows,
                 shards,
                 rows_blake3: Some(self.digest.finish()),
+                rows_format: Some(self.digest.format().to_string()),
             },
         );
         Ok(())

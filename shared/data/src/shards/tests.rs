@@ -241,6 +241,19 @@ fn a_splits_rows_digest_names_its_rows_and_their_order_not_its_files() {
     let c = shard("c", 43, 700);
     assert_ne!(digest(&a, "test"), digest(&c, "test"));
     assert_ne!(digest(&a, "test"), digest(&a, "val"));
+    // The format is recorded; an index without it (written before v2) is recomputed as v1, and
+    // a format this build does not know is named.
+    assert_eq!(a.splits["test"].rows_format.as_deref(), Some(ROWS_FORMAT));
+    let mut old = a.clone();
+    old.splits.get_mut("test").unwrap().rows_format = None;
+    let (v1, rows) = split_rows_digest(&dir.path().join("a"), &old, "test").unwrap();
+    assert_eq!(rows, a.splits["test"].rows);
+    assert_ne!(v1, digest(&a, "test"));
+    old.splits.get_mut("test").unwrap().rows_format = Some("runfn-rows-v9".into());
+    let err = split_rows_digest(&dir.path().join("a"), &old, "test")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rows format `runfn-rows-v9`"), "{err}");
 }
 
 /// On the real tables (testdata/real: telco's strings, integers and floats; email's timestamps

@@ -38,8 +38,11 @@ pub struct Evaluate {
     pub model_manifest_hash: String,
     pub split: String,
     pub shards_index_blake3: String,
-    /// `runfn-rows-v1` digest of the rows scored.
+    /// Digest of the rows scored, in `rows_format` (the shard index's).
     pub rows_blake3: String,
+    /// `runfn-rows-v2`; absent in records written before formats were recorded: `runfn-rows-v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_format: Option<String>,
     pub overall: EvalMetrics,
     /// Slice column → value → metrics.
     pub slices: BTreeMap<String, BTreeMap<String, EvalMetrics>>,

@@ -24,8 +24,11 @@ pub struct Shards {
 pub struct ShardSplit {
     pub rows: u64,
     pub shards: u64,
-    /// `runfn-rows-v1` digest of the split's rows.
+    /// Digest of the split's rows, in `rows_format`.
     pub rows_blake3: String,
+    /// `runfn-rows-v2`; absent in records written before formats were recorded: `runfn-rows-v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_format: Option<String>,
 }
 
 /// Rows no split rule took.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark the data tools against their peers, each side by side in the same run, and write
-#   bench/shardify.json     CSV -> zstd Parquet: shardify vs pyarrow vs DuckDB (+ shardify alone on 4x the data)
+#   bench/shardify.json     CSV -> zstd Parquet: shardify vs pyarrow vs DuckDB on three row shapes (wide
+#                           demo rows, 10.5M short rows, a real table) (+ shardify alone on 4x the wide data)
 #   bench/ds-validate.json  profile: ds-validate profile vs DuckDB SUMMARIZE vs pandas describe(include='all')
 #   bench/leak-check.json   cross-split near-duplicate texts: leak-check vs datasketch MinHashLSH
 # with a short summary on stderr.
@@ -18,6 +19,8 @@
 #                       so a list meant for them skips this script
 #   BENCH_EVENTS_ROWS   rows of ds-validate's Parquet case, bench/work/events-<rows>/events.parquet,
 #                       made by DuckDB from a fixed query (default 10500000)
+#   BENCH_SHORT_ROWS    rows of shardify's short-row shape (default 10500000)
+#   BENCH_STOPS_COPIES  copies of testdata/real/stops in shardify's real-table shape (default 50)
 #   BENCH_LEAK_DOCS     documents for leak-check (default 100000)
 #   BENCH_LEAK_PLANTED  planted near-duplicate pairs among them (default 2000)
 #   BENCH_QUIET_WAIT_S  per benchmark, seconds one may wait in all for other processes (a build)
@@ -191,6 +194,65 @@ if wants shardify || wants ds-validate; then
         SPEC_4X="$(make_snapshot $(( ROWS_1X * 4 )))"
     fi
 fi
+# The other two row shapes of the shardify benchmark: many short rows (the events table, as CSV
+# parts of 1M rows, made by DuckDB from a fixed query) and a real table (testdata/real/stops,
+# its data rows repeated STOPS_COPIES times over parts of 5 copies each).
+SHORT_ROWS="${BENCH_SHORT_ROWS:-10500000}"
+STOPS_COPIES="${BENCH_STOPS_COPIES:-50}"
+SPEC_SHORT="" SPEC_REAL=""
+if wants shardify; then
+    SPEC_SHORT="$WORK/events-csv-$SHORT_ROWS.spec.json"
+    if [[ ! -s "$SPEC_SHORT" ]]; then
+        log "generating $WORK/events-csv-$SHORT_ROWS ($SHORT_ROWS short rows, DuckDB)"
+        rm -rf "$WORK/events-csv-$SHORT_ROWS"
+        "$PY" scripts/bench/peers.py make-events-csv "$WORK/events-csv-$SHORT_ROWS" "$SHORT_ROWS" >/dev/null \
+            || die "make-events-csv failed"
+        python3 - "$WORK/events-csv-$SHORT_ROWS" "$SHORT_ROWS" "$SPEC_SHORT" <<'PY'
+import json, os, sys
+out, rows, spec_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+files = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".csv"))
+columns = open(files[0]).readline().strip().split(",")
+spec = {"rows": rows, "dir": out, "files": len(files), "columns": columns,
+        "bytes": sum(os.path.getsize(f) for f in files),
+        "command": f"python scripts/bench/peers.py make-events-csv {out} {rows}",
+        "description": "short rows (the events table of peers.py, as CSV): " + ", ".join(columns)}
+json.dump(spec, open(spec_path + ".tmp", "w"), indent=2)
+os.replace(spec_path + ".tmp", spec_path)
+PY
+    fi
+    SPEC_REAL="$WORK/stops-x$STOPS_COPIES.spec.json"
+    if [[ ! -s "$SPEC_REAL" ]]; then
+        log "generating $WORK/stops-x$STOPS_COPIES (testdata/real/stops, $STOPS_COPIES copies)"
+        python3 - testdata/real/stops/snapshot/stops.csv "$WORK/stops-x$STOPS_COPIES" "$STOPS_COPIES" "$SPEC_REAL" <<'PY'
+import json, os, shutil, sys
+source, out, copies, spec_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+shutil.rmtree(out, ignore_errors=True)
+os.makedirs(out)
+with open(source, "rb") as f:
+    header = f.readline()
+    body = f.read()
+if not body.endswith(b"\n"):
+    body += b"\n"
+per_part, files = 5, []
+for part in range((copies + per_part - 1) // per_part):
+    path = os.path.join(out, f"part-{part:05d}.csv")
+    with open(path, "wb") as f:
+        f.write(header)
+        for _ in range(min(per_part, copies - part * per_part)):
+            f.write(body)
+    files.append(path)
+rows = copies * body.count(b"\n")
+columns = header.decode().strip().split(",")
+spec = {"rows": rows, "dir": out, "files": len(files), "columns": columns,
+        "bytes": sum(os.path.getsize(f) for f in files),
+        "command": f"testdata/real/stops/snapshot/stops.csv, its data rows {copies} times over parts of {per_part} copies",
+        "description": "a real table (Minneapolis police stops 2017, testdata/real/stops), rows repeated: "
+                       + ", ".join(columns)}
+json.dump(spec, open(spec_path + ".tmp", "w"), indent=2)
+os.replace(spec_path + ".tmp", spec_path)
+PY
+    fi
+fi
 DOCS="$WORK/leak-docs-$LEAK_DOCS-$LEAK_PLANTED"
 if wants leak-check; then
     DOCS_SPEC="$(sha256sum scripts/bench/make_docs.py | cut -d' ' -f1)"
@@ -206,6 +268,7 @@ fi
 # --- the three benchmarks, one after the other (never two heavy things at once) -------------------
 export PYTHONDONTWRITEBYTECODE=1 BENCH_PY="$PY" BENCH_SCRATCH="$WORK/scratch" BENCH_RUNS_N="$RUNS" BENCH_RUNS_4X_N="$RUNS_4X" \
     BENCH_SPEC_1X="$SPEC_1X" BENCH_SPEC_4X="$SPEC_4X" BENCH_DOCS="$DOCS" \
+    BENCH_SPEC_SHORT="$SPEC_SHORT" BENCH_SPEC_REAL="$SPEC_REAL" \
     BENCH_SHARDIFY=target/release/shardify BENCH_LEAK_CHECK=target/release/leak-check \
     BENCH_DS_VALIDATE=target/release/ds-validate BENCH_DS_VALIDATE_STATUS="$DSV_STATUS"
 rm -rf "$BENCH_SCRATCH"

@@ -92,7 +92,7 @@ fn benchmarks_md_is_generated_from_the_bench_files() {
             assert!(checked_in.contains(&format!("## {stem}\n")), "{stem}");
         }
     }
-    assert!(checked_in.contains("`faster_peer_over_shardify` |"));
+    assert!(checked_in.contains("`shapes.short.faster_peer_over_shardify` |"));
 }
 
 #[test]

@@ -3,7 +3,6 @@ peak RSS, the bench loop that runs the tools side by side, medians, machine fact
 writes. Standard library only."""
 import datetime
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -301,16 +300,20 @@ def peer_versions(python, peers_script):
 
 
 # --- the training benchmarks (train_harness.py, ddp_harness.py) --------------------------------------
-def bench_record(base, scratch, tag, config, salt):
-    """The record at `base` with manifest.config replaced and a manifest_hash of its own (so
-    train's checkpoints of one setting are never taken for another's), written to
+def bench_record(base, scratch, tag, config, mf_hash="target/release/mf-hash"):
+    """The record at `base` with manifest.config replaced and the manifest hashed again by mf-hash
+    (train refuses a manifest that does not hash to its manifest_hash; each setting's config gives
+    its own hash, so train's checkpoints of one setting are never taken for another's), written to
     SCRATCH/record-TAG.json; returns that path."""
     with open(base) as f:
         record = json.load(f)
     record.pop("ckpt_interval", None)  # no time-based checkpoints
     record["manifest"]["config"] = config
-    canon = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    record["manifest_hash"] = hashlib.sha256(f"{salt}\n{tag}\n{canon}".encode()).hexdigest()
+    manifest = os.path.join(scratch, f"manifest-{tag}.json")
+    write_json(manifest, record["manifest"])
+    hashed = json.loads(subprocess.run([mf_hash, manifest, "-q"], check=True, capture_output=True,
+                                       text=True).stdout)
+    record["manifest"], record["manifest_hash"] = hashed["manifest"], hashed["manifest_hash"]
     path = os.path.join(scratch, f"record-{tag}.json")
     write_json(path, record)
     return path

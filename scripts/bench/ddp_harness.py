@@ -169,7 +169,7 @@ def main():
     warm(shard_files())
     config = {"model": "mlp", "hidden": [64, 32], "lr": LR, "global_batch": BATCH, "max_steps": STEPS,
               "eval_every": STEPS, "ckpt_every": STEPS, "log_every": LOG_EVERY}
-    record = bench_record(BASE, SCRATCH, "ddp", config, "runfn-bench-ddp")
+    record = bench_record(BASE, SCRATCH, "ddp", config)
     tools = {"runfn-train": ours_tool(record)}
     # train pins each rank to its share of the CPUs by default, so PyTorch is also run pinned.
     for hook, pin in (("timed", False), ("default", False), ("default", True)):

@@ -75,7 +75,7 @@ TAIL = max(LOG_EVERY, STEPS // 10 // LOG_EVERY * LOG_EVERY)  # last steps whose 
 
 def make_record(tag, config):
     """The bench data's record with manifest.config replaced (common.bench_record)."""
-    return bench_record(BASE, SCRATCH, tag, config, "runfn-bench-train")
+    return bench_record(BASE, SCRATCH, tag, config)
 
 
 def run_all(tools, label):

@@ -333,15 +333,28 @@ impl Producer {
                 }
                 continue;
             }
-            // The lanes' rows of this batch, in lane order, cut to this rank's slice.
-            let mut mine = RowQueue::default();
+            // The lanes' rows of this batch, in lane order, copied once into one block, then
+            // cut to this rank's slice (all of it for one process: no second copy).
+            let lane_rows = lanes.per_batch * queues.len();
+            let mut mine = FeatureBlock {
+                rows: 0,
+                numeric: Vec::with_capacity(lane_rows * n_num),
+                categorical: Vec::with_capacity(lane_rows * n_cat),
+                labels: Vec::with_capacity(lane_rows),
+            };
             for queue in &mut queues {
-                mine.push(queue.take(lanes.per_batch, n_num, n_cat));
+                queue.take_into(&mut mine, lanes.per_batch, n_num, n_cat);
             }
-            if lanes.offset > 0 {
-                mine.take(lanes.offset, n_num, n_cat);
-            }
-            let part = mine.take(hi - lo, n_num, n_cat);
+            let part = if lanes.offset == 0 && hi - lo == mine.rows {
+                mine
+            } else {
+                let mut cut = RowQueue::default();
+                cut.push(mine);
+                if lanes.offset > 0 {
+                    cut.take(lanes.offset, n_num, n_cat);
+                }
+                cut.take(hi - lo, n_num, n_cat)
+            };
             let masks = self.dropout_masks(epoch, position, lo..hi);
             if self
                 .tx
@@ -550,9 +563,16 @@ impl RowQueue {
     /// Removes the next `count` rows and returns them.
     fn take(&mut self, count: usize, n_num: usize, n_cat: usize) -> FeatureBlock {
         let mut out = FeatureBlock::default();
-        while out.rows < count {
+        self.take_into(&mut out, count, n_num, n_cat);
+        out
+    }
+
+    /// Removes the next `count` rows and appends them to `out`.
+    fn take_into(&mut self, out: &mut FeatureBlock, count: usize, n_num: usize, n_cat: usize) {
+        let wanted = out.rows + count;
+        while out.rows < wanted {
             let front = self.blocks.front().expect("enough rows queued");
-            let n = (front.rows - self.offset).min(count - out.rows);
+            let n = (front.rows - self.offset).min(wanted - out.rows);
             let (a, b) = (self.offset, self.offset + n);
             out.numeric
                 .extend_from_slice(&front.numeric[a * n_num..b * n_num]);
@@ -567,7 +587,6 @@ impl RowQueue {
             }
         }
         self.rows -= count;
-        out
     }
 }
 

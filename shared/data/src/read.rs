@@ -828,6 +828,16 @@ mod tests {
         Ok(out)
     }
 
+    /// Every batch of `snapshot`, in one.
+    fn read_joined(snapshot: &Snapshot) -> RecordBatch {
+        let batches: Vec<RecordBatch> = read_all(snapshot)
+            .unwrap()
+            .into_iter()
+            .map(|b| b.batch)
+            .collect();
+        arrow::compute::concat_batches(&snapshot.schema, &batches).unwrap()
+    }
+
     /// A projected snapshot reads the kept columns of the full read, row for row, from CSV,
     /// JSON Lines and Parquet (telco, written in each format), and carries only them.
     #[test]
@@ -835,12 +845,7 @@ mod tests {
         let telco =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/real/telco/snapshot");
         let csv = Snapshot::open(&telco, &BTreeMap::new()).unwrap();
-        let rows: Vec<RecordBatch> = read_all(&csv)
-            .unwrap()
-            .into_iter()
-            .map(|b| b.batch)
-            .collect();
-        let joined = arrow::compute::concat_batches(&csv.schema, &rows).unwrap();
+        let joined = read_joined(&csv);
         let dir = tempfile::tempdir().unwrap();
         let (json, parquet) = (dir.path().join("json"), dir.path().join("parquet"));
         std::fs::create_dir_all(&json).unwrap();
@@ -860,24 +865,14 @@ mod tests {
         let names: Vec<String> = csv.columns.iter().map(|c| c.name.clone()).collect();
         for root in [telco, json, parquet] {
             let full = Snapshot::open(&root, &BTreeMap::new()).unwrap();
-            let batches: Vec<RecordBatch> = read_all(&full)
-                .unwrap()
-                .into_iter()
-                .map(|b| b.batch)
-                .collect();
-            let all = arrow::compute::concat_batches(&full.schema, &batches).unwrap();
+            let all = read_joined(&full);
             for keep in [vec![0, 5, 18], vec![names.len() - 1], vec![2, 1]] {
                 let kept: Vec<&str> = keep.iter().map(|&i| names[i].as_str()).collect();
                 let projected = full.clone().project(&kept);
                 let mut in_order = keep.clone();
                 in_order.sort();
                 assert_eq!(projected.columns.len(), keep.len());
-                let got: Vec<RecordBatch> = read_all(&projected)
-                    .unwrap()
-                    .into_iter()
-                    .map(|b| b.batch)
-                    .collect();
-                let got = arrow::compute::concat_batches(&projected.schema, &got).unwrap();
+                let got = read_joined(&projected);
                 assert_eq!(got, all.project(&in_order).unwrap(), "{root:?} {kept:?}");
             }
         }

@@ -415,7 +415,7 @@ fn background_row_groups(row_bytes: u64, columns: usize, options: &ShardOptions)
 }
 
 /// A bijective 64-bit mixer (Steele et al.'s splitmix64 finalizer).
-fn splitmix64(mut z: u64) -> u64 {
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -76,19 +76,14 @@ mod tests {
 
     use super::*;
 
-    /// A small deterministic generator (splitmix64), so the cases are the same on every run.
+    /// A small deterministic generator (the shuffle's splitmix64 over a counter), so the cases
+    /// are the same on every run.
     struct Draws(u64);
 
     impl Draws {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
         fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
+            self.0 += 1;
+            (crate::shards::shuffle::splitmix64(self.0) % n as u64) as usize
         }
     }
 

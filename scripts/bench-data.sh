@@ -69,7 +69,7 @@ ONLY=""
 for b in ${ONLY_IN//,/ }; do
     case "$b" in
         shardify|ds-validate|leak-check) ONLY="${ONLY:+$ONLY,}$b" ;;
-        mf-hash|train|ckpt|ddp|gate) ;;  # another script's benchmark
+        mf-hash|train|ckpt|ckpt-disk|ddp|gate) ;;  # another script's benchmark
         *) die "unknown benchmark in BENCH_ONLY: $b (this script has shardify, ds-validate, leak-check)" ;;
     esac
 done

@@ -56,7 +56,7 @@ WANTED=""
 for b in ${ONLY_IN//,/ }; do
     case "$b" in
         ddp) WANTED=1 ;;
-        mf-hash|shardify|ds-validate|leak-check|train|ckpt|gate) ;;  # another script's benchmark
+        mf-hash|shardify|ds-validate|leak-check|train|ckpt|ckpt-disk|gate) ;;  # another script's benchmark
         *) die "unknown benchmark in BENCH_ONLY: $b (this script has ddp)" ;;
     esac
 done

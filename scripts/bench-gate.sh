@@ -32,7 +32,7 @@ WANTED=""
 for b in ${ONLY_IN//,/ }; do
     case "$b" in
         gate) WANTED=1 ;;
-        mf-hash|shardify|ds-validate|leak-check|train|ckpt|ddp) ;;  # another script's benchmark
+        mf-hash|shardify|ds-validate|leak-check|train|ckpt|ckpt-disk|ddp) ;;  # another script's benchmark
         *) die "unknown benchmark in BENCH_ONLY: $b (this script has gate)" ;;
     esac
 done

@@ -46,7 +46,7 @@ WANTED=""
 for b in ${ONLY_IN//,/ }; do
     case "$b" in
         mf-hash) WANTED=1 ;;
-        shardify|ds-validate|leak-check|train|ckpt|ddp|gate) ;;  # another script's benchmark
+        shardify|ds-validate|leak-check|train|ckpt|ckpt-disk|ddp|gate) ;;  # another script's benchmark
         *) die "unknown benchmark in BENCH_ONLY: $b (this script has mf-hash)" ;;
     esac
 done

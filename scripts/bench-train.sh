@@ -8,7 +8,10 @@
 #
 # Environment:
 #   BENCH_RUNS           timed runs per tool (default 3); medians are reported
-#   BENCH_ONLY           comma list of train,ckpt (default both). Names of the other bench scripts'
+#   BENCH_ONLY           comma list of train,ckpt,ckpt-disk (default all three; ckpt-disk: a ~1 GB
+#                        checkpoint against torch and against dd's direct write and read of the same
+#                        disk, with background checkpoints' cost, scripts/bench/ckpt_disk.py ->
+#                        bench/checkpoint-disk.json). Names of the other bench scripts'
 #                        benchmarks (mf-hash, shardify, ds-validate, leak-check, ddp) are ignored, so a
 #                        list meant for them skips this script
 #   BENCH_TRAIN_STEPS    optimizer steps per training run, a multiple of 10 (default 2000)
@@ -45,7 +48,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS="${BENCH_RUNS:-3}"
-ONLY_IN="${BENCH_ONLY:-train,ckpt}"
+ONLY_IN="${BENCH_ONLY:-train,ckpt,ckpt-disk}"
 STEPS="${BENCH_TRAIN_STEPS:-2000}"
 BATCH="${BENCH_TRAIN_BATCH:-1024}"
 THREADS_LIST="${BENCH_TRAIN_THREADS:-1 2}"
@@ -80,13 +83,13 @@ done
 ONLY=""
 for b in ${ONLY_IN//,/ }; do
     case "$b" in
-        train|ckpt) ONLY="${ONLY:+$ONLY,}$b" ;;
+        train|ckpt|ckpt-disk) ONLY="${ONLY:+$ONLY,}$b" ;;
         mf-hash|shardify|ds-validate|leak-check|ddp|gate) ;;  # another script's benchmark
-        *) die "unknown benchmark in BENCH_ONLY: $b (this script has train, ckpt)" ;;
+        *) die "unknown benchmark in BENCH_ONLY: $b (this script has train, ckpt, ckpt-disk)" ;;
     esac
 done
 if [[ -z "$ONLY" ]]; then
-    log "BENCH_ONLY=$ONLY_IN names none of train, ckpt; nothing to do"
+    log "BENCH_ONLY=$ONLY_IN names none of train, ckpt, ckpt-disk; nothing to do"
     exit 0
 fi
 command -v python3 >/dev/null || die "python3 is required"
@@ -115,3 +118,11 @@ for THREADS in $THREADS_LIST; do
   mkdir -p "$BENCH_SCRATCH"
   "$PY" scripts/bench/train_harness.py || die "the train harness failed"
 done
+
+# --- checkpoints of about 1 GB at the disk's speed ---------------------------------------------------
+if [[ ",$ONLY," == *,ckpt-disk,* ]]; then
+  cargo build --release -p train --example ckpt_load >&2 || die "building examples/ckpt_load failed"
+  log "checkpoint of about 1 GB: runfn vs torch vs dd (bench/checkpoint-disk.json)"
+  "$PY" scripts/bench/ckpt_disk.py target/release bench/checkpoint-disk.json --runs "$RUNS" \
+      || die "the checkpoint disk bench failed"
+fi

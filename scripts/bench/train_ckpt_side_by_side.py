@@ -38,6 +38,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from common import bench_record  # noqa: E402
 
 
 def run(argv, stdin=None):
@@ -70,9 +72,9 @@ def overhead(tool, work, rec, args):
         for (mode, e), times in loop.items():
             rec["manifest"]["config"].update({"max_steps": steps, "ckpt_every": e, "log_every": 1,
                                               "eval_every": 1000})
-            path = f"{work}/record-{e}.json"
-            with open(path, "w") as f:
-                json.dump(rec, f)
+            # train checks the manifest against its hash: mf-hash hashes the edited one.
+            path = bench_record(f"{work}/base.json", work, f"every-{e}", rec["manifest"]["config"],
+                                mf_hash=tool("mf-hash"))
             argv = [tool("train"), "--out", f"{work}/run-{mode}-{e}", "--threads", str(args.threads),
                     "-q", "--fresh", "--record", path] + (["--sync-checkpoints"] if mode == "sync" else [])
             train = json.loads(run(argv).strip().splitlines()[-1])["train"]
@@ -123,6 +125,8 @@ def main():
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--hidden", default="1024,1024")
+    p.add_argument("--batch", type=int, default=1024,
+                   help="global batch (a small one keeps the steps of a wide model short)")
     p.add_argument("--overhead", action="store_true",
                    help="measure a checkpoint's step-time overhead, background vs blocking, only")
     args = p.parse_args()
@@ -134,8 +138,10 @@ def main():
         record = run([tool("shardify"), "--in", f"{work}/snapshot", "--out", f"{work}/shards",
                       "--shard-rows", "5000", "-q"], record)
         rec = json.loads(record)
+        with open(f"{work}/base.json", "w") as f:
+            f.write(record)
         rec["manifest"]["config"].update({"hidden": hidden, "max_steps": 10, "ckpt_every": 1,
-                                          "eval_every": 10, "log_every": 1, "global_batch": 1024})
+                                          "eval_every": 10, "log_every": 1, "global_batch": args.batch})
         if args.overhead:
             block = overhead(tool, work, rec, args)
             with open(args.bench_json) as f:
@@ -148,9 +154,7 @@ def main():
                                                      "blocking_ratio_async_over_sync", "step_overhead_s",
                                                      "step_overhead_ratio_async_over_sync")}), file=sys.stderr)
             return
-        path = f"{work}/record.json"
-        with open(path, "w") as f:
-            json.dump(rec, f)
+        path = bench_record(f"{work}/base.json", work, "ckpt", rec["manifest"]["config"], mf_hash=tool("mf-hash"))
         # Blocking saves, so that each checkpoint's whole save is its line's ckpt_s.
         argv = [tool("train"), "--out", f"{work}/run", "--threads", str(args.threads), "-q", "--record", path,
                 "--sync-checkpoints"]

@@ -2,7 +2,7 @@
 
     train_peers.py train-dataloader RECORD OUT.json [--threads N] [--warmup W] [--workers K]
     train_peers.py train-inmemory   RECORD OUT.json [--threads N] [--warmup W]
-    train_peers.py ckpt             RECORD OUT.json --dir DIR [--threads N] [--saves N]
+    train_peers.py ckpt             RECORD OUT.json --dir DIR [--threads N] [--saves N] [--cold]
     train_peers.py versions                          one JSON line: python, torch, pyarrow, numpy
 
 RECORD is the same run record `train` reads (manifest.config, manifest.data, shards.dir), so both
@@ -34,6 +34,8 @@ val scoring are outside the loop and reported apart.
 ckpt: the checkpoint state of the run's model (weights + AdamW moments after two steps), saved and
 loaded N times each: torch.save to a file; torch.save + flush + fsync + rename + fsync of the folder
 (as durable as runfn's checkpoints); torch.load(weights_only=True); torch.load + load_state_dict.
+With --cold, both loads again with the file's pages dropped from the page cache before each
+(posix_fadvise DONTNEED): a load that reads the disk.
 """
 import argparse
 import json
@@ -423,9 +425,22 @@ def run_ckpt(args):
         model.load_state_dict(sd["model"])
         opt.load_state_dict(sd["optimizer"])
 
-    def times(fn):
+    def evicted(fn):
+        """fn with the saved file's pages dropped from the page cache first (a cold read)."""
+        def cold():
+            fd = os.open(plain, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            return fn()
+        return cold
+
+    def times(fn, untimed=None):
         out = []
         for _ in range(args.saves):
+            if untimed:
+                untimed()
             t0 = time.perf_counter()
             fn()
             out.append(time.perf_counter() - t0)
@@ -433,6 +448,10 @@ def run_ckpt(args):
 
     result = {"save_s": times(save_plain), "save_durable_s": times(save_durable),
               "load_s": times(load), "load_apply_s": times(load_apply)}
+    if args.cold:
+        os.sync()  # torch.save does not fsync: pages still dirty are not dropped
+        result.update({"load_cold_s": times(load, evicted(lambda: None)),
+                       "load_apply_cold_s": times(load_apply, evicted(lambda: None))})
     tensors = list(model.state_dict().values())
     for s in opt.state.values():
         tensors += [s["exp_avg"], s["exp_avg_sq"]]
@@ -475,6 +494,7 @@ def main():
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--saves", type=int, default=10)
     p.add_argument("--dir")
+    p.add_argument("--cold", action="store_true", help="ckpt: also time loads from a cold page cache")
     args = p.parse_args()
     if args.command == "ckpt":
         if not args.dir:

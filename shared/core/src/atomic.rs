@@ -21,6 +21,19 @@ pub fn write_atomic<F>(path: &Path, write: F) -> Result<(), InputError>
 where
     F: FnOnce(&mut dyn Write) -> std::io::Result<()>,
 {
+    write_atomic_file(path, |file, _| {
+        let mut writer = BufWriter::new(file);
+        write(&mut writer)?;
+        writer.flush()
+    })
+}
+
+/// [`write_atomic`] for a writer that needs the temp file itself: `write` gets it, open for
+/// writing and empty, and its path (to open it a second way, as [`crate::direct_write`] does).
+pub fn write_atomic_file<F>(path: &Path, write: F) -> Result<(), InputError>
+where
+    F: FnOnce(&mut File, &Path) -> std::io::Result<()>,
+{
     let target = replaceable_target(path)?;
     let io_error = |source| InputError::Io {
         path: path.to_path_buf(),
@@ -45,11 +58,8 @@ where
             InputError::Io { source, .. } => io_error(source),
             other => other,
         })?;
-    {
-        let mut writer = BufWriter::new(temp.as_file_mut());
-        write(&mut writer).map_err(io_error)?;
-        writer.flush().map_err(io_error)?;
-    }
+    let temp_path = temp.path().to_path_buf();
+    write(temp.as_file_mut(), &temp_path).map_err(io_error)?;
     temp.as_file().sync_all().map_err(io_error)?;
     temp.persist(&target).map_err(|err| io_error(err.error))?;
     File::open(dir)

@@ -8,6 +8,7 @@ pub mod allocator;
 pub mod atomic;
 pub mod canonical;
 pub mod cli;
+pub mod direct_write;
 pub mod environment;
 pub mod error;
 pub mod exit;

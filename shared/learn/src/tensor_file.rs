@@ -118,8 +118,8 @@ pub enum Hashing {
 }
 
 /// Writes the bytes [`encode`] would give to `path` atomically, in one pass from the tensors'
-/// own memory (no copy of the file in memory), hashing them on the way. Returns the file's
-/// length and blake3.
+/// own memory (no copy of the file in memory) through [`runfn_core::direct_write`], at the
+/// disk's speed, hashing them on the way. Returns the file's length and blake3.
 pub fn write(
     path: &Path,
     tensors: &[(String, &Tensor)],
@@ -139,22 +139,21 @@ pub fn write(
         .chain(order.iter().map(|(_, view)| view.as_slice()))
         .collect();
     let len = pieces.iter().map(|p| p.len() as u64).sum();
-    let hash_all = || {
-        let mut hasher = blake3::Hasher::new();
-        for piece in &pieces {
-            hasher.update(piece);
-        }
-        hasher.finalize()
-    };
-    let write_all = || {
-        runfn_core::atomic::write_atomic(path, |out| {
-            pieces.iter().try_for_each(|piece| out.write_all(piece))
+    let write_all = |inspect: &mut dyn FnMut(&[u8])| {
+        runfn_core::atomic::write_atomic_file(path, |file, temp_path| {
+            runfn_core::direct_write::write_pieces(file, temp_path, &pieces, inspect)
         })
     };
     let (written, hash) = match hashing {
         Hashing::Beside => std::thread::scope(|scope| {
-            let hasher = scope.spawn(hash_all);
-            let written = write_all();
+            let hasher = scope.spawn(|| {
+                let mut hasher = blake3::Hasher::new();
+                for piece in &pieces {
+                    hasher.update(piece);
+                }
+                hasher.finalize()
+            });
+            let written = write_all(&mut |_| {});
             (
                 written,
                 hasher
@@ -162,7 +161,13 @@ pub fn write(
                     .expect("hashing a tensors file does not panic"),
             )
         }),
-        Hashing::Inline => (write_all(), hash_all()),
+        Hashing::Inline => {
+            let mut hasher = blake3::Hasher::new();
+            let written = write_all(&mut |bytes| {
+                hasher.update(bytes);
+            });
+            (written, hasher.finalize())
+        }
     };
     written?;
     Ok((len, hash))

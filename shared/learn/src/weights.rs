@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use runfn_core::atomic::write_bytes_atomic;
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
@@ -40,9 +39,8 @@ pub fn save(path: &Path, model: &Mlp, meta: &ModelMeta) -> Result<String> {
     let mut value = serde_json::to_value(meta)?;
     let checksum = tensor_file::content_blake3(&named, &value)?;
     value[CHECKSUM_KEY] = checksum.into();
-    let bytes = tensor_file::encode(&named, &value)?;
-    write_bytes_atomic(path, &bytes)?;
-    Ok(blake3::hash(&bytes).to_hex().to_string())
+    let (_, blake3) = tensor_file::write(path, &named, &value, tensor_file::Hashing::Beside)?;
+    Ok(blake3.to_hex().to_string())
 }
 
 #[derive(Debug)]

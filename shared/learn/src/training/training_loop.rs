@@ -58,6 +58,8 @@ struct Trained {
     waited: Duration,
     computed: Duration,
     reduced: Duration,
+    /// Seconds the update waited for a background checkpoint's copy of the state.
+    copy_wait: Option<f64>,
 }
 
 pub(crate) struct TrainingLoop<'a> {
@@ -335,6 +337,9 @@ impl<'a> TrainingLoop<'a> {
                 .close(step, self.epoch, trained.lr, trained.grad_norm);
             (line, closed) = (Some(text), Some(window));
         }
+        if let Some(wait) = trained.copy_wait {
+            line.get_or_insert_with(|| json!({"step": step}))["ckpt_copy_wait_s"] = json!(wait);
+        }
         let eval_now =
             self.val.is_some() && (step % config.eval_every == 0 || step == config.max_steps);
         // Only rank 0 scores val, so only it checkpoints a new best between scheduled steps.
@@ -441,12 +446,24 @@ impl<'a> TrainingLoop<'a> {
                 step + 1
             )));
         }
-        let grad_norm = AdamW::clip_grad_norm(&mut grad, job.config.grad_clip);
+        let grad_norm = self
+            .optimizer
+            .clip_grad_norm(&mut grad, job.config.grad_clip);
         if !grad_norm.is_finite() {
             return Ok(Err(format!(
                 "the gradient norm became {grad_norm} at step {} (lr {lr:.3e}); stopped without writing weights",
                 step + 1
             )));
+        }
+        // A background checkpoint may still be copying the weights and moments the update
+        // changes; what this waits is part of what that checkpoint held the loop up.
+        let held = Instant::now();
+        let copy_wait = self
+            .writer
+            .wait_copied()
+            .then(|| held.elapsed().as_secs_f64());
+        if let (Some(wait), Some(blocked)) = (copy_wait, self.ckpt_blocked.last_mut()) {
+            *blocked += wait;
         }
         self.optimizer.step(&mut self.model, &grad, lr);
         Ok(Ok(Trained {
@@ -460,6 +477,7 @@ impl<'a> TrainingLoop<'a> {
             waited,
             computed: t_compute.elapsed(),
             reduced,
+            copy_wait,
         }))
     }
 

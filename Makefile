@@ -97,8 +97,8 @@ lint:
 
 ## Benchmarks against the named peers; results as JSON under bench/. Never part of `make test`.
 bench:
-	scripts/bench-mf-hash.sh
 	scripts/bench-data.sh
+	scripts/bench-mf-hash.sh
 	scripts/bench-train.sh
 	scripts/bench-ddp.sh
 	scripts/bench-gate.sh

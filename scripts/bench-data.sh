@@ -3,6 +3,7 @@
 #   bench/shardify.json     CSV -> zstd Parquet: shardify vs pyarrow vs DuckDB on three row shapes (wide
 #                           demo rows, 10.5M short rows, a real table) (+ shardify alone on 4x the wide data)
 #   bench/ds-validate.json  profile: ds-validate profile vs DuckDB SUMMARIZE vs pandas describe(include='all')
+#                           on the wide demo rows; vs DuckDB on short rows (CSV and Parquet) and a real table
 #   bench/leak-check.json   cross-split near-duplicate texts: leak-check vs datasketch MinHashLSH
 # with a short summary on stderr.
 #
@@ -19,8 +20,8 @@
 #                       so a list meant for them skips this script
 #   BENCH_EVENTS_ROWS   rows of ds-validate's Parquet case, bench/work/events-<rows>/events.parquet,
 #                       made by DuckDB from a fixed query (default 10500000)
-#   BENCH_SHORT_ROWS    rows of shardify's short-row shape (default 10500000)
-#   BENCH_STOPS_COPIES  copies of testdata/real/stops in shardify's real-table shape (default 50)
+#   BENCH_SHORT_ROWS    rows of the short-row shape of shardify and ds-validate (default 10500000)
+#   BENCH_STOPS_COPIES  copies of testdata/real/stops in their real-table shape (default 50)
 #   BENCH_LEAK_DOCS     documents for leak-check (default 100000)
 #   BENCH_LEAK_PLANTED  planted near-duplicate pairs among them (default 2000)
 #   BENCH_QUIET_WAIT_S  per benchmark, seconds one may wait in all for other processes (a build)
@@ -200,7 +201,7 @@ fi
 SHORT_ROWS="${BENCH_SHORT_ROWS:-10500000}"
 STOPS_COPIES="${BENCH_STOPS_COPIES:-50}"
 SPEC_SHORT="" SPEC_REAL=""
-if wants shardify; then
+if wants shardify || wants ds-validate; then
     SPEC_SHORT="$WORK/events-csv-$SHORT_ROWS.spec.json"
     if [[ ! -s "$SPEC_SHORT" ]]; then
         log "generating $WORK/events-csv-$SHORT_ROWS ($SHORT_ROWS short rows, DuckDB)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark `mf-hash --data-digest DIR` against the peers `b3sum` and `sha256sum`, in the same run,
-# on a deterministic folder of mixed file sizes (default 2 GiB). Writes bench/mf-hash-digest.json
-# and prints a short summary on stderr.
+# on a deterministic folder of mixed file sizes (default 2 GiB), and against b3sum on the row shapes
+# scripts/bench-data.sh makes (wide demo rows, short rows, a real table; "not run" where absent, so
+# `make bench` runs this after it). Writes bench/mf-hash-digest.json and a short summary on stderr.
 #
 #   scripts/bench-mf-hash.sh
 #
@@ -158,6 +159,16 @@ XARGS_MAX="$(xargs --show-limits </dev/null 2>&1 | sed -n 's/^Maximum length of 
 [[ "$XARGS_MAX" =~ ^[0-9]+$ ]] || die "cannot read xargs --show-limits"
 XARGS_MAX=$(( XARGS_MAX - 4096 ))  # headroom for the environment of the child processes
 
+# The row shapes of scripts/bench-data.sh, where it has made them: the wide demo rows (the
+# smallest churn snapshot), the short rows and the real table.
+SHAPE_SPECS=""
+WIDE_SPEC="$(ls "$WORK"/churn-*.spec.json 2>/dev/null | sort -t- -k2 -n | head -1 || true)"
+SHORT_SPEC="$(ls "$WORK"/events-csv-*.spec.json 2>/dev/null | head -1 || true)"
+REAL_SPEC="$(ls "$WORK"/stops-x*.spec.json 2>/dev/null | head -1 || true)"
+for pair in "wide=$WIDE_SPEC" "short=$SHORT_SPEC" "real=$REAL_SPEC"; do
+    SHAPE_SPECS="${SHAPE_SPECS:+$SHAPE_SPECS:}$pair"
+done
+export BENCH_SHAPE_SPECS="$SHAPE_SPECS"
 export BENCH_DATA="$DATA" BENCH_RUNS_N="$RUNS" BENCH_OUT="$OUT" BENCH_MANIFEST="$MANIFEST" \
     BENCH_MF_HASH="$MF_HASH" BENCH_B3SUM="$B3SUM" BENCH_SHA256SUM="$(command -v sha256sum)" BENCH_XARGS_MAX="$XARGS_MAX" \
     BENCH_SCRATCH="$WORK/digest-out"
@@ -301,6 +312,39 @@ thr = {name: n_bytes / statistics.median(times[name]) for name in tools}
 ratios = {"mf_hash_vs_b3sum": round(thr["mf-hash"] / thr["b3sum"], 3),
           "mf_hash_vs_sha256sum": round(thr["mf-hash"] / thr["sha256sum"], 3)}
 
+# The row shapes the other data tools are measured on (made by scripts/bench-data.sh): the same
+# digest against b3sum over each folder's files, the two alternating, medians of the runs.
+shapes = {}
+for item in filter(None, env.get("BENCH_SHAPE_SPECS", "").split(":")):
+    name, spec_path = item.split("=", 1)
+    try:
+        with open(spec_path) as f:
+            shape_dir = json.load(f)["dir"]
+    except (OSError, ValueError, KeyError):
+        shapes[name] = {"status": "not run", "failure": f"{spec_path}: no data (scripts/bench-data.sh makes it)"}
+        continue
+    shape_files = sorted(os.path.join(shape_dir, f) for f in os.listdir(shape_dir))
+    shape_bytes = sum(os.path.getsize(f) for f in shape_files)
+    subprocess.run(["cat", *shape_files], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+    argvs = {"mf-hash": [mf_hash, env["BENCH_MANIFEST"], "--data-digest", shape_dir, "-q"],
+             "b3sum": [env["BENCH_B3SUM"], *shape_files]}
+    shape_times = {tool: [] for tool in argvs}
+    for run in range(runs):
+        for tool in (list(argvs) if run % 2 == 0 else list(argvs)[::-1]):
+            start = time.perf_counter()
+            proc = subprocess.run(argvs[tool], stdout=subprocess.DEVNULL)
+            shape_times[tool].append(time.perf_counter() - start)
+            if proc.returncode != 0:
+                fail(f"{tool} exited {proc.returncode} on the {name} shape")
+    med = {tool: statistics.median(t) for tool, t in shape_times.items()}
+    shapes[name] = {"dir": shape_dir, "files": len(shape_files), "bytes": shape_bytes,
+                    "results": {tool: {"median_s": round(med[tool], 4), "all_s": [round(x, 4) for x in t],
+                                       "command": shlex.join(argvs[tool][:4]) + (" ..." if len(argvs[tool]) > 4 else "")}
+                                for tool, t in shape_times.items()},
+                    "ratios": {"mf_hash_vs_b3sum": round(med["b3sum"] / med["mf-hash"], 3)}}
+    print(f"bench-mf-hash: {name}: {shape_bytes / 2**20:.0f} MiB in {len(shape_files)} files, mf-hash "
+          f"{med['mf-hash']:.3f} s, b3sum {med['b3sum']:.3f} s", file=sys.stderr)
+
 # The same machine description as the data-plane benchmarks.
 sys.path.insert(0, "scripts/bench")
 from common import machine  # noqa: E402
@@ -315,7 +359,11 @@ doc = {
     "results": results,
     "ratios": ratios,
     "target": {"mf_hash_vs_b3sum_min": 0.9, "met": ratios["mf_hash_vs_b3sum"] >= 0.9},
+    "shapes": shapes,
 }
+every = [ratios["mf_hash_vs_b3sum"]] + [b["ratios"]["mf_hash_vs_b3sum"] for b in shapes.values() if "ratios" in b]
+doc["target_every_shape"] = {"metric": "worst mf_hash_vs_b3sum over the layouts and row shapes", "min": 0.9,
+                             "value": min(every), "met": min(every) >= 0.9 and all("ratios" in b for b in shapes.values())}
 tmp = out + ".tmp"
 with open(tmp, "w") as f:
     json.dump(doc, f, indent=2)

@@ -114,6 +114,56 @@ pub fn write_pieces(
     file.set_len(total as u64)
 }
 
+/// Writes the first `len` bytes of `image` into `file` (new and empty; `path` is where it lies),
+/// calling `inspect` on them in order, straight from `image` with `O_DIRECT` when it starts on
+/// an [`ALIGN`] boundary and runs on past `len` to the next one (bytes that are written, then
+/// cut off): no staging copy. Otherwise, or where the file system refuses direct writes, as
+/// [`write_pieces`] does.
+pub fn write_image(
+    file: &mut File,
+    path: &Path,
+    image: &[u8],
+    len: usize,
+    inspect: &mut dyn FnMut(&[u8]),
+) -> io::Result<()> {
+    let whole = len.next_multiple_of(ALIGN);
+    let aligned = (image.as_ptr() as usize).is_multiple_of(ALIGN) && image.len() >= whole;
+    let direct = match aligned && len >= CHUNK {
+        true => open_direct(path)?,
+        false => None,
+    };
+    let Some(direct) = direct else {
+        return write_pieces(file, path, &[&image[..len.min(image.len())]], inspect);
+    };
+    let (to_writer, ranges) = mpsc::sync_channel::<(usize, usize)>(BUFFERS);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> io::Result<()> {
+            for (start, end) in ranges {
+                direct.write_all_at(&image[start..end], start as u64)?;
+            }
+            Ok(())
+        });
+        let mut produced = Ok(());
+        for start in (0..len).step_by(CHUNK) {
+            let end = (start + CHUNK).min(len);
+            inspect(&image[start..end]);
+            if to_writer
+                .send((start, end.next_multiple_of(ALIGN)))
+                .is_err()
+            {
+                produced = Err(io::Error::other("the direct writer stopped"));
+                break;
+            }
+        }
+        drop(to_writer);
+        let wrote = writer
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the direct writer thread panicked")));
+        wrote.and(produced)
+    })?;
+    file.set_len(len as u64)
+}
+
 /// The staged pipeline: this thread fills a buffer and inspects it, the writer thread writes
 /// the one before. A buffer goes back to the pool once written.
 fn write_staged(direct: &File, pieces: &[&[u8]], inspect: &mut dyn FnMut(&[u8])) -> io::Result<()> {
@@ -258,6 +308,32 @@ mod tests {
             "a direct write leaves nothing in the page cache"
         );
         assert!(std::fs::read(&path).unwrap() == pieces[0]);
+    }
+
+    #[test]
+    fn an_aligned_image_is_written_as_it_lies_and_cut_at_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        for len in [0, 5, CHUNK, 2 * CHUNK + 4097, 3 * CHUNK - 1] {
+            let mut block = Aligned::new((len + 1).next_multiple_of(ALIGN)).unwrap();
+            let bytes = pieces_of(&[block.len]).remove(0);
+            block.bytes().copy_from_slice(&bytes);
+            let path = dir.path().join(format!("image-{len}"));
+            let mut file = File::create(&path).unwrap();
+            let mut seen = Vec::new();
+            write_image(&mut file, &path, block.bytes(), len, &mut |b| {
+                seen.extend_from_slice(b)
+            })
+            .unwrap();
+            let written = std::fs::read(&path).unwrap();
+            assert!(written == bytes[..len], "{len}: the file");
+            assert!(seen == bytes[..len], "{len}: the inspected bytes");
+        }
+        // Not aligned: the staged path, the same bytes.
+        let bytes = pieces_of(&[CHUNK + 3 * ALIGN]).remove(0);
+        let path = dir.path().join("unaligned");
+        let mut file = File::create(&path).unwrap();
+        write_image(&mut file, &path, &bytes[1..], CHUNK + 5, &mut |_| {}).unwrap();
+        assert!(std::fs::read(&path).unwrap() == bytes[1..CHUNK + 6]);
     }
 
     /// Pages of the file in the page cache (mincore over a mapping of it).

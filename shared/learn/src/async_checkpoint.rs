@@ -16,7 +16,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use tch::{Device, Tensor};
 
-use crate::checkpoint::{self, CheckpointState, Hashing};
+use crate::checkpoint::{self, CheckpointState, Hashing, Tensors};
+use crate::tensor_file::FileImage;
 
 /// A checkpoint's state and tensors, copied so that training can go on changing its own.
 #[derive(Debug)]
@@ -28,46 +29,19 @@ pub struct Snapshot {
 impl Snapshot {
     /// Copies `tensors` into new host tensors.
     pub fn take(state: CheckpointState, tensors: &[(String, &Tensor)]) -> Snapshot {
-        Snapshot::take_into(state, tensors, Vec::new())
-    }
-
-    /// Copies `tensors` into `spare`, the host tensors of an earlier snapshot, when they have
-    /// the same names, shapes and kinds; into new ones otherwise. Memory the process already
-    /// has is copied into several times faster than new memory, which faults in a page at a
-    /// time: that fault was most of what a background checkpoint held the loop up.
-    fn take_into(
-        state: CheckpointState,
-        tensors: &[(String, &Tensor)],
-        spare: Vec<(String, Tensor)>,
-    ) -> Snapshot {
         let _guard = tch::no_grad_guard();
-        let fits = spare.len() == tensors.len()
-            && spare.iter().zip(tensors).all(|((n, copy), (name, t))| {
-                n == name && copy.size() == t.size() && copy.kind() == t.kind()
-            });
-        let tensors = if fits {
-            spare
-                .into_iter()
-                .zip(tensors)
-                .map(|((name, mut copy), (_, t))| {
-                    copy.copy_(t);
-                    (name, copy)
-                })
-                .collect()
-        } else {
-            tensors
-                .iter()
-                .map(|(name, t)| {
-                    let t = t.detach();
-                    let copy = if t.device() == Device::Cpu {
-                        t.copy()
-                    } else {
-                        t.to_device(Device::Cpu)
-                    };
-                    (name.clone(), copy)
-                })
-                .collect()
-        };
+        let tensors = tensors
+            .iter()
+            .map(|(name, t)| {
+                let t = t.detach();
+                let copy = if t.device() == Device::Cpu {
+                    t.copy()
+                } else {
+                    t.to_device(Device::Cpu)
+                };
+                (name.clone(), copy)
+            })
+            .collect();
         Snapshot { state, tensors }
     }
 }
@@ -80,17 +54,19 @@ pub struct Written {
     pub seconds: f64,
 }
 
-/// The writer thread hands back the snapshot's tensors with its result, for the next snapshot.
-type InFlight = JoinHandle<(Result<Written>, Vec<(String, Tensor)>)>;
+/// The writer thread hands back the file image it wrote from with its result, for the next
+/// checkpoint to copy into.
+type InFlight = JoinHandle<(Result<Written>, Option<FileImage>)>;
 
 /// What the writer thread starts from: a snapshot already taken, or the loop's own tensors
-/// (detached handles on their memory) to copy into the spare ones first.
+/// (detached handles on their memory) to copy into the image of their file first, the last
+/// write's when it fits.
 enum Job {
     Taken(Snapshot),
     Copy {
         state: CheckpointState,
         sources: Vec<(String, Tensor)>,
-        spare: Vec<(String, Tensor)>,
+        spare: Option<FileImage>,
     },
 }
 
@@ -167,8 +143,8 @@ pub struct Writer {
     idle: Idle,
     delay: Duration,
     store: Option<runfn_storage::Remote>,
-    /// The tensors of the last finished write, copied into by the next snapshot.
-    spare: Vec<(String, Tensor)>,
+    /// The file image of the last finished write, copied into by the next checkpoint.
+    spare: Option<FileImage>,
     /// The copy of the write in flight, until the loop has seen it finish.
     copying: Option<Copied>,
 }
@@ -182,7 +158,7 @@ impl Writer {
             idle: Idle::default(),
             delay: Duration::ZERO,
             store: None,
-            spare: Vec::new(),
+            spare: None,
             copying: None,
         }
     }
@@ -265,8 +241,30 @@ impl Writer {
             .spawn(move || {
                 let _done = done;
                 let copied = SetOnDrop(copied);
-                let snapshot = match job {
-                    Job::Taken(snapshot) => snapshot,
+                let written = |saved: Result<(PathBuf, f64)>| {
+                    saved.map(|(path, seconds)| Written {
+                        step,
+                        path,
+                        seconds,
+                    })
+                };
+                // Pruning runs inside the save, after the new checkpoint's JSON is renamed into
+                // place, so the checkpoint a resume would load is never the one removed.
+                match job {
+                    Job::Taken(Snapshot { state, tensors }) => {
+                        drop(copied);
+                        std::thread::sleep(delay);
+                        let named: Vec<(String, &Tensor)> =
+                            tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
+                        let saved = checkpoint::save_and_publish(
+                            &dir,
+                            store.as_ref(),
+                            state,
+                            Tensors::Live(&named, Hashing::Inline),
+                            keep,
+                        );
+                        (written(saved), None)
+                    }
                     Job::Copy {
                         state,
                         sources,
@@ -274,31 +272,35 @@ impl Writer {
                     } => {
                         let named: Vec<(String, &Tensor)> =
                             sources.iter().map(|(n, t)| (n.clone(), t)).collect();
-                        Snapshot::take_into(state, &named, spare)
+                        let metadata = checkpoint::tensors_metadata();
+                        let image = match spare {
+                            Some(image) if image.fits(&named, &metadata) => Ok(image),
+                            _ => FileImage::new(&named, &metadata),
+                        }
+                        .and_then(|mut image| image.fill(&named).map(|()| image));
+                        // The loop's tensors are not read again: it may change them.
+                        drop(named);
+                        drop(sources);
+                        drop(copied);
+                        std::thread::sleep(delay);
+                        match image {
+                            Ok(image) => {
+                                let saved = checkpoint::save_and_publish(
+                                    &dir,
+                                    store.as_ref(),
+                                    state,
+                                    Tensors::Image(&image),
+                                    keep,
+                                );
+                                (written(saved), Some(image))
+                            }
+                            Err(e) => (
+                                Err(e.context(format!("copying the checkpoint of step {step}"))),
+                                None,
+                            ),
+                        }
                     }
-                };
-                drop(copied);
-                std::thread::sleep(delay);
-                let Snapshot { state, tensors } = snapshot;
-                let named: Vec<(String, &Tensor)> =
-                    tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
-                // Pruning runs inside the save, after the new checkpoint's JSON is renamed into
-                // place, so the checkpoint a resume would load is never the one removed.
-                let saved = checkpoint::save_and_publish(
-                    &dir,
-                    store.as_ref(),
-                    state,
-                    &named,
-                    keep,
-                    Hashing::Inline,
-                );
-                drop(named);
-                let written = saved.map(|(path, seconds)| Written {
-                    step,
-                    path,
-                    seconds,
-                });
-                (written, tensors)
+                }
             })
             .context("starting the checkpoint writer thread")?;
         self.in_flight = Some(handle);
@@ -311,10 +313,10 @@ impl Writer {
         let Some(handle) = self.in_flight.take() else {
             return Ok(None);
         };
-        let (written, tensors) = handle
+        let (written, image) = handle
             .join()
             .map_err(|_| anyhow!("the checkpoint writer thread panicked"))?;
-        self.spare = tensors;
+        self.spare = image;
         written.map(Some)
     }
 
@@ -403,27 +405,32 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_copies_into_the_last_writes_tensors_when_they_fit() {
+    fn a_checkpoint_copies_into_the_last_writes_image_when_it_fits() {
         let dir = tempfile::tempdir().unwrap();
         let mut writer = Writer::new(dir.path(), 2);
         let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
         writer.checkpoint(state(1), &[("w".into(), &t)]).unwrap();
         writer.wait().unwrap();
-        let spare = writer.spare[0].1.data_ptr();
+        let spare = writer.spare.as_ref().unwrap().address();
         writer.checkpoint(state(2), &[("w".into(), &t)]).unwrap();
         writer.wait().unwrap();
-        assert_eq!(writer.spare[0].1.data_ptr(), spare, "the copy is reused");
+        assert_eq!(
+            writer.spare.as_ref().unwrap().address(),
+            spare,
+            "the image is reused"
+        );
         let wider = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]);
         writer
             .checkpoint(state(3), &[("w".into(), &wider)])
             .unwrap();
-        writer.wait().unwrap();
+        let written = writer.wait().unwrap().unwrap();
         assert_ne!(
-            writer.spare[0].1.data_ptr(),
+            writer.spare.as_ref().unwrap().address(),
             spare,
-            "another shape gets a new copy"
+            "another shape gets a new image"
         );
-        assert!(writer.spare[0].1.equal(&wider));
+        let loaded = checkpoint::load_file(&written.path).unwrap();
+        assert!(loaded.tensors[0].1.equal(&wider));
     }
 
     #[test]

@@ -135,24 +135,48 @@ pub fn ensure_writable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What a checkpoint's tensors file is written from.
+#[derive(Debug, Clone, Copy)]
+pub enum Tensors<'a> {
+    /// The tensors themselves, hashed as [`Hashing`] says.
+    Live(&'a [(String, &'a Tensor)], Hashing),
+    /// An image of the file they make (a background checkpoint's copy).
+    Image(&'a tensor_file::FileImage),
+}
+
+/// The metadata of every checkpoint's tensors file.
+pub fn tensors_metadata() -> serde_json::Value {
+    serde_json::json!({"format": FORMAT})
+}
+
 /// Writes a checkpoint and keeps the newest `keep` and the best ones they name. Returns its JSON path and the seconds the
 /// save took.
 pub fn save(
     dir: &Path,
-    mut state: CheckpointState,
+    state: CheckpointState,
     tensors: &[(String, &Tensor)],
     keep: usize,
     hashing: Hashing,
 ) -> Result<(PathBuf, f64)> {
+    save_from(dir, state, Tensors::Live(tensors, hashing), keep)
+}
+
+/// [`save`] from either source; the files are the same.
+pub fn save_from(
+    dir: &Path,
+    mut state: CheckpointState,
+    tensors: Tensors<'_>,
+    keep: usize,
+) -> Result<(PathBuf, f64)> {
     let start = Instant::now();
     let name = stem(state.step);
     let tensor_path = dir.join(format!("{name}.safetensors"));
-    let (bytes, blake3) = tensor_file::write(
-        &tensor_path,
-        tensors,
-        &serde_json::json!({"format": FORMAT}),
-        hashing,
-    )?;
+    let (bytes, blake3) = match tensors {
+        Tensors::Live(tensors, hashing) => {
+            tensor_file::write(&tensor_path, tensors, &tensors_metadata(), hashing)?
+        }
+        Tensors::Image(image) => image.write(&tensor_path)?,
+    };
     state.tensors = TensorsRef {
         file: format!("{name}.safetensors"),
         bytes,
@@ -255,13 +279,12 @@ pub fn save_and_publish(
     dir: &Path,
     store: Option<&runfn_storage::Remote>,
     state: CheckpointState,
-    tensors: &[(String, &Tensor)],
+    tensors: Tensors<'_>,
     keep: usize,
-    hashing: Hashing,
 ) -> Result<(PathBuf, f64)> {
     let started = Instant::now();
     let step = state.step;
-    let (path, _) = save(dir, state, tensors, keep, hashing)
+    let (path, _) = save_from(dir, state, tensors, keep)
         .with_context(|| format!("writing the checkpoint of step {step} in {}", dir.display()))?;
     if let Some(store) = store {
         publish(dir, store).with_context(|| {

@@ -173,6 +173,162 @@ pub fn write(
     Ok((len, hash))
 }
 
+/// A tensors file's bytes in memory, laid out as [`write`] lays them out on disk, in a block
+/// aligned for `O_DIRECT`: a background checkpoint copies the loop's tensors straight into their
+/// places and the file is written from it as it lies, with no staging copy (on a state of a
+/// gigabyte, each copy is a gigabyte read and written beside the training steps). Reused from one
+/// checkpoint to the next while the tensors keep their names, shapes and kinds.
+#[derive(Debug)]
+pub struct FileImage {
+    /// The aligned block: the file's bytes, then zeros up to the next alignment boundary.
+    block: Tensor,
+    len: usize,
+    header: Vec<u8>,
+    /// Each tensor's name, kind, shape and byte range in the file.
+    places: Vec<(String, Kind, Vec<i64>, std::ops::Range<usize>)>,
+}
+
+/// The header and data layout of the file `write` makes of `tensors` and `metadata`.
+type Layout = (
+    Vec<u8>,
+    Vec<(String, Kind, Vec<i64>, std::ops::Range<usize>)>,
+);
+
+fn layout_of(tensors: &[(String, &Tensor)], metadata: &serde_json::Value) -> Result<Layout> {
+    let described = tensors
+        .iter()
+        .map(|(name, t)| {
+            let (dtype, width) = match t.kind() {
+                Kind::Float => (Dtype::F32, 4),
+                Kind::Double => (Dtype::F64, 8),
+                Kind::Int64 => (Dtype::I64, 8),
+                other => bail!("cannot store a {other:?} tensor"),
+            };
+            let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+            let len = shape.iter().product::<usize>() * width;
+            Ok((name.clone(), t.kind(), dtype, shape, len))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let header = safetensors::tensor::serialize(
+        described
+            .iter()
+            .map(|(n, _, dtype, shape, len)| (n.as_str(), Described(*dtype, shape, *len))),
+        &meta_map(metadata),
+    )
+    .map_err(|e| anyhow!("encoding safetensors: {e:?}"))?;
+    // The order safetensors lays the data out in: by dtype, widest first, then by name.
+    let mut order: Vec<_> = described.iter().collect();
+    order.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let mut at = header.len();
+    let places = order
+        .into_iter()
+        .map(|(name, kind, _, shape, len)| {
+            let range = at..at + len;
+            at += len;
+            let shape = shape.iter().map(|&d| d as i64).collect();
+            (name.clone(), *kind, shape, range)
+        })
+        .collect();
+    Ok((header, places))
+}
+
+/// A tensor's dtype, shape and length with no data: safetensors then serializes the header.
+struct Described<'a>(Dtype, &'a [usize], usize);
+
+impl View for Described<'_> {
+    fn dtype(&self) -> Dtype {
+        self.0
+    }
+    fn shape(&self) -> &[usize] {
+        self.1
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&[])
+    }
+    fn data_len(&self) -> usize {
+        self.2
+    }
+}
+
+impl FileImage {
+    /// An image for `tensors` and `metadata`: the header in place, the data not yet copied.
+    pub fn new(tensors: &[(String, &Tensor)], metadata: &serde_json::Value) -> Result<FileImage> {
+        use runfn_core::direct_write::ALIGN;
+        let (header, places) = layout_of(tensors, metadata)?;
+        let len = places.last().map_or(header.len(), |p| p.3.end);
+        let whole = len.next_multiple_of(ALIGN);
+        let raw = Tensor::empty([(whole + ALIGN) as i64], (Kind::Uint8, tch::Device::Cpu));
+        let skip = (ALIGN - raw.data_ptr() as usize % ALIGN) % ALIGN;
+        let block = raw.narrow(0, skip as i64, whole as i64);
+        // SAFETY: a new contiguous CPU byte tensor of `whole` bytes, not yet shared.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(block.data_ptr().cast::<u8>(), whole) };
+        bytes[..header.len()].copy_from_slice(&header);
+        bytes[len..].fill(0);
+        Ok(FileImage {
+            block,
+            len,
+            header,
+            places,
+        })
+    }
+
+    /// Whether `tensors` with `metadata` make a file of this image's layout.
+    pub fn fits(&self, tensors: &[(String, &Tensor)], metadata: &serde_json::Value) -> bool {
+        layout_of(tensors, metadata)
+            .is_ok_and(|(header, places)| header == self.header && places == self.places)
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the block is a live, contiguous CPU byte tensor owned by this image; it is
+        // written only by `new` and `fill`, which take it whole.
+        unsafe {
+            std::slice::from_raw_parts(self.block.data_ptr().cast::<u8>(), self.block.numel())
+        }
+    }
+
+    /// Copies `tensors` (the ones the image was made for, on any device) into their places.
+    pub fn fill(&mut self, tensors: &[(String, &Tensor)]) -> Result<()> {
+        let _guard = tch::no_grad_guard();
+        for (name, kind, shape, range) in &self.places {
+            let source = tensors
+                .iter()
+                .find(|(n, _)| n == name)
+                .ok_or_else(|| anyhow!("tensor `{name}` is not in the checkpoint's tensors"))?
+                .1;
+            let mut place = self
+                .block
+                .f_narrow(0, range.start as i64, range.len() as i64)?
+                .f_view_dtype(*kind)?
+                .f_view(shape.as_slice())?;
+            place.f_copy_(source)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the image to `path` atomically at the disk's speed, hashing it on the way.
+    /// Returns the file's length and blake3: the bytes [`write`] gives for the same tensors.
+    pub fn write(&self, path: &Path) -> Result<(u64, blake3::Hash)> {
+        let mut hasher = blake3::Hasher::new();
+        runfn_core::atomic::write_atomic_file(path, |file, temp_path| {
+            runfn_core::direct_write::write_image(
+                file,
+                temp_path,
+                self.bytes(),
+                self.len,
+                &mut |b| {
+                    hasher.update(b);
+                },
+            )
+        })?;
+        Ok((self.len as u64, hasher.finalize()))
+    }
+
+    /// Where the block starts (to see that it is reused).
+    pub fn address(&self) -> usize {
+        self.block.data_ptr() as usize
+    }
+}
+
 /// A digest of what a file means rather than of its bytes: the canonical JSON of `metadata`, then
 /// every tensor in name order with its name, dtype, shape and data. A file can carry it in its
 /// own metadata (a file cannot hold the hash of its own bytes), so a lone file is checked too.
@@ -470,6 +626,42 @@ mod tests {
             back[0].1.equal(&strided.contiguous()),
             "a strided tensor is stored in order"
         );
+    }
+
+    #[test]
+    fn an_image_writes_the_bytes_encode_gives_and_is_refilled_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        // Past one direct-write chunk, so the image goes out through O_DIRECT where it can.
+        let big = Tensor::arange(3 << 20, (Kind::Float, tch::Device::Cpu));
+        let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).view([2, 2]);
+        let steps = Tensor::from_slice(&[3i64, 1]);
+        let strided = w.transpose(0, 1);
+        let meta = serde_json::json!({"format": "x"});
+        let tensors = [
+            ("w".to_string(), &w),
+            ("b.steps".to_string(), &steps),
+            ("a.t".to_string(), &strided),
+            ("big".to_string(), &big),
+            ("z".to_string(), &Tensor::from_slice(&[0.5f64])),
+        ];
+        let mut image = FileImage::new(&tensors, &meta).unwrap();
+        assert_eq!(image.address() % runfn_core::direct_write::ALIGN, 0);
+        for round in 0..2 {
+            image.fill(&tensors).unwrap();
+            let path = dir.path().join(format!("image-{round}.safetensors"));
+            let (len, hash) = image.write(&path).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let expected = encode(&tensors, &meta).unwrap();
+            assert!(
+                bytes == expected,
+                "round {round}: the file differs from encode's"
+            );
+            assert_eq!((len, hash), (bytes.len() as u64, blake3::hash(&bytes)));
+            let _ = big.shallow_clone().g_add_scalar_(1.0);
+        }
+        assert!(image.fits(&tensors, &meta));
+        let other = [("w".to_string(), &steps)];
+        assert!(!image.fits(&other, &meta), "another kind is another layout");
     }
 
     fn views_offset(bytes: &[u8], name: &str) -> usize {

@@ -337,8 +337,9 @@ impl<'a> TrainingLoop<'a> {
                 .close(step, self.epoch, trained.lr, trained.grad_norm);
             (line, closed) = (Some(text), Some(window));
         }
-        if let Some(wait) = trained.copy_wait {
-            line.get_or_insert_with(|| json!({"step": step}))["ckpt_copy_wait_s"] = json!(wait);
+        // On the step's line when it has one (every line is a logged step, with its loss).
+        if let (Some(wait), Some(line)) = (trained.copy_wait, line.as_mut()) {
+            line["ckpt_copy_wait_s"] = json!(wait);
         }
         let eval_now =
             self.val.is_some() && (step % config.eval_every == 0 || step == config.max_steps);
@@ -612,9 +613,8 @@ impl<'a> TrainingLoop<'a> {
                 &self.ckpt_dir,
                 self.ckpt_store.as_ref(),
                 state,
-                &named,
+                checkpoint::Tensors::Live(&named, checkpoint::Hashing::Beside),
                 self.job.config.keep_checkpoints,
-                checkpoint::Hashing::Beside,
             )?;
             self.ckpt_times.push(seconds);
             entry["ckpt_s"] = json!(seconds);

@@ -70,67 +70,49 @@ enum Job {
     },
 }
 
-/// Set once the writer thread no longer reads the loop's tensors (or has ended).
+/// A boolean that other threads wait on.
 #[derive(Debug, Clone, Default)]
-struct Copied(Arc<(Mutex<bool>, Condvar)>);
+struct Flag(Arc<(Mutex<bool>, Condvar)>);
 
-impl Copied {
-    fn wait(&self) {
-        let (done, changed) = &*self.0;
-        if let Ok(guard) = done.lock() {
-            drop(changed.wait_while(guard, |done| !*done));
-        }
-    }
-
-    fn set(&self) {
-        let (done, changed) = &*self.0;
-        if let Ok(mut done) = done.lock() {
-            *done = true;
+impl Flag {
+    fn set(&self, value: bool) {
+        let (flag, changed) = &*self.0;
+        if let Ok(mut flag) = flag.lock() {
+            *flag = value;
         }
         changed.notify_all();
     }
+
+    /// Waits while the flag is `value`, for at most `limit`; false if it still is.
+    fn wait_while(&self, value: bool, limit: Duration) -> bool {
+        let (flag, changed) = &*self.0;
+        let Ok(guard) = flag.lock() else {
+            return false;
+        };
+        changed
+            .wait_timeout_while(guard, limit, |flag| *flag == value)
+            .is_ok_and(|(flag, _)| *flag != value)
+    }
 }
 
-/// Sets [`Copied`] when dropped, so a panic in the copy cannot leave the loop waiting.
-struct SetOnDrop(Copied);
+/// Set to `value` when dropped: when the writer thread ends or passes a point, by returning or
+/// by a panic, so no thread waits on it for ever.
+struct SetOnDrop(Flag, bool);
 
 impl Drop for SetOnDrop {
     fn drop(&mut self) {
-        self.0.set();
+        self.0.set(self.1);
     }
 }
 
 /// Whether a write is in flight, for a thread that must not end the process in the middle of one.
 #[derive(Debug, Clone, Default)]
-pub struct Idle(Arc<(Mutex<bool>, Condvar)>);
+pub struct Idle(Flag);
 
 impl Idle {
     /// Waits until no write is in flight, for at most `limit`; false if one still is.
     pub fn wait(&self, limit: Duration) -> bool {
-        let (busy, changed) = &*self.0;
-        let Ok(guard) = busy.lock() else {
-            return false;
-        };
-        changed
-            .wait_timeout_while(guard, limit, |busy| *busy)
-            .is_ok_and(|(busy, _)| !*busy)
-    }
-
-    fn set(&self, value: bool) {
-        let (busy, changed) = &*self.0;
-        if let Ok(mut busy) = busy.lock() {
-            *busy = value;
-        }
-        changed.notify_all();
-    }
-}
-
-/// Marks the write over when the writer thread ends, by returning or by a panic.
-struct Done(Idle);
-
-impl Drop for Done {
-    fn drop(&mut self) {
-        self.0.set(false);
+        self.0.wait_while(true, limit)
     }
 }
 
@@ -145,8 +127,9 @@ pub struct Writer {
     store: Option<runfn_storage::Remote>,
     /// The file image of the last finished write, copied into by the next checkpoint.
     spare: Option<FileImage>,
-    /// The copy of the write in flight, until the loop has seen it finish.
-    copying: Option<Copied>,
+    /// Set once the write in flight no longer reads the loop's tensors; kept until the loop
+    /// has seen it.
+    copying: Option<Flag>,
 }
 
 impl Writer {
@@ -218,7 +201,7 @@ impl Writer {
     pub fn wait_copied(&mut self) -> bool {
         match self.copying.take() {
             Some(copying) => {
-                copying.wait();
+                copying.wait_while(false, Duration::from_secs(u64::from(u32::MAX)));
                 true
             }
             None => false,
@@ -232,15 +215,15 @@ impl Writer {
             Job::Taken(snapshot) => snapshot.state.step,
             Job::Copy { state, .. } => state.step,
         };
-        self.idle.set(true);
-        let done = Done(self.idle.clone());
-        let copied = Copied::default();
+        self.idle.0.set(true);
+        let done = SetOnDrop(self.idle.0.clone(), false);
+        let copied = Flag::default();
         self.copying = Some(copied.clone());
         let handle = std::thread::Builder::new()
             .name("checkpoint".into())
             .spawn(move || {
                 let _done = done;
-                let copied = SetOnDrop(copied);
+                let copied = SetOnDrop(copied, true);
                 let written = |saved: Result<(PathBuf, f64)>| {
                     saved.map(|(path, seconds)| Written {
                         step,

@@ -603,27 +603,38 @@ mod tests {
         assert!(short.is_err(), "a mapping past the end of the file");
     }
 
+    /// Tensors of every stored kind, one strided, named out of their file order, and `more`.
+    fn mixed(more: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
+        let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).view([2, 2]);
+        let mut tensors = vec![
+            ("a.t".to_string(), w.transpose(0, 1)),
+            ("w".to_string(), w),
+            ("b.steps".to_string(), Tensor::from_slice(&[3i64, 1])),
+            ("z".to_string(), Tensor::from_slice(&[0.5f64])),
+        ];
+        tensors.extend(more);
+        tensors
+    }
+
+    fn named(tensors: &[(String, Tensor)]) -> Vec<(String, &Tensor)> {
+        tensors.iter().map(|(n, t)| (n.clone(), t)).collect()
+    }
+
     #[test]
     fn write_streams_the_bytes_encode_gives() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.safetensors");
-        let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).view([2, 2]);
-        let steps = Tensor::from_slice(&[3i64, 1]);
-        let strided = w.transpose(0, 1);
+        let owned = mixed(Vec::new());
+        let tensors = named(&owned);
         let meta = serde_json::json!({"format": "x"});
-        let tensors = [
-            ("w".to_string(), &w),
-            ("b.steps".to_string(), &steps),
-            ("a.t".to_string(), &strided),
-            ("z".to_string(), &Tensor::from_slice(&[0.5f64])),
-        ];
         let (len, hash) = write(&path, &tensors, &meta, Hashing::Inline).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes, encode(&tensors, &meta).unwrap());
         assert_eq!((len, hash), (bytes.len() as u64, blake3::hash(&bytes)));
         let (back, _) = decode(&bytes, "t").unwrap();
+        assert_eq!(back[0].0, "a.t");
         assert!(
-            back[0].1.equal(&strided.contiguous()),
+            back[0].1.equal(&owned[0].1.contiguous()),
             "a strided tensor is stored in order"
         );
     }
@@ -633,17 +644,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Past one direct-write chunk, so the image goes out through O_DIRECT where it can.
         let big = Tensor::arange(3 << 20, (Kind::Float, tch::Device::Cpu));
-        let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).view([2, 2]);
-        let steps = Tensor::from_slice(&[3i64, 1]);
-        let strided = w.transpose(0, 1);
+        let owned = mixed(vec![("big".to_string(), big.shallow_clone())]);
+        let tensors = named(&owned);
         let meta = serde_json::json!({"format": "x"});
-        let tensors = [
-            ("w".to_string(), &w),
-            ("b.steps".to_string(), &steps),
-            ("a.t".to_string(), &strided),
-            ("big".to_string(), &big),
-            ("z".to_string(), &Tensor::from_slice(&[0.5f64])),
-        ];
         let mut image = FileImage::new(&tensors, &meta).unwrap();
         assert_eq!(image.address() % runfn_core::direct_write::ALIGN, 0);
         for round in 0..2 {
@@ -660,7 +663,7 @@ mod tests {
             let _ = big.shallow_clone().g_add_scalar_(1.0);
         }
         assert!(image.fits(&tensors, &meta));
-        let other = [("w".to_string(), &steps)];
+        let other = [("w".to_string(), &owned[2].1)];
         assert!(!image.fits(&other, &meta), "another kind is another layout");
     }
 

@@ -327,43 +327,8 @@ def run_ds_validate_parquet(dsv, dsv_status):
     if not os.path.exists(f"{pq_dir}/events.parquet"):
         log(f"ds-validate: making {pq_dir}/events.parquet ({EVENTS_ROWS} rows) with DuckDB")
         subprocess.run([PY, PEERS, "make-events", pq_dir, str(EVENTS_ROWS)], check=True, stdout=subprocess.DEVNULL)
-    label_only = f"{SCRATCH}/ds-validate-events-label.json"
-    with open(label_only, "w") as f:
-        json.dump({"manifest": {"data": {"label": "label"}}}, f)
-    dsv_out, duck_out = f"{SCRATCH}/ds-validate-events.json", f"{SCRATCH}/duckdb-events.csv"
-    duck_stdout = f"{SCRATCH}/duckdb-events.stdout"
-
-    def check_dsv(s):
-        with open(dsv_out) as f:
-            if json.load(f).get("rows") != EVENTS_ROWS:
-                raise CheckFailed("the profile does not count every row")
-
-    def check_duck(s):
-        if stdout_json(s, duck_stdout).get("rows") != EVENTS_ROWS:
-            raise CheckFailed("SUMMARIZE does not count every row")
-
-    tools = {"duckdb": {"argv": [PY, PEERS, "duckdb-summarize-parquet", pq_dir, duck_out], "stdout": duck_stdout,
-                        "prepare": lambda: rm(duck_out), "check": check_duck,
-                        "command": f"{PY_SHOWN} {PEERS} duckdb-summarize-parquet {pq_dir} {duck_out}"}}
-    if dsv:
-        tools["ds-validate-undeclared"] = {
-            "argv": [dsv, "profile", "--in", pq_dir, "--record", label_only], "stdout": dsv_out,
-            "prepare": lambda: rm(dsv_out), "check": check_dsv,
-            "command": f"{dsv} profile --in {pq_dir} --record label-only.json > profile.json"}
-    warm([f"{pq_dir}/events.parquet"])
-    samples = bench(tools, RUNS, "ds-validate-parquet")
-    pv = peer_versions()
-    versions = {"duckdb": f"duckdb {pv.get('duckdb', '?')} (python)",
-                "ds-validate-undeclared": version([dsv, "--version"]) if dsv else None}
-    results = {name: summarize(samples[name], versions[name], t["command"]) for name, t in tools.items()}
-    if not dsv:
-        results["ds-validate-undeclared"] = {"status": "not run", "median_s": None, "all_s": [],
-                                             "failure": dsv_status or "target/release/ds-validate is missing"}
-    value = ratio(results["duckdb"]["median_s"], results["ds-validate-undeclared"]["median_s"])
-    log(f"  parquet, {EVENTS_ROWS} rows: ds-validate {fmt_s(results['ds-validate-undeclared']['median_s'])}, "
-        f"duckdb {fmt_s(results['duckdb']['median_s'])}: {value}")
-    for t in tools.values():
-        t["prepare"]()
+    results, value = dsv_against_duckdb("events", pq_dir, EVENTS_ROWS, "label", "duckdb-summarize-parquet",
+                                        [f"{pq_dir}/events.parquet"], dsv, dsv_status)
     return {"data": {"description": "one Parquet file of short rows (an id, a date, two categories, two "
                                     "numbers, a short note, a 0/1 label), 250k-row groups, zstd",
                      "dir": pq_dir, "rows": EVENTS_ROWS, "bytes": os.path.getsize(f"{pq_dir}/events.parquet"),
@@ -380,13 +345,15 @@ DSV_SHAPES = {"short": {"spec_env": "BENCH_SPEC_SHORT", "label": "label"},
               "real": {"spec_env": "BENCH_SPEC_REAL", "label": "personSearch"}}
 
 
-def run_ds_validate_shape(name, spec, shape, dsv, dsv_status):
+def dsv_against_duckdb(name, in_dir, rows, label, peer_cmd, files, dsv, dsv_status):
+    """ds-validate profile with only `label` declared against peers.py's `peer_cmd` (a DuckDB
+    SUMMARIZE) on the snapshot in `in_dir` of `rows` rows, both checked to count every row.
+    Returns (results, DuckDB's seconds over ds-validate's)."""
     label_only = f"{SCRATCH}/ds-validate-{name}-label.json"
     with open(label_only, "w") as f:
-        json.dump({"manifest": {"data": {"label": shape["label"]}}}, f)
+        json.dump({"manifest": {"data": {"label": label}}}, f)
     dsv_out, duck_out = f"{SCRATCH}/ds-validate-{name}.json", f"{SCRATCH}/duckdb-{name}.csv"
     duck_stdout = f"{SCRATCH}/duckdb-{name}.stdout"
-    rows = spec["rows"]
 
     def check_dsv(s):
         with open(dsv_out) as f:
@@ -397,15 +364,15 @@ def run_ds_validate_shape(name, spec, shape, dsv, dsv_status):
         if stdout_json(s, duck_stdout).get("rows") != rows:
             raise CheckFailed(f"SUMMARIZE does not count {rows} rows")
 
-    tools = {"duckdb": {"argv": [PY, PEERS, "duckdb-summarize", spec["dir"], duck_out], "stdout": duck_stdout,
+    tools = {"duckdb": {"argv": [PY, PEERS, peer_cmd, in_dir, duck_out], "stdout": duck_stdout,
                         "prepare": lambda: rm(duck_out), "check": check_duck,
-                        "command": f"{PY_SHOWN} {PEERS} duckdb-summarize {spec['dir']} {duck_out}"}}
+                        "command": f"{PY_SHOWN} {PEERS} {peer_cmd} {in_dir} {duck_out}"}}
     if dsv:
         tools["ds-validate-undeclared"] = {
-            "argv": [dsv, "profile", "--in", spec["dir"], "--record", label_only], "stdout": dsv_out,
+            "argv": [dsv, "profile", "--in", in_dir, "--record", label_only], "stdout": dsv_out,
             "prepare": lambda: rm(dsv_out), "check": check_dsv,
-            "command": f"{dsv} profile --in {spec['dir']} --record label-only.json > profile.json"}
-    warm(csv_files(spec))
+            "command": f"{dsv} profile --in {in_dir} --record label-only.json > profile.json"}
+    warm(files)
     samples = bench(tools, RUNS, f"ds-validate-{name}")
     pv = peer_versions()
     versions = {"duckdb": f"duckdb {pv.get('duckdb', '?')} (python)",
@@ -419,6 +386,12 @@ def run_ds_validate_shape(name, spec, shape, dsv, dsv_status):
         f"duckdb {fmt_s(results['duckdb']['median_s'])}: {value}")
     for t in tools.values():
         t["prepare"]()
+    return results, value
+
+
+def run_ds_validate_shape(name, spec, shape, dsv, dsv_status):
+    results, value = dsv_against_duckdb(name, spec["dir"], spec["rows"], shape["label"], "duckdb-summarize",
+                                        csv_files(spec), dsv, dsv_status)
     return {"data": data_block(spec), "results": results, "interference": interference(results),
             "ratios": {"duckdb_over_ds_validate_undeclared": value}}
 

@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 
 use arrow::temporal_conversions::timestamp_us_to_datetime;
 use runfn_data::partitioned::Partitioned;
-use runfn_stats::auc::auc;
 use runfn_stats::minhash::{MinHashParams, NearDuplicateIndex};
 use serde_json::{Value, json};
 
 use crate::config::LeakConfig;
+use crate::keys::Seen;
 use crate::report::{LeakCheck, Pair};
-use crate::scan::{Layout, Loc, Merged, Seen};
+use crate::scan::{Layout, Loc, Merged};
 
 /// Each split's place in time: its position in `config.split_order`, else after those.
 pub fn ranks(data: &Partitioned, config: &LeakConfig) -> Vec<usize> {
@@ -58,18 +58,11 @@ fn time_text(micros: f64) -> String {
     timestamp_us_to_datetime(micros as i64).map_or_else(|| micros.to_string(), |t| t.to_string())
 }
 
-/// Rows in several splits, sorted by where they first appear, so examples are stable.
-fn shared_across_splits(seen: &std::collections::HashMap<u128, Seen>) -> Vec<&Seen> {
-    let mut shared: Vec<&Seen> = seen.values().filter(|s| s.in_several_splits()).collect();
-    shared.sort_by_key(|s| s.first.iter().map(|(_, loc)| *loc).min());
-    shared
-}
-
 pub fn entity_overlap(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
     let Some(entity) = &config.entity else {
         return LeakCheck::skipped("entity_overlap", "manifest.data.entity is not set");
     };
-    let shared = shared_across_splits(&merged.entities);
+    let shared = merged.entities.shared_in_order();
     let examples = shared
         .iter()
         .take(config.examples)
@@ -79,13 +72,7 @@ pub fn entity_overlap(merged: &Merged, data: &Partitioned, config: &LeakConfig) 
         .collect();
     let first = first_split(&ranks(data, config));
     let mut check = LeakCheck::counted("entity_overlap", shared.len() as u64, examples);
-    check.of = Some(
-        merged
-            .entities
-            .values()
-            .filter(|seen| seen.first.iter().any(|(split, _)| Some(*split) != first))
-            .count() as u64,
-    );
+    check.of = Some(merged.entities.outside(first));
     check
 }
 
@@ -135,7 +122,7 @@ pub fn exact_duplicates(
 ) -> LeakCheck {
     let rank = ranks(data, config);
     let earliest = |seen: &Seen| seen.first.iter().map(|(s, _)| rank[*s as usize]).min();
-    let shared = shared_across_splits(&merged.rows);
+    let shared = merged.rows.shared_in_order();
     let count: u64 = shared
         .iter()
         .map(|seen| {
@@ -147,8 +134,8 @@ pub fn exact_duplicates(
                 .sum::<u64>()
         })
         .sum();
-    for (hash, split, loc) in &merged.row_locs {
-        let Some(seen) = merged.rows.get(hash).filter(|s| s.in_several_splits()) else {
+    for (hash, split, loc) in &merged.rows.shared_occurrences {
+        let Some(seen) = merged.rows.shared.get(hash) else {
             continue;
         };
         for (other, first) in &seen.first {
@@ -194,11 +181,8 @@ pub fn near_duplicates(
             Err(err) => return LeakCheck::skipped("near_duplicates", err.to_string()),
         };
         let mut by_split: BTreeMap<u16, Vec<(u64, &str)>> = BTreeMap::new();
-        for (split, id, text) in texts {
-            by_split
-                .entry(*split)
-                .or_default()
-                .push((*id, text.as_str()));
+        for (split, id, text) in texts.iter().flat_map(|file| file.iter()) {
+            by_split.entry(split).or_default().push((id, text));
         }
         for (split, texts) in &by_split {
             index.add_batch(*split, texts);
@@ -208,8 +192,9 @@ pub fn near_duplicates(
         let text_of = |id: u64| {
             texts
                 .iter()
+                .flat_map(|file| file.iter())
                 .find(|(_, text_id, _)| *text_id == id)
-                .map(|(_, _, text)| text.as_str())
+                .map(|(_, _, text)| text)
         };
         let loc = |id: u64| Loc {
             file: (id >> 40) as u32,
@@ -282,9 +267,6 @@ pub fn future_features(merged: &Merged, data: &Partitioned, config: &LeakConfig)
     check
 }
 
-/// Category cardinality beyond which a target encoding would fit noise, not signal.
-const MAX_PROXY_CATEGORIES: usize = 1000;
-
 pub fn label_proxies(
     merged: &Merged,
     layout: &Layout,
@@ -302,18 +284,20 @@ pub fn label_proxies(
     }
     let mut examples = Vec::new();
     for (slot, (name, _, categorical)) in layout.proxies.iter().enumerate() {
-        let (scores, labels): (Vec<f64>, Vec<bool>) = if *categorical {
-            match target_encoded(&merged.proxy_categories[slot]) {
-                Some(pairs) => pairs.into_iter().unzip(),
+        let (value, rows) = if *categorical {
+            match merged.proxy_categories[slot].auc() {
+                Some(scored) => scored,
                 None => continue,
             }
         } else {
-            merged.proxy_numeric[slot].iter().copied().unzip()
+            merged.proxy_numeric[slot].auc()
         };
-        if let Ok(value) = auc(&scores, &labels)
+        if let Ok(value) = value
             && (value >= config.proxy_auc || value <= 1.0 - config.proxy_auc)
         {
-            examples.push(json!({"column": name, "auc": (value * 10000.0).round() / 10000.0, "rows": scores.len()}));
+            examples.push(
+                json!({"column": name, "auc": (value * 10000.0).round() / 10000.0, "rows": rows}),
+            );
         }
     }
     let count = examples.len() as u64;
@@ -326,49 +310,4 @@ pub fn label_proxies(
         config.train_split
     ));
     check
-}
-
-/// Each category replaced by its label rate; `None` for high-cardinality columns such as ids.
-fn target_encoded(pairs: &[(String, bool)]) -> Option<Vec<(f64, bool)>> {
-    let mut counts: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for (category, label) in pairs {
-        let entry = counts.entry(category).or_default();
-        entry.0 += 1;
-        entry.1 += *label as u64;
-        if counts.len() > MAX_PROXY_CATEGORIES {
-            return None;
-        }
-    }
-    Some(
-        pairs
-            .iter()
-            .map(|(category, label)| {
-                let (n, positives) = counts[category.as_str()];
-                (positives as f64 / n as f64, *label)
-            })
-            .collect(),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn categories_are_encoded_by_their_label_rate_unless_there_are_too_many() {
-        let pairs: Vec<(String, bool)> = [("a", true), ("a", false), ("b", true), ("a", true)]
-            .iter()
-            .map(|(c, l)| (c.to_string(), *l))
-            .collect();
-        let encoded = target_encoded(&pairs).unwrap();
-        let rates: Vec<f64> = encoded.iter().map(|(r, _)| *r).collect();
-        assert_eq!(rates, [2.0 / 3.0, 2.0 / 3.0, 1.0, 2.0 / 3.0]);
-        assert!(!encoded[1].1);
-
-        let ids: Vec<(String, bool)> = (0..=MAX_PROXY_CATEGORIES)
-            .map(|i| (format!("id{i}"), i % 2 == 0))
-            .collect();
-        assert_eq!(target_encoded(&ids), None);
-        assert!(target_encoded(&ids[..MAX_PROXY_CATEGORIES]).is_some());
-    }
 }

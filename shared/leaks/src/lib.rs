@@ -5,8 +5,11 @@
 
 mod checks;
 mod config;
+mod keys;
+mod proxies;
 mod report;
 mod scan;
+mod texts;
 
 pub use config::{LeakConfig, conventional_order};
 pub use report::{LeakCheck, LeakReport, Pair};
@@ -24,7 +27,7 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         || scan::FileScan::new(&layout),
         |scan, batch| scan.add(&layout, batch),
     )?;
-    let merged = scan::Merged::merge(files, &layout);
+    let merged = scan::Merged::new(files, &layout);
     if let (Some(label), Some(index)) = (&config.label, layout.label) {
         runfn_data::label::check(
             label,

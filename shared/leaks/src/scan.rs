@@ -1,8 +1,5 @@
 //! The one pass over the data: per file, what each check needs; then merged in file order.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
-
 use arrow::array::{Array, AsArray};
 use runfn_data::label::{Label, LabelValues, Positive, labels};
 use runfn_data::partitioned::{Partitioned, SplitBatch};
@@ -11,6 +8,9 @@ use runfn_data::{ColumnType, DataError};
 use runfn_stats::minhash::normalize_text;
 
 use crate::config::LeakConfig;
+use crate::keys::{FileKeys, Keys, hash128};
+use crate::proxies::{CategoryProxy, NumericProxy};
+use crate::texts::Texts;
 
 /// Where a row is: file index and 1-based data row within the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -114,60 +114,6 @@ impl Layout {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct Seen {
-    /// Bit i set: seen in split i.
-    pub splits: u64,
-    /// First occurrence in each split, in split order.
-    pub first: Vec<(u8, Loc)>,
-    /// Occurrences per split.
-    pub counts: Vec<(u8, u64)>,
-    pub value: String,
-}
-
-impl Seen {
-    fn new(value: String) -> Seen {
-        Seen {
-            splits: 0,
-            first: Vec::new(),
-            counts: Vec::new(),
-            value,
-        }
-    }
-
-    fn add(&mut self, split: u8, loc: Loc) {
-        self.first_in(split, loc);
-        self.count(split, 1);
-    }
-
-    fn first_in(&mut self, split: u8, loc: Loc) {
-        if self.splits & (1 << split) == 0 {
-            self.splits |= 1 << split;
-            self.first.push((split, loc));
-        }
-    }
-
-    fn count(&mut self, split: u8, n: u64) {
-        match self.counts.iter_mut().find(|(s, _)| *s == split) {
-            Some((_, count)) => *count += n,
-            None => self.counts.push((split, n)),
-        }
-    }
-
-    fn merge(&mut self, other: Seen) {
-        for (split, loc) in other.first {
-            self.first_in(split, loc);
-        }
-        for (split, n) in other.counts {
-            self.count(split, n);
-        }
-    }
-
-    pub fn in_several_splits(&self) -> bool {
-        self.splits.count_ones() > 1
-    }
-}
-
 /// A feature timestamp later than its label time.
 #[derive(Debug, Clone)]
 pub struct Future {
@@ -177,19 +123,20 @@ pub struct Future {
     pub label_time: f64,
 }
 
+/// What one file gives each check.
 #[derive(Debug, Default)]
 pub struct FileScan {
-    pub entities: HashMap<u128, Seen>,
-    pub rows: HashMap<u128, Seen>,
+    pub entities: FileKeys,
+    pub rows: FileKeys,
     /// Per split: (min, max) of the time column, microseconds.
     pub time_ranges: Vec<Option<(f64, f64)>>,
-    /// Per text column: (split, id, text).
-    pub texts: Vec<Vec<(u16, u64, String)>>,
+    /// Per text column.
+    pub texts: Vec<Texts>,
     pub future: Vec<Future>,
     pub future_count: u64,
-    /// Per proxy column: (value, label) on the train split; categories as their text.
-    pub proxy_numeric: Vec<Vec<(f64, bool)>>,
-    pub proxy_categories: Vec<Vec<(String, bool)>>,
+    /// Per proxy column, on the train split: numbers with their labels, or category counts.
+    pub proxy_numeric: Vec<NumericProxy>,
+    pub proxy_categories: Vec<CategoryProxy>,
     pub invalid_labels: u64,
     pub positive_labels: u64,
     /// The label's distinct values, to say what to write when they cannot be read as labels.
@@ -198,22 +145,19 @@ pub struct FileScan {
     pub split_rows: Vec<u64>,
     /// Rows whose feature time and label time were both present.
     pub future_checked: u64,
-    /// With `collect_pairs`: every row's (feature hash, split, place), in file order.
-    pub row_locs: Vec<(u128, u8, Loc)>,
-}
-
-fn hash128(bytes: &[u8]) -> u128 {
-    let mut first = [0u8; 16];
-    first.copy_from_slice(&blake3::hash(bytes).as_bytes()[..16]);
-    u128::from_le_bytes(first)
 }
 
 impl FileScan {
     pub fn new(layout: &Layout) -> FileScan {
         FileScan {
-            texts: vec![Vec::new(); layout.text.len()],
-            proxy_numeric: vec![Vec::new(); layout.proxies.len()],
-            proxy_categories: vec![Vec::new(); layout.proxies.len()],
+            entities: FileKeys::with_values(),
+            texts: (0..layout.text.len()).map(|_| Texts::default()).collect(),
+            proxy_numeric: (0..layout.proxies.len())
+                .map(|_| NumericProxy::default())
+                .collect(),
+            proxy_categories: (0..layout.proxies.len())
+                .map(|_| CategoryProxy::default())
+                .collect(),
             ..FileScan::default()
         }
     }
@@ -242,9 +186,7 @@ impl FileScan {
                 };
                 let value = values.value(row);
                 self.entities
-                    .entry(hash128(value.as_bytes()))
-                    .or_insert_with(|| Seen::new(value.to_string()))
-                    .add(split, loc(row));
+                    .add(hash128(value.as_bytes()), value, split, loc(row));
             }
         }
 
@@ -270,7 +212,7 @@ impl FileScan {
             for row in 0..rows {
                 if let (Some(split), true) = (batch.splits[row], values.is_valid(row)) {
                     let id = (file as u64) << 40 | (batch.first_row + row as u64);
-                    self.texts[slot].push((split as u16, id, values.value(row).to_string()));
+                    self.texts[slot].add(split as u16, id, values.value(row));
                 }
             }
         }
@@ -317,8 +259,7 @@ impl FileScan {
                             train_label(batch, row, train, &labels),
                             values.is_valid(row),
                         ) {
-                            self.proxy_categories[slot]
-                                .push((values.value(row).to_string(), label));
+                            self.proxy_categories[slot].add(values.value(row), label);
                         }
                     }
                 } else {
@@ -327,7 +268,7 @@ impl FileScan {
                             (train_label(batch, row, train, &labels), value)
                             && !value.is_nan()
                         {
-                            self.proxy_numeric[slot].push((value, label));
+                            self.proxy_numeric[slot].add(value, label);
                         }
                     }
                 }
@@ -373,18 +314,7 @@ impl FileScan {
                 }
                 buffer.push(0x1f);
             }
-            let hash = hash128(&buffer);
-            match self.rows.entry(hash) {
-                Entry::Occupied(mut seen) => seen.get_mut().add(split, loc(row)),
-                Entry::Vacant(slot) => {
-                    let mut seen = Seen::new(String::new());
-                    seen.add(split, loc(row));
-                    slot.insert(seen);
-                }
-            }
-            if layout.collect_pairs {
-                self.row_locs.push((hash, split, loc(row)));
-            }
+            self.rows.add(hash128(&buffer), "", split, loc(row));
         }
     }
 }
@@ -400,22 +330,51 @@ fn train_label(batch: &SplitBatch, row: usize, train: u8, labels: &[Label]) -> O
     }
 }
 
-/// Every file's scan merged, in file order: the same summary as a file's.
-pub type Merged = FileScan;
+/// Every file's scan merged, in file order.
+#[derive(Debug, Default)]
+pub struct Merged {
+    pub entities: Keys,
+    pub rows: Keys,
+    pub time_ranges: Vec<Option<(f64, f64)>>,
+    /// Per text column, per file.
+    pub texts: Vec<Vec<Texts>>,
+    pub future: Vec<Future>,
+    pub future_count: u64,
+    pub proxy_numeric: Vec<NumericProxy>,
+    pub proxy_categories: Vec<CategoryProxy>,
+    pub invalid_labels: u64,
+    pub positive_labels: u64,
+    pub label_values: LabelValues,
+    pub split_rows: Vec<u64>,
+    pub future_checked: u64,
+}
 
-impl FileScan {
-    pub fn merge(files: Vec<FileScan>, layout: &Layout) -> FileScan {
-        let mut merged = FileScan::new(layout);
-        for file in files {
+impl Merged {
+    pub fn new(files: Vec<FileScan>, layout: &Layout) -> Merged {
+        let mut merged = Merged {
+            texts: (0..layout.text.len()).map(|_| Vec::new()).collect(),
+            proxy_numeric: (0..layout.proxies.len())
+                .map(|_| NumericProxy::default())
+                .collect(),
+            proxy_categories: (0..layout.proxies.len())
+                .map(|_| CategoryProxy::default())
+                .collect(),
+            ..Merged::default()
+        };
+        let mut entities = Vec::with_capacity(files.len());
+        let mut rows = Vec::with_capacity(files.len());
+        for mut file in files {
+            entities.push(std::mem::take(&mut file.entities));
+            rows.push(std::mem::take(&mut file.rows));
             merged.absorb(file);
         }
+        merged.entities = Keys::group(entities, false);
+        merged.rows = Keys::group(rows, layout.collect_pairs);
         merged
     }
 
     /// Adds the scan of a later file.
     fn absorb(&mut self, file: FileScan) {
-        merge_seen(&mut self.entities, file.entities);
-        merge_seen(&mut self.rows, file.rows);
         for (split, range) in file.time_ranges.into_iter().enumerate() {
             if self.time_ranges.len() <= split {
                 self.time_ranges.resize(split + 1, None);
@@ -427,15 +386,15 @@ impl FileScan {
             }
         }
         for (target, texts) in self.texts.iter_mut().zip(file.texts) {
-            target.extend(texts);
+            target.push(texts);
         }
         self.future.extend(file.future);
         self.future_count += file.future_count;
         for (target, values) in self.proxy_numeric.iter_mut().zip(file.proxy_numeric) {
-            target.extend(values);
+            target.absorb(values);
         }
         for (target, values) in self.proxy_categories.iter_mut().zip(file.proxy_categories) {
-            target.extend(values);
+            target.absorb(values);
         }
         self.invalid_labels += file.invalid_labels;
         self.positive_labels += file.positive_labels;
@@ -447,17 +406,5 @@ impl FileScan {
             self.split_rows[split] += rows;
         }
         self.future_checked += file.future_checked;
-        self.row_locs.extend(file.row_locs);
-    }
-}
-
-fn merge_seen(target: &mut HashMap<u128, Seen>, source: HashMap<u128, Seen>) {
-    for (key, seen) in source {
-        match target.entry(key) {
-            Entry::Occupied(mut existing) => existing.get_mut().merge(seen),
-            Entry::Vacant(slot) => {
-                slot.insert(seen);
-            }
-        }
     }
 }

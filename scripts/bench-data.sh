@@ -184,7 +184,7 @@ PY
 }
 
 SPEC_1X="" SPEC_4X=""
-if wants shardify || wants ds-validate; then
+if wants shardify || wants ds-validate || wants leak-check; then
     PROBE="$WORK/churn-probe"
     rm -rf "$PROBE"
     target/release/demo-data --out "$PROBE" --rows 100000 --seed "$SEED" --parts 1 -q >/dev/null
@@ -201,7 +201,7 @@ fi
 SHORT_ROWS="${BENCH_SHORT_ROWS:-10500000}"
 STOPS_COPIES="${BENCH_STOPS_COPIES:-50}"
 SPEC_SHORT="" SPEC_REAL=""
-if wants shardify || wants ds-validate; then
+if wants shardify || wants ds-validate || wants leak-check; then
     SPEC_SHORT="$WORK/events-csv-$SHORT_ROWS.spec.json"
     if [[ ! -s "$SPEC_SHORT" ]]; then
         log "generating $WORK/events-csv-$SHORT_ROWS ($SHORT_ROWS short rows, DuckDB)"

@@ -2,7 +2,7 @@
 
     harness.py shardify      -> bench/shardify.json
     harness.py ds-validate   -> bench/ds-validate.json
-    harness.py leak-check    -> bench/leak-check.json
+    harness.py leak-check    -> bench/leak-check.json (near-duplicate documents; every other check on the row shapes)
 
 Run from the repository root by scripts/bench-data.sh, which builds the tools, makes the data and
 the venv, and passes everything in BENCH_* variables. Every tool runs as its own child process:
@@ -514,6 +514,10 @@ def run_leak_check():
                      "runs; peak RSS = max ru_maxrss of the child; the python peer includes interpreter start-up",
            "interference": interference(results), "results": results, "ratios": ratios,
            "target": target_block("datasketch_over_leak_check", ratios["datasketch_over_leak_check"], 20.0)}
+    doc["shapes"] = run_leak_check_shapes(leak_check)
+    every = [b["ratios"]["duckdb_over_leak_check"] for b in doc["shapes"].values() if "ratios" in b]
+    worst = None if None in every or len(every) < len(LEAK_SHAPES) else min(every)
+    doc["target_every_shape"] = target_block("worst duckdb_over_leak_check over the shapes", worst, 1.0)
     write_json(out_json, doc)
     for t in tools.values():
         t["prepare"]()
@@ -527,6 +531,91 @@ def run_leak_check():
     log(f"  datasketch / leak-check = {ratios['datasketch_over_leak_check']} (target >= 20: "
         f"{ {True: 'met', False: 'NOT met', None: 'not measured'}[doc['target']['met']] })")
     log(f"wrote {out_json}")
+
+
+# The row shapes leak-check is measured on besides the documents: every check but the text one
+# (entity overlap, time order, exact twins, label proxies) with a date split, against the same checks
+# written in DuckDB SQL (peers.py duckdb-leaks). Both must find the same counts.
+LEAK_SHAPES = {
+    "wide": {"spec_env": "BENCH_SPEC_1X", "entity": "customer_id", "time": "signup_date", "label": "churned",
+             "test_from": "2025-10-01", "test_from_sql": "DATE '2025-10-01'", "positive_sql": "churned = 1"},
+    "short": {"spec_env": "BENCH_SPEC_SHORT", "entity": "user_id", "time": "event_date", "label": "label",
+              "test_from": "2025-06-01", "test_from_sql": "DATE '2025-06-01'", "positive_sql": "label = 1"},
+    "real": {"spec_env": "BENCH_SPEC_REAL", "entity": "idNum", "time": "date", "label": "personSearch",
+             "positive": "YES", "test_from": "2017-10-01",
+             "test_from_sql": "TIMESTAMPTZ '2017-10-01 00:00:00Z'", "positive_sql": "personSearch = 'YES'"},
+}
+# What both sides report, compared shape by shape: leak-check's check name -> the peer's key.
+LEAK_COUNTS = {"entity_overlap": "entity_overlap", "time_order": "time_order",
+               "exact_duplicates": "exact_duplicates", "label_proxy": "label_proxy"}
+
+
+def run_leak_check_shape(name, spec, shape, leak_check):
+    record = f"{SCRATCH}/leak-check-{name}-record.json"
+    data = {"label_positive": shape["positive"]} if "positive" in shape else {}
+    with open(record, "w") as f:
+        json.dump({"manifest": {"data": data}}, f)
+    config = f"{SCRATCH}/duckdb-leaks-{name}.json"
+    with open(config, "w") as f:
+        json.dump({k: shape[k] for k in ("entity", "time", "label", "positive_sql")}
+                  | {"test_from": shape["test_from_sql"]}, f)
+    time = shape["time"]
+    argv = [leak_check, "--in", spec["dir"], "--split", f"train={time} < {shape['test_from']}",
+            "--split", f"test={time} >= {shape['test_from']}", "--entity", shape["entity"], "--time", time,
+            "--label", shape["label"], "--record", record, "-q"]
+    lc_out, duck_out = f"{SCRATCH}/leak-check-{name}.json", f"{SCRATCH}/duckdb-leaks-{name}.stdout"
+    found = {}
+
+    def check_lc(s):
+        checks = {c["name"]: c for c in stdout_json(s, lc_out)["leaks"]["checks"]}
+        found["leak-check"] = {k: checks[k]["count"] for k in LEAK_COUNTS}
+        found["leak-check"]["entity_overlap_of"] = checks["entity_overlap"].get("of")
+
+    def check_duck(s):
+        found["duckdb"] = stdout_json(s, duck_out)
+        if found["duckdb"].get("rows") != spec["rows"]:
+            raise CheckFailed(f"DuckDB read {found['duckdb'].get('rows')} rows, expected {spec['rows']}")
+
+    tools = {"leak-check": {"argv": argv, "stdout": lc_out, "ok_codes": (0, 1), "check": check_lc,
+                            "prepare": lambda: rm(lc_out),
+                            "command": " ".join(a if " " not in a else f"'{a}'" for a in argv)},
+             "duckdb": {"argv": [PY, PEERS, "duckdb-leaks", spec["dir"], config], "stdout": duck_out,
+                        "prepare": lambda: rm(duck_out), "check": check_duck,
+                        "command": f"{PY_SHOWN} {PEERS} duckdb-leaks {spec['dir']} config.json"}}
+    warm(csv_files(spec))
+    samples = bench(tools, RUNS, f"leak-check-{name}")
+    pv = peer_versions()
+    versions = {"leak-check": version([leak_check, "--version"]), "duckdb": f"duckdb {pv.get('duckdb', '?')} (python)"}
+    results = {n: summarize(samples[n], versions[n], t["command"]) for n, t in tools.items()}
+    results["duckdb"]["config"] = json.load(open(config))
+    for n in tools:
+        if n in found:
+            results[n]["found"] = {k: found[n].get(v if n == "duckdb" else k) for k, v in LEAK_COUNTS.items()} \
+                | {"entity_overlap_of": found[n].get("entity_overlap_of")}
+    agree = None
+    if "leak-check" in found and "duckdb" in found:
+        agree = results["leak-check"]["found"] == results["duckdb"]["found"]
+        if not agree:
+            log(f"  {name}: leak-check and DuckDB disagree: {results['leak-check']['found']} vs {results['duckdb']['found']}")
+    value = ratio(results["duckdb"]["median_s"], results["leak-check"]["median_s"]) if agree else None
+    log(f"  {name}, {spec['rows']} rows: leak-check {fmt_s(results['leak-check']['median_s'])} "
+        f"(peak RSS {fmt_mib(results['leak-check'].get('peak_rss_bytes'))}), duckdb "
+        f"{fmt_s(results['duckdb']['median_s'])}: {value}")
+    for t in tools.values():
+        t["prepare"]()
+    return {"data": data_block(spec), "results": results, "interference": interference(results),
+            "splits": f"train = {time} < {shape['test_from']}, test = {time} >= {shape['test_from']}",
+            "same_counts": agree, "ratios": {"duckdb_over_leak_check": value}}
+
+
+def run_leak_check_shapes(leak_check):
+    shapes = {}
+    for name, shape in LEAK_SHAPES.items():
+        if not env.get(shape["spec_env"]):
+            shapes[name] = {"status": "not run", "failure": f"{shape['spec_env']} not set"}
+            continue
+        shapes[name] = run_leak_check_shape(name, load_spec(env[shape["spec_env"]]), shape, leak_check)
+    return shapes
 
 
 if __name__ == "__main__":

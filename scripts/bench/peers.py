@@ -10,6 +10,8 @@ and peak RSS are measured like the Rust tool's, interpreter start-up and imports
     peers.py make-events-csv  DIR ROWS             the same rows as CSV, one part per 1M rows (DIR/part-NNNNN.csv)
     peers.py datasketch-lsh   DOCS.csv OUT.json     MinHashLSH(threshold=0.8, num_perm=120) cross-split pairs
     peers.py datasketch-lsh-20x6 DOCS.csv OUT.json  the same with params=(20, 6), leak-check's banding
+    peers.py duckdb-leaks     CSV_DIR CONFIG.json   leak-check's entity overlap, time order, exact twins and
+                                                    label proxies in DuckDB SQL (one JSON line of counts)
     peers.py versions                               one JSON line of the peers' versions
 """
 import glob
@@ -172,6 +174,62 @@ def datasketch_lsh(docs_csv, out, params=None):
     print(json.dumps({"pairs": len(pairs), "candidates": candidates}))
 
 
+def _q(name):
+    return '"' + name.replace('"', '""') + '"'
+
+
+def duckdb_leaks(csv_dir, config_path):
+    """The checks leak-check runs with --entity/--time/--label and a date split, as an analyst would
+    write them in DuckDB: the table loaded once, then one query per check. Features are every column
+    but the entity, time and label; text is compared lower-cased with runs of white space made one
+    space, as leak-check does. Label proxies: each feature's AUC on the train split (Mann-Whitney over
+    tie groups), categories by their label rate when there are at most 1000 of them."""
+    with open(config_path) as f:
+        cfg = json.load(f)
+    con = _duckdb()
+    entity, time, label = cfg["entity"], cfg["time"], cfg["label"]
+    con.execute(f"CREATE TEMP TABLE t AS SELECT *, CASE WHEN {_q(time)} < {cfg['test_from']} THEN 0 ELSE 1 END "
+                f"AS split__, ({cfg['positive_sql']}) AS positive__ FROM read_csv_auto('{_glob(csv_dir)}')")
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE t)").fetchall())
+    features = [c for c in types if c not in (entity, time, label, "split__", "positive__")]
+    out = {"rows": con.execute("SELECT count(*) FROM t").fetchone()[0]}
+    out["entity_overlap"], out["entity_overlap_of"] = con.execute(
+        f"SELECT count(*) FILTER (WHERE n > 1), count(*) FILTER (WHERE later) FROM "
+        f"(SELECT count(DISTINCT split__) n, bool_or(split__ = 1) later FROM t "
+        f"WHERE {_q(entity)} IS NOT NULL GROUP BY {_q(entity)})").fetchone()
+    ranges = con.execute(f"SELECT split__, min({_q(time)}), max({_q(time)}) FROM t GROUP BY split__ "
+                         f"ORDER BY split__").fetchall()
+    out["time_order"] = int(len(ranges) == 2 and ranges[0][2] >= ranges[1][1])
+
+    def norm(c):
+        if types[c] == "VARCHAR":
+            return f"lower(regexp_replace(trim({_q(c)}), '\\s+', ' ', 'g'))"
+        return _q(c)
+    keys = ", ".join(norm(c) for c in features)
+    out["exact_duplicates"] = con.execute(
+        f"SELECT coalesce(sum(later), 0) FROM (SELECT count(*) FILTER (WHERE split__ = 1) later, "
+        f"count(DISTINCT split__) n FROM t GROUP BY {keys}) WHERE n > 1").fetchone()[0]
+    proxies = {}
+    for c in features:
+        if types[c] in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE"):
+            continue
+        groups = (f"SELECT {_q(c)} v, count(*) FILTER (WHERE positive__) pos, count(*) FILTER (WHERE NOT positive__) neg "
+                  f"FROM t WHERE split__ = 0 AND {_q(c)} IS NOT NULL AND positive__ IS NOT NULL GROUP BY {_q(c)}")
+        if types[c] == "VARCHAR":
+            if con.execute(f"SELECT count(*) FROM ({groups})").fetchone()[0] > 1000:
+                continue
+            groups = f"SELECT p / (p + n) v, sum(p) pos, sum(n) neg FROM ({groups}) g(c, p, n) GROUP BY v"
+        value = con.execute(
+            f"SELECT sum(pos * (2 * below + neg)) / (2 * sum(pos) * sum(neg)) FROM "
+            f"(SELECT pos, neg, coalesce(sum(neg) OVER (ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) "
+            f"below FROM ({groups}))").fetchone()[0]
+        if value is not None:
+            proxies[c] = round(float(value), 4)
+    out["label_proxy_auc"] = proxies
+    out["label_proxy"] = sum(1 for v in proxies.values() if v >= 0.99 or v <= 0.01)
+    print(json.dumps(out))
+
+
 def versions():
     import importlib.metadata as md
 
@@ -181,7 +239,7 @@ def versions():
 COMMANDS = {"pyarrow-parquet": pyarrow_parquet, "duckdb-parquet": duckdb_parquet,
             "duckdb-summarize": duckdb_summarize, "pandas-describe": pandas_describe,
             "duckdb-summarize-parquet": duckdb_summarize_parquet, "make-events": make_events,
-            "make-events-csv": make_events_csv,
+            "make-events-csv": make_events_csv, "duckdb-leaks": duckdb_leaks,
             "datasketch-lsh": datasketch_lsh,
             "datasketch-lsh-20x6": lambda docs, out: datasketch_lsh(docs, out, params=(20, 6))}
 

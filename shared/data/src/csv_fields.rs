@@ -36,6 +36,32 @@ pub struct Fields {
     pub consumed: usize,
 }
 
+/// How many records a scan looks for.
+#[derive(Debug, Clone, Copy)]
+pub struct Want {
+    pub records: usize,
+    /// Stop sooner, at the end of a record, once this many bytes are taken and at least
+    /// `least` records found.
+    pub bytes: usize,
+    pub least: usize,
+}
+
+impl Want {
+    /// `records` records, however many bytes they take.
+    #[cfg(test)]
+    pub fn records(records: usize) -> Want {
+        Want {
+            records,
+            bytes: usize::MAX,
+            least: 0,
+        }
+    }
+
+    fn satisfied(&self, records: usize, consumed: usize) -> bool {
+        records >= self.records || (consumed >= self.bytes && records >= self.least)
+    }
+}
+
 const COMMA: u8 = b',';
 const QUOTE: u8 = b'"';
 const CR: u8 = b'\r';
@@ -50,15 +76,15 @@ impl Fields {
     }
 
     /// Finds records of `columns` fields in `bytes` (a batch's bytes from its first record)
-    /// after those already found, until there are `want`. `at_end`: no bytes follow `bytes`.
+    /// after those already found, until `want` is met. `at_end`: no bytes follow `bytes`.
     /// On `NeedMore` the records found stay, and the scan resumes after them once the caller
     /// has more bytes (the same from the batch's start, more after).
-    pub fn scan(&mut self, bytes: &[u8], at_end: bool, columns: usize, want: usize) -> Scan {
+    pub fn scan(&mut self, bytes: &[u8], at_end: bool, columns: usize, want: Want) -> Scan {
         if bytes.len() > u32::MAX as usize {
             return Scan::Unusual;
         }
         let mut specials = Specials::new(bytes, self.consumed);
-        while self.records < want {
+        while !want.satisfied(self.records, self.consumed) {
             let record_start = self.consumed;
             if record_start == bytes.len() {
                 return if at_end { Scan::Done } else { Scan::NeedMore };
@@ -293,7 +319,7 @@ mod tests {
 
     fn fields(text: &str, columns: usize, at_end: bool) -> (Scan, Vec<String>, usize) {
         let mut found = Fields::default();
-        let scan = found.scan(text.as_bytes(), at_end, columns, usize::MAX);
+        let scan = found.scan(text.as_bytes(), at_end, columns, Want::records(usize::MAX));
         let values = found
             .spans
             .iter()
@@ -345,17 +371,41 @@ mod tests {
     }
 
     #[test]
+    fn stops_at_the_record_that_reaches_the_bytes_asked_for_but_not_before_the_least() {
+        let text = b"a,b\n1,2\n3,4\n5,6\n";
+        let want = |bytes, least| Want {
+            records: 100,
+            bytes,
+            least,
+        };
+        let scanned = |want| {
+            let mut found = Fields::default();
+            assert_eq!(found.scan(text, true, 2, want), Scan::Done);
+            (found.records, found.consumed)
+        };
+        // 4 bytes a record: the third record ends at 12, the first past 10.
+        assert_eq!(scanned(want(10, 0)), (3, 12));
+        assert_eq!(scanned(want(12, 0)), (3, 12));
+        assert_eq!(scanned(want(1, 2)), (2, 8));
+        assert_eq!(scanned(want(usize::MAX, 0)), (4, 16));
+    }
+
+    #[test]
     fn stops_at_the_records_asked_for_and_resumes_with_more_bytes() {
         let text = b"a,b\n\"1\n2\",3\r\n4,5\r\n6,7\n";
         let mut found = Fields::default();
-        assert_eq!(found.scan(text, false, 2, 2), Scan::Done);
+        assert_eq!(found.scan(text, false, 2, Want::records(2)), Scan::Done);
         assert_eq!((found.records, found.consumed), (2, 13));
         // Every cut of the bytes: what is found before the cut is kept, the rest after.
         for cut in 0..text.len() {
             let mut found = Fields::default();
-            let first = found.scan(&text[..cut], false, 2, 10);
+            let first = found.scan(&text[..cut], false, 2, Want::records(10));
             assert!(matches!(first, Scan::NeedMore), "cut {cut}");
-            assert_eq!(found.scan(text, true, 2, 10), Scan::Done, "cut {cut}");
+            assert_eq!(
+                found.scan(text, true, 2, Want::records(10)),
+                Scan::Done,
+                "cut {cut}"
+            );
             assert_eq!(found.records, 4, "cut {cut}");
             assert_eq!(found.consumed, text.len(), "cut {cut}");
             assert_eq!(found.spans.len(), 8, "cut {cut}");

@@ -8,27 +8,95 @@ use runfn_stats::auc::{AucError, auc, auc_of_groups};
 /// Category cardinality beyond which a target encoding would fit noise, not signal.
 pub const MAX_PROXY_CATEGORIES: usize = 1000;
 
-/// A numeric column's values on the train split, beside their labels.
-#[derive(Debug, Default)]
+/// Distinct values a numeric column is counted by before its values are kept one by one.
+const MAX_NUMERIC_GROUPS: usize = 1 << 16;
+
+/// A numeric column on the train split: (positives, negatives) per distinct value while there
+/// are few (counts, ages, ratings: memory that follows the values, not the rows), else every
+/// value beside its label. The AUC is the same either way.
+#[derive(Debug)]
 pub struct NumericProxy {
+    /// Value bits -> (positives, negatives); `None` once there were too many values.
+    groups: Option<HashMap<u64, (u64, u64)>>,
     values: Vec<f64>,
     labels: Vec<bool>,
 }
 
+impl Default for NumericProxy {
+    fn default() -> Self {
+        NumericProxy {
+            groups: Some(HashMap::new()),
+            values: Vec::new(),
+            labels: Vec::new(),
+        }
+    }
+}
+
 impl NumericProxy {
     pub fn add(&mut self, value: f64, label: bool) {
-        self.values.push(value);
-        self.labels.push(label);
+        match &mut self.groups {
+            Some(groups) => {
+                let group = groups.entry(value.to_bits()).or_default();
+                if label {
+                    group.0 += 1;
+                } else {
+                    group.1 += 1;
+                }
+                if groups.len() > MAX_NUMERIC_GROUPS {
+                    self.ungroup();
+                }
+            }
+            None => {
+                self.values.push(value);
+                self.labels.push(label);
+            }
+        }
     }
 
-    pub fn absorb(&mut self, other: NumericProxy) {
+    /// Spells the groups out as values, one per row.
+    fn ungroup(&mut self) {
+        for (bits, (positives, negatives)) in self.groups.take().unwrap_or_default() {
+            let value = f64::from_bits(bits);
+            for (label, n) in [(true, positives), (false, negatives)] {
+                self.values.extend(std::iter::repeat_n(value, n as usize));
+                self.labels.extend(std::iter::repeat_n(label, n as usize));
+            }
+        }
+    }
+
+    pub fn absorb(&mut self, mut other: NumericProxy) {
+        if let (Some(groups), Some(more)) = (&mut self.groups, &other.groups) {
+            for (bits, (positives, negatives)) in more {
+                let group = groups.entry(*bits).or_default();
+                group.0 += positives;
+                group.1 += negatives;
+            }
+            if groups.len() > MAX_NUMERIC_GROUPS {
+                self.ungroup();
+            }
+            return;
+        }
+        self.ungroup();
+        other.ungroup();
         self.values.extend(other.values);
         self.labels.extend(other.labels);
     }
 
     /// (AUC of the value as a score, rows).
     pub fn auc(&self) -> (Result<f64, AucError>, usize) {
-        (auc(&self.values, &self.labels), self.values.len())
+        match &self.groups {
+            Some(groups) => {
+                let groups: Vec<(f64, u64, u64)> = groups
+                    .iter()
+                    .map(|(bits, &(positives, negatives))| {
+                        (f64::from_bits(*bits), positives, negatives)
+                    })
+                    .collect();
+                let rows = groups.iter().map(|g| g.1 + g.2).sum::<u64>() as usize;
+                (auc_of_groups(groups), rows)
+            }
+            None => (auc(&self.values, &self.labels), self.values.len()),
+        }
     }
 }
 
@@ -97,6 +165,44 @@ impl CategoryProxy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_counted_by_value_or_kept_one_by_one_give_the_same_auc() {
+        // A few values (grouped), many (kept one by one), and the two absorbed both ways.
+        let rows = |distinct: u64| -> Vec<(f64, bool)> {
+            (0..3 * distinct)
+                .map(|i| ((i % distinct) as f64 - 0.5 * (i % 2) as f64, i % 3 == 0))
+                .chain([(-0.0, true), (0.0, false)])
+                .collect()
+        };
+        for distinct in [5, MAX_NUMERIC_GROUPS as u64 + 10] {
+            let rows = rows(distinct);
+            let (scores, labels): (Vec<f64>, Vec<bool>) = rows.iter().copied().unzip();
+            let expected = auc(&scores, &labels).unwrap();
+            let mut whole = NumericProxy::default();
+            let (mut first, mut second) = (NumericProxy::default(), NumericProxy::default());
+            for (i, &(value, label)) in rows.iter().enumerate() {
+                whole.add(value, label);
+                if i < 7 { &mut first } else { &mut second }.add(value, label);
+            }
+            assert_eq!(whole.groups.is_some(), distinct == 5);
+            let mut reversed = NumericProxy::default();
+            for &(value, label) in &rows[7..] {
+                reversed.add(value, label);
+            }
+            let mut head = NumericProxy::default();
+            for &(value, label) in &rows[..7] {
+                head.add(value, label);
+            }
+            reversed.absorb(head);
+            first.absorb(second);
+            for proxy in [whole, first, reversed] {
+                let (value, n) = proxy.auc();
+                assert_eq!(value.unwrap(), expected);
+                assert_eq!(n, rows.len());
+            }
+        }
+    }
 
     #[test]
     fn categories_are_scored_by_their_label_rate_unless_there_are_too_many() {

@@ -174,6 +174,7 @@ pub fn near_duplicates(
     }
     let rank = ranks(data, config);
     let mut later_twins = std::collections::BTreeSet::new();
+    let mut skipped_buckets = 0;
     let mut examples = Vec::new();
     for (column, texts) in config.text.iter().zip(&merged.texts) {
         let mut index = match NearDuplicateIndex::new(MinHashParams::default()) {
@@ -188,6 +189,7 @@ pub fn near_duplicates(
             index.add_batch(*split, texts);
         }
         let found = index.cross_group_pairs(config.near_duplicate_jaccard);
+        skipped_buckets += found.skipped_buckets;
         // A scan for each of the few examples, rather than a map over every text.
         let text_of = |id: u64| {
             texts
@@ -236,10 +238,17 @@ pub fn near_duplicates(
     }
     let mut check = LeakCheck::counted("near_duplicates", later_twins.len() as u64, examples);
     check.of = Some(later_rows(merged, &rank));
-    check.note = Some(format!(
+    let mut note = format!(
         "rows of a later split whose text is a near twin of an earlier split's: MinHash LSH over character 5-grams, pairs verified at Jaccard >= {}",
         config.near_duplicate_jaccard
-    ));
+    );
+    if skipped_buckets > 0 {
+        // Said, so a count from a partial search is never read as a full one.
+        note += &format!(
+            "; {skipped_buckets} LSH buckets of boilerplate texts were too large to compare pair by pair and were skipped, so twins found only through them are not counted"
+        );
+    }
+    check.note = Some(note);
     check
 }
 

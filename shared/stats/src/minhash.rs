@@ -10,6 +10,7 @@ mod shingles;
 mod signature;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,15 @@ pub struct MinHashParams {
     /// in `skipped_buckets`: boilerplate shared by thousands of rows would otherwise make the
     /// search quadratic. Its pairs are still found through any other band they share.
     pub max_bucket_pairs: usize,
+    /// Candidate pairs gathered at most (16 bytes each, counted in every band that finds them).
+    /// Past it the buckets with the most pairs are skipped first, by a lower bucket cap for all
+    /// bands: a column of templated notes can otherwise make billions of pairs out of buckets of
+    /// a few hundred texts each, and run the machine out of memory.
+    pub max_candidates: usize,
+    /// Text bytes shingled at once to verify candidates: the candidates are verified in runs
+    /// whose texts add up to about this, each text shingled again in each run it is in (about 8
+    /// bytes of shingles a character), so verification never holds every text's shingles.
+    pub verify_text_bytes: usize,
 }
 
 impl Default for MinHashParams {
@@ -38,6 +48,8 @@ impl Default for MinHashParams {
             shingle_chars: 5,
             seed: 0x6e65_6172_5f64_7570,
             max_bucket_pairs: 250_000,
+            max_candidates: 1 << 25,
+            verify_text_bytes: 32 << 20,
         }
     }
 }
@@ -93,6 +105,8 @@ impl<'t> NearDuplicateIndex<'t> {
             ("rows", params.rows),
             ("shingle_chars", params.shingle_chars),
             ("max_bucket_pairs", params.max_bucket_pairs),
+            ("max_candidates", params.max_candidates),
+            ("verify_text_bytes", params.verify_text_bytes),
         ] {
             if value == 0 {
                 return Err(MinHashError::Zero(name));
@@ -196,24 +210,75 @@ impl<'t> NearDuplicateIndex<'t> {
     /// (exact duplicates included), among those sharing a band bucket. Pairs within one group
     /// are never reported. Same input, same output, regardless of thread count.
     pub fn cross_group_pairs(&self, threshold: f64) -> NearDuplicates {
-        let per_band: Vec<(Vec<(usize, usize)>, usize)> = (0..self.params.bands)
+        // One pass gathers the candidates while they stay within `max_candidates`; past it, a
+        // second pass gathers them with the bucket cap the first pass's bucket sizes give.
+        let gathered = AtomicUsize::new(0);
+        let cap = self.params.max_bucket_pairs;
+        let first: Vec<BandPass> = (0..self.params.bands)
             .into_par_iter()
-            .map(|band| self.band_candidates(band))
+            .map(|band| self.band_candidates(band, cap, Some(&gathered)))
             .collect();
-        let skipped_buckets = per_band.iter().map(|(_, skipped)| skipped).sum();
-        let mut candidates: Vec<(usize, usize)> =
-            per_band.into_iter().flat_map(|(pairs, _)| pairs).collect();
+        let per_band: Vec<BandPass> = if first.iter().all(|pass| pass.candidates.is_some()) {
+            first
+        } else {
+            let cap = self.bucket_cap(first.into_iter().map(|pass| pass.sizes));
+            (0..self.params.bands)
+                .into_par_iter()
+                .map(|band| self.band_candidates(band, cap, None))
+                .collect()
+        };
+        let skipped_buckets = per_band.iter().map(|pass| pass.skipped).sum();
+        let mut candidates: Vec<(usize, usize)> = per_band
+            .into_iter()
+            .flat_map(|pass| pass.candidates.unwrap_or_default())
+            .collect();
         candidates.par_sort_unstable();
         candidates.dedup();
 
-        let shingled = self.candidate_shingles(&candidates);
+        let mut pairs = Vec::new();
+        let mut start = 0;
+        while start < candidates.len() {
+            let end = start + self.verification_run(&candidates[start..]);
+            pairs.extend(self.verified(&candidates[start..end], threshold));
+            start = end;
+        }
+        // Stable, after candidates sorted by index: repeated (group, id) keys keep one order.
+        pairs.sort_by_key(|p| (p.group_a, p.id_a, p.group_b, p.id_b));
+        NearDuplicates {
+            pairs,
+            candidates: candidates.len(),
+            skipped_buckets,
+        }
+    }
+
+    /// How many of `candidates` (sorted) to verify together: pairs until their texts reach
+    /// `verify_text_bytes` (a run of one lower text counted once), at least one.
+    fn verification_run(&self, candidates: &[(usize, usize)]) -> usize {
+        let mut bytes = 0;
+        let mut last = None;
+        for (taken, &(x, y)) in candidates.iter().enumerate() {
+            if taken > 0 && bytes >= self.params.verify_text_bytes {
+                return taken;
+            }
+            if last != Some(x) {
+                bytes += self.texts[x].len();
+                last = Some(x);
+            }
+            bytes += self.texts[y].len();
+        }
+        candidates.len()
+    }
+
+    /// The pairs of `candidates` at Jaccard ≥ `threshold`.
+    fn verified(&self, candidates: &[(usize, usize)], threshold: f64) -> Vec<NearDuplicate> {
+        let shingled = self.candidate_shingles(candidates);
         let shingles_of = |text: usize| -> &[u64] {
             let at = shingled
                 .binary_search_by_key(&text, |(t, _)| *t)
                 .expect("every candidate text was shingled");
             &shingled[at].1
         };
-        let mut pairs: Vec<NearDuplicate> = candidates
+        candidates
             .par_iter()
             .filter_map(|&(x, y)| {
                 let (a, b) = (shingles_of(x), shingles_of(y));
@@ -224,35 +289,69 @@ impl<'t> NearDuplicateIndex<'t> {
                 let similarity = jaccard(a, b);
                 (similarity >= threshold).then(|| self.oriented(x, y, similarity))
             })
-            .collect();
-        // Stable, after candidates sorted by index: repeated (group, id) keys keep one order.
-        pairs.sort_by_key(|p| (p.group_a, p.id_a, p.group_b, p.id_b));
-        NearDuplicates {
-            pairs,
-            candidates: candidates.len(),
-            skipped_buckets,
-        }
+            .collect()
     }
 
-    /// Cross-group pairs (lower index first) sharing a bucket in `band`, and the number of
-    /// buckets skipped as too large.
-    fn band_candidates(&self, band: usize) -> (Vec<(usize, usize)>, usize) {
+    /// The most cross-group pairs a bucket may have and still be searched, given how many
+    /// buckets of each size (within `max_bucket_pairs`) every band has: `max_bucket_pairs`, or
+    /// less, so that the searched buckets give at most `max_candidates` pairs in all (the
+    /// buckets with the most pairs go first; buckets of one size go together).
+    fn bucket_cap(&self, bands: impl Iterator<Item = HashMap<usize, usize>>) -> usize {
+        let mut all: HashMap<usize, usize> = HashMap::new();
+        for band in bands {
+            for (pairs, buckets) in band {
+                *all.entry(pairs).or_insert(0) += buckets;
+            }
+        }
+        let mut sizes: Vec<(usize, usize)> = all.into_iter().collect();
+        sizes.sort_unstable();
+        let mut total = 0usize;
+        let mut fits = 0;
+        for (pairs, buckets) in sizes {
+            total = total.saturating_add(pairs.saturating_mul(buckets));
+            if total > self.params.max_candidates {
+                return fits;
+            }
+            fits = pairs;
+        }
+        self.params.max_bucket_pairs
+    }
+
+    /// Cross-group pairs (lower index first) sharing a bucket in `band`, of buckets with at most
+    /// `cap` of them. With `gathered` (the pairs every band has gathered so far), the pairs are
+    /// dropped, and only the bucket sizes kept, once that passes `max_candidates`.
+    fn band_candidates(&self, band: usize, cap: usize, gathered: Option<&AtomicUsize>) -> BandPass {
         let bands = self.params.bands;
         let mut keyed: Vec<(u64, usize)> = (0..self.len())
             .map(|text| (self.band_keys[text * bands + band], text))
             .collect();
         keyed.sort_unstable();
-        let mut candidates = Vec::new();
-        let mut skipped = 0;
+        let mut pass = BandPass {
+            candidates: Some(Vec::new()),
+            skipped: 0,
+            sizes: HashMap::new(),
+        };
         for bucket in keyed.chunk_by(|x, y| x.0 == y.0) {
             if bucket.len() < 2 {
                 continue;
             }
             let cross = self.cross_group_pair_count(bucket);
-            if cross > self.params.max_bucket_pairs {
-                skipped += 1;
+            if cross > cap {
+                pass.skipped += 1;
                 continue;
             }
+            if cross == 0 {
+                continue;
+            }
+            *pass.sizes.entry(cross).or_insert(0) += 1;
+            if let Some(gathered) = gathered
+                && gathered.fetch_add(cross, Ordering::Relaxed) + cross > self.params.max_candidates
+            {
+                pass.candidates = None;
+            }
+            let Some(candidates) = pass.candidates.as_mut() else {
+                continue;
+            };
             for (i, &(_, x)) in bucket.iter().enumerate() {
                 for &(_, y) in &bucket[i + 1..] {
                     if self.groups[x] != self.groups[y] {
@@ -261,7 +360,7 @@ impl<'t> NearDuplicateIndex<'t> {
                 }
             }
         }
-        (candidates, skipped)
+        pass
     }
 
     /// (n² − Σ n_g²) / 2 for a bucket of n texts with n_g in group g.
@@ -289,6 +388,14 @@ impl<'t> NearDuplicateIndex<'t> {
             jaccard,
         }
     }
+}
+
+/// One band's search: its candidate pairs (none once the bands together gathered too many),
+/// the buckets skipped as too large, and how many buckets of each size (pairs) it searched.
+struct BandPass {
+    candidates: Option<Vec<(usize, usize)>>,
+    skipped: usize,
+    sizes: HashMap<usize, usize>,
 }
 
 #[cfg(test)]

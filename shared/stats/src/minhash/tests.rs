@@ -276,6 +276,77 @@ fn oversized_buckets_are_skipped_and_counted() {
 }
 
 #[test]
+fn past_the_candidate_budget_the_largest_buckets_are_skipped_first() {
+    let build = |max_candidates| {
+        let params = MinHashParams {
+            max_candidates,
+            ..MinHashParams::default()
+        };
+        let mut index = NearDuplicateIndex::new(params).expect("valid params");
+        // 10 x 10 copies (100 pairs a band), 3 x 3 (9 a band), one pair (1 a band).
+        for id in 0..10 {
+            index.add(
+                0,
+                id,
+                "click here to subscribe to our newsletter for more offers",
+            );
+            index.add(
+                1,
+                100 + id,
+                "click here to subscribe to our newsletter for more offers",
+            );
+        }
+        for id in 0..3 {
+            index.add(
+                0,
+                200 + id,
+                "the quarterly report is attached, see page four",
+            );
+            index.add(
+                1,
+                300 + id,
+                "the quarterly report is attached, see page four",
+            );
+        }
+        index.add(0, 999, "an unrelated sentence about gradient descent");
+        index.add(1, 998, "an unrelated sentence about gradient descent!");
+        index
+    };
+    // 20 bands: 2000 + 180 + up to 20 candidates in all (the last pair may differ in a band).
+    let full = build(MinHashParams::default().max_candidates).cross_group_pairs(0.9);
+    assert_eq!((full.pairs.len(), full.skipped_buckets), (100 + 9 + 1, 0));
+    for budget in [200, 2179] {
+        let capped = build(budget).cross_group_pairs(0.9);
+        assert_eq!(
+            (capped.pairs.len(), capped.skipped_buckets),
+            (9 + 1, 20),
+            "{budget}"
+        );
+    }
+    let tight = build(179).cross_group_pairs(0.9);
+    assert_eq!((tight.pairs.len(), tight.skipped_buckets), (1, 40));
+    assert_eq!(build(2200).cross_group_pairs(0.9), full);
+}
+
+#[test]
+fn verifying_in_short_runs_gives_the_same_pairs() {
+    let planted = planted();
+    let whole = indexed(&planted).cross_group_pairs(0.8);
+    let mut index = NearDuplicateIndex::new(MinHashParams {
+        verify_text_bytes: 1,
+        ..MinHashParams::default()
+    })
+    .expect("valid params");
+    for (id, text) in planted.train.iter().enumerate() {
+        index.add(0, id as u64, text);
+    }
+    index.add_batch(1, &as_refs(&planted.test));
+    assert!(whole.pairs.len() > 300);
+    assert_eq!(index.cross_group_pairs(0.8), whole);
+    assert_eq!(index.verification_run(&[(0, 1), (0, 2)]), 1);
+}
+
+#[test]
 fn zero_parameters_are_rejected() {
     for (params, name) in [
         (
@@ -298,6 +369,20 @@ fn zero_parameters_are_rejected() {
                 ..MinHashParams::default()
             },
             "shingle_chars",
+        ),
+        (
+            MinHashParams {
+                max_candidates: 0,
+                ..MinHashParams::default()
+            },
+            "max_candidates",
+        ),
+        (
+            MinHashParams {
+                verify_text_bytes: 0,
+                ..MinHashParams::default()
+            },
+            "verify_text_bytes",
         ),
     ] {
         assert_eq!(

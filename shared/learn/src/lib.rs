@@ -6,6 +6,7 @@
 pub mod adamw;
 pub mod alerts;
 pub mod async_checkpoint;
+mod batch_queue;
 pub mod checkpoint;
 pub mod config;
 pub mod data_parallel;

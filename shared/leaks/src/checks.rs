@@ -36,6 +36,7 @@ fn first_split(rank: &[usize]) -> Option<u8> {
 fn later_rows(merged: &Merged, rank: &[usize]) -> u64 {
     let first = first_split(rank);
     merged
+        .tallies
         .split_rows
         .iter()
         .enumerate()
@@ -93,7 +94,7 @@ pub fn time_order(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> L
             let index = data.split_names.iter().position(|n| n == name)?;
             Some((
                 index as u8,
-                merged.time_ranges.get(index).copied().flatten()?,
+                merged.tallies.time_ranges.get(index).copied().flatten()?,
             ))
         })
         .collect();
@@ -266,13 +267,14 @@ pub fn future_features(merged: &Merged, data: &Partitioned, config: &LeakConfig)
         );
     };
     let examples = merged
+        .tallies
         .future
         .iter()
         .take(config.examples)
         .map(|f| json!({"feature": f.feature, "at": place(data, f.loc), "as_of": time_text(f.as_of), label_time: time_text(f.label_time)}))
         .collect();
-    let mut check = LeakCheck::counted("future_features", merged.future_count, examples);
-    check.of = Some(merged.future_checked);
+    let mut check = LeakCheck::counted("future_features", merged.tallies.future_count, examples);
+    check.of = Some(merged.tallies.future_checked);
     check
 }
 
@@ -294,12 +296,12 @@ pub fn label_proxies(
     let mut examples = Vec::new();
     for (slot, (name, _, categorical)) in layout.proxies.iter().enumerate() {
         let (value, rows) = if *categorical {
-            match merged.proxy_categories[slot].auc() {
+            match merged.tallies.proxy_categories[slot].auc() {
                 Some(scored) => scored,
                 None => continue,
             }
         } else {
-            merged.proxy_numeric[slot].auc()
+            merged.tallies.proxy_numeric[slot].auc()
         };
         if let Ok(value) = value
             && (value >= config.proxy_auc || value <= 1.0 - config.proxy_auc)

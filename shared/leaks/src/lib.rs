@@ -33,8 +33,8 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
             label,
             data.snapshot.columns[index].column_type,
             config.label_positive.as_ref(),
-            &merged.label_values,
-            merged.positive_labels,
+            &merged.tallies.label_values,
+            merged.tallies.positive_labels,
         )
         .map_err(|e| DataError::Other(e.to_string()))?;
     }

@@ -128,10 +128,16 @@ pub struct Future {
 pub struct FileScan {
     pub entities: FileKeys,
     pub rows: FileKeys,
-    /// Per split: (min, max) of the time column, microseconds.
-    pub time_ranges: Vec<Option<(f64, f64)>>,
     /// Per text column.
     pub texts: Vec<Texts>,
+    pub tallies: Tallies,
+}
+
+/// What a file gives the checks that merge by adding up, the same for one file and for all.
+#[derive(Debug, Default)]
+pub struct Tallies {
+    /// Per split: (min, max) of the time column, microseconds.
+    pub time_ranges: Vec<Option<(f64, f64)>>,
     pub future: Vec<Future>,
     pub future_count: u64,
     /// Per proxy column, on the train split: numbers with their labels, or category counts.
@@ -147,18 +153,59 @@ pub struct FileScan {
     pub future_checked: u64,
 }
 
-impl FileScan {
-    pub fn new(layout: &Layout) -> FileScan {
-        FileScan {
-            entities: FileKeys::with_values(),
-            texts: (0..layout.text.len()).map(|_| Texts::default()).collect(),
+impl Tallies {
+    fn new(layout: &Layout) -> Tallies {
+        Tallies {
             proxy_numeric: (0..layout.proxies.len())
                 .map(|_| NumericProxy::default())
                 .collect(),
             proxy_categories: (0..layout.proxies.len())
                 .map(|_| CategoryProxy::default())
                 .collect(),
-            ..FileScan::default()
+            ..Tallies::default()
+        }
+    }
+
+    /// Adds the tallies of a later file.
+    fn absorb(&mut self, file: Tallies) {
+        for (split, range) in file.time_ranges.into_iter().enumerate() {
+            if self.time_ranges.len() <= split {
+                self.time_ranges.resize(split + 1, None);
+            }
+            if let Some((low, high)) = range {
+                let target = self.time_ranges[split].get_or_insert((low, high));
+                target.0 = target.0.min(low);
+                target.1 = target.1.max(high);
+            }
+        }
+        self.future.extend(file.future);
+        self.future_count += file.future_count;
+        for (target, values) in self.proxy_numeric.iter_mut().zip(file.proxy_numeric) {
+            target.absorb(values);
+        }
+        for (target, values) in self.proxy_categories.iter_mut().zip(file.proxy_categories) {
+            target.absorb(values);
+        }
+        self.invalid_labels += file.invalid_labels;
+        self.positive_labels += file.positive_labels;
+        self.label_values.merge(&file.label_values);
+        for (split, rows) in file.split_rows.into_iter().enumerate() {
+            if self.split_rows.len() <= split {
+                self.split_rows.resize(split + 1, 0);
+            }
+            self.split_rows[split] += rows;
+        }
+        self.future_checked += file.future_checked;
+    }
+}
+
+impl FileScan {
+    pub fn new(layout: &Layout) -> FileScan {
+        FileScan {
+            entities: FileKeys::with_values(),
+            rows: FileKeys::default(),
+            texts: (0..layout.text.len()).map(|_| Texts::default()).collect(),
+            tallies: Tallies::new(layout),
         }
     }
 
@@ -172,10 +219,10 @@ impl FileScan {
         let columns = batch.batch.columns();
         for split in batch.splits.iter().flatten() {
             let split = *split as usize;
-            if self.split_rows.len() <= split {
-                self.split_rows.resize(split + 1, 0);
+            if self.tallies.split_rows.len() <= split {
+                self.tallies.split_rows.resize(split + 1, 0);
             }
-            self.split_rows[split] += 1;
+            self.tallies.split_rows[split] += 1;
         }
 
         if let Some(entity) = layout.entity {
@@ -196,10 +243,10 @@ impl FileScan {
                     continue;
                 };
                 let split = split as usize;
-                if self.time_ranges.len() <= split {
-                    self.time_ranges.resize(split + 1, None);
+                if self.tallies.time_ranges.len() <= split {
+                    self.tallies.time_ranges.resize(split + 1, None);
                 }
-                let range = self.time_ranges[split].get_or_insert((value, value));
+                let range = self.tallies.time_ranges[split].get_or_insert((value, value));
                 range.0 = range.0.min(value);
                 range.1 = range.1.max(value);
             }
@@ -226,11 +273,11 @@ impl FileScan {
                     else {
                         continue;
                     };
-                    self.future_checked += 1;
+                    self.tallies.future_checked += 1;
                     if as_of > label_time {
-                        self.future_count += 1;
-                        if self.future.len() < 5 {
-                            self.future.push(Future {
+                        self.tallies.future_count += 1;
+                        if self.tallies.future.len() < 5 {
+                            self.tallies.future.push(Future {
                                 feature: feature.clone(),
                                 loc: loc(row),
                                 as_of,
@@ -243,12 +290,14 @@ impl FileScan {
         }
 
         let read_labels = layout.label.map(|label| {
-            self.label_values.add(&columns[label]);
+            self.tallies.label_values.add(&columns[label]);
             labels(&columns[label], layout.label_positive.as_ref())
         });
         if let Some(labels) = &read_labels {
-            self.invalid_labels += labels.iter().filter(|l| **l == Label::Invalid).count() as u64;
-            self.positive_labels += labels.iter().filter(|l| **l == Label::Positive).count() as u64;
+            self.tallies.invalid_labels +=
+                labels.iter().filter(|l| **l == Label::Invalid).count() as u64;
+            self.tallies.positive_labels +=
+                labels.iter().filter(|l| **l == Label::Positive).count() as u64;
         }
         if let (Some(labels), Some(train)) = (read_labels, layout.train) {
             for (slot, (_, column, categorical)) in layout.proxies.iter().enumerate() {
@@ -259,7 +308,7 @@ impl FileScan {
                             train_label(batch, row, train, &labels),
                             values.is_valid(row),
                         ) {
-                            self.proxy_categories[slot].add(values.value(row), label);
+                            self.tallies.proxy_categories[slot].add(values.value(row), label);
                         }
                     }
                 } else {
@@ -268,7 +317,7 @@ impl FileScan {
                             (train_label(batch, row, train, &labels), value)
                             && !value.is_nan()
                         {
-                            self.proxy_numeric[slot].add(value, label);
+                            self.tallies.proxy_numeric[slot].add(value, label);
                         }
                     }
                 }
@@ -335,76 +384,30 @@ fn train_label(batch: &SplitBatch, row: usize, train: u8, labels: &[Label]) -> O
 pub struct Merged {
     pub entities: Keys,
     pub rows: Keys,
-    pub time_ranges: Vec<Option<(f64, f64)>>,
     /// Per text column, per file.
     pub texts: Vec<Vec<Texts>>,
-    pub future: Vec<Future>,
-    pub future_count: u64,
-    pub proxy_numeric: Vec<NumericProxy>,
-    pub proxy_categories: Vec<CategoryProxy>,
-    pub invalid_labels: u64,
-    pub positive_labels: u64,
-    pub label_values: LabelValues,
-    pub split_rows: Vec<u64>,
-    pub future_checked: u64,
+    pub tallies: Tallies,
 }
 
 impl Merged {
     pub fn new(files: Vec<FileScan>, layout: &Layout) -> Merged {
-        let mut merged = Merged {
-            texts: (0..layout.text.len()).map(|_| Vec::new()).collect(),
-            proxy_numeric: (0..layout.proxies.len())
-                .map(|_| NumericProxy::default())
-                .collect(),
-            proxy_categories: (0..layout.proxies.len())
-                .map(|_| CategoryProxy::default())
-                .collect(),
-            ..Merged::default()
-        };
+        let mut texts: Vec<Vec<Texts>> = (0..layout.text.len()).map(|_| Vec::new()).collect();
+        let mut tallies = Tallies::new(layout);
         let mut entities = Vec::with_capacity(files.len());
         let mut rows = Vec::with_capacity(files.len());
-        for mut file in files {
-            entities.push(std::mem::take(&mut file.entities));
-            rows.push(std::mem::take(&mut file.rows));
-            merged.absorb(file);
-        }
-        merged.entities = Keys::group(entities, false);
-        merged.rows = Keys::group(rows, layout.collect_pairs);
-        merged
-    }
-
-    /// Adds the scan of a later file.
-    fn absorb(&mut self, file: FileScan) {
-        for (split, range) in file.time_ranges.into_iter().enumerate() {
-            if self.time_ranges.len() <= split {
-                self.time_ranges.resize(split + 1, None);
+        for file in files {
+            entities.push(file.entities);
+            rows.push(file.rows);
+            for (target, file_texts) in texts.iter_mut().zip(file.texts) {
+                target.push(file_texts);
             }
-            if let Some((low, high)) = range {
-                let target = self.time_ranges[split].get_or_insert((low, high));
-                target.0 = target.0.min(low);
-                target.1 = target.1.max(high);
-            }
+            tallies.absorb(file.tallies);
         }
-        for (target, texts) in self.texts.iter_mut().zip(file.texts) {
-            target.push(texts);
+        Merged {
+            entities: Keys::group(entities, false),
+            rows: Keys::group(rows, layout.collect_pairs),
+            texts,
+            tallies,
         }
-        self.future.extend(file.future);
-        self.future_count += file.future_count;
-        for (target, values) in self.proxy_numeric.iter_mut().zip(file.proxy_numeric) {
-            target.absorb(values);
-        }
-        for (target, values) in self.proxy_categories.iter_mut().zip(file.proxy_categories) {
-            target.absorb(values);
-        }
-        self.invalid_labels += file.invalid_labels;
-        self.positive_labels += file.positive_labels;
-        self.label_values.merge(&file.label_values);
-        for (split, rows) in file.split_rows.into_iter().enumerate() {
-            if self.split_rows.len() <= split {
-                self.split_rows.resize(split + 1, 0);
-            }
-            self.split_rows[split] += rows;
-        }
-        self.future_checked += file.future_checked;
     }
 }

@@ -22,6 +22,7 @@ pub mod model_source;
 pub mod schedule;
 pub mod score;
 pub mod seeds;
+pub mod shard_pieces;
 pub mod shard_reader;
 pub mod tensor_file;
 pub mod trainer;

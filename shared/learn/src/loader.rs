@@ -1,19 +1,21 @@
 //! The training input pipeline. The order of epoch `e` is a pure function of (seed, e), whatever
 //! the number of ranks:
-//! - every shard's rows are cut into `L` lanes, contiguous row ranges of equal size (`L` is the
+//! - shards are read in pieces ([`shard_pieces`]: a shard of more than `P` rows is cut into
+//!   consecutive pieces of at most `P`, a function of the global batch alone);
+//! - every piece's rows are cut into `L` lanes, contiguous row ranges of equal size (`L` is the
 //!   largest divisor of the global batch up to 64, a function of the batch alone);
-//! - lane `l`'s stream is the shards in a permuted order (the same for every lane), each
+//! - lane `l`'s stream is the pieces in a permuted order (the same for every lane), each
 //!   contributing its lane-`l` rows in a permuted order;
 //! - global batch `k` is rows `k*B/L..(k+1)*B/L` of lane 0's stream, then of lane 1's, and so on;
 //!   an epoch ends when the shortest lane runs out (the short tails are dropped).
 //!
 //! A rank's slice of every batch (`rank*B/W..(rank+1)*B/W`) is then made of whole lanes when
-//! `W` divides `L`, so it reads only those lanes, one contiguous row range of each shard:
+//! `W` divides `L`, so it reads only those lanes, one contiguous row range of each piece:
 //! about 1/W of the rows, decoded and cached by that rank alone, while the batches stay those of
 //! one process. Resuming at (epoch, position) replays exactly the batches the uninterrupted run
 //! would have seen.
 //!
-//! Shards are decoded and preprocessed on background threads, a few ahead, and batches wait
+//! Pieces are decoded and preprocessed on background threads, a few ahead, and batches wait
 //! in a bounded queue, so the training loop only waits when the disk cannot keep up; the time it
 //! waits is measured by the caller around `next`.
 
@@ -31,6 +33,7 @@ use tch::{Device, Tensor};
 use crate::batch_queue::{self, Receiver, Sender};
 use crate::features::{FeatureBlock, Lookup, Preprocess};
 use crate::seeds;
+use crate::shard_pieces::{self, Piece};
 use crate::shard_reader::ShardReader;
 
 #[derive(Debug, Clone)]
@@ -53,24 +56,23 @@ pub fn lane_count(batch: usize) -> usize {
         .unwrap_or(1)
 }
 
-/// Rows of a shard of `rows` rows that lane `lane` of `lanes` holds.
+/// Rows of a piece of `rows` rows that lane `lane` of `lanes` holds.
 fn lane_rows(rows: u64, lane: usize, lanes: usize) -> Range<u64> {
     let at = |l: usize| (rows as u128 * l as u128 / lanes as u128) as u64;
     at(lane)..at(lane + 1)
 }
 
-/// Full batches an epoch of `shards` holds with global batch `batch`: as many as the shortest
+/// Full batches an epoch of `pieces` holds with global batch `batch`: as many as the shortest
 /// lane fills.
-pub fn batches_per_epoch(shards: &ShardSet, batch: usize) -> u64 {
+pub fn batches_per_epoch(pieces: &[Piece], batch: usize) -> u64 {
     let lanes = lane_count(batch);
     let per_lane = (batch / lanes) as u64;
     (0..lanes)
         .map(|l| {
-            shards
-                .rows
+            pieces
                 .iter()
-                .map(|&n| {
-                    let r = lane_rows(n, l, lanes);
+                .map(|p| {
+                    let r = lane_rows(p.len(), l, lanes);
                     r.end - r.start
                 })
                 .sum::<u64>()
@@ -84,6 +86,9 @@ pub fn batches_per_epoch(shards: &ShardSet, batch: usize) -> u64 {
 pub struct LoaderOptions {
     /// Rows per global batch.
     pub batch: usize,
+    /// Rows a piece of a shard holds at most: part of the data order, so a run and its resume
+    /// must agree (train uses [`shard_pieces::piece_rows`] of the batch).
+    pub piece_rows: u64,
     pub seed: u64,
     pub start_epoch: u64,
     /// Batches of `start_epoch` already consumed.
@@ -132,7 +137,8 @@ impl Loader {
         options: LoaderOptions,
     ) -> Result<Loader> {
         let total = shards.total_rows();
-        let batches_per_epoch = batches_per_epoch(&shards, options.batch);
+        let pieces = shard_pieces::pieces(&shards.rows, options.piece_rows);
+        let batches_per_epoch = batches_per_epoch(&pieces, options.batch);
         if batches_per_epoch == 0 {
             let lanes = lane_count(options.batch);
             bail!(
@@ -159,6 +165,7 @@ impl Loader {
                 let lookup = Arc::new(preprocess.lookup());
                 let mut producer = Producer {
                     shards,
+                    pieces,
                     preprocess,
                     lookup,
                     options,
@@ -204,6 +211,7 @@ impl Drop for Loader {
 
 struct Producer {
     shards: ShardSet,
+    pieces: Vec<Piece>,
     preprocess: Arc<Preprocess>,
     lookup: Arc<Lookup>,
     options: LoaderOptions,
@@ -212,12 +220,12 @@ struct Producer {
     decoded: Arc<AtomicU64>,
 }
 
-/// A decode job: this rank's rows of one shard read (or taken from the cache), preprocessed, and
+/// A decode job: this rank's rows of one piece read (or taken from the cache), preprocessed, and
 /// cut into one block per lane this rank reads, each in its epoch order, minus the rows a resume
 /// skips.
 type Job = JoinHandle<Result<Vec<FeatureBlock>>>;
 
-/// This rank's decoded, preprocessed rows of each shard, kept in memory when they fit the cache
+/// This rank's decoded, preprocessed rows of each piece, kept in memory when they fit the cache
 /// budget, so later epochs only permute rows instead of decoding Parquet again.
 type Cache = Arc<Mutex<HashMap<usize, Arc<FeatureBlock>>>>;
 
@@ -232,7 +240,7 @@ struct MyLanes {
 }
 
 impl MyLanes {
-    /// This rank's contiguous rows of a shard of `rows` rows: its lanes' rows.
+    /// This rank's contiguous rows of a piece of `rows` rows: its lanes' rows.
     fn rows_of(&self, rows: u64) -> Range<u64> {
         lane_rows(rows, self.mine.start, self.count).start
             ..lane_rows(rows, self.mine.end - 1, self.count).end
@@ -240,18 +248,19 @@ impl MyLanes {
 }
 
 impl Producer {
-    /// The shards to decode, in stream order, from the start position on, with the rows each of
-    /// this rank's lanes skips in them.
+    /// The pieces to decode, in stream order, from the start position on, with the rows each of
+    /// this rank's lanes skips in them. (With no shard cut, the pieces are the shards, and the
+    /// order is the one shards had before they were cut into pieces.)
     fn plan(&self, epoch: u64, position: u64) -> Vec<Planned> {
         let lanes = self.lanes();
         let order = seeds::permutation(
-            self.shards.paths.len(),
+            self.pieces.len(),
             &mut seeds::rng(self.options.seed, "shard-order", &[epoch]),
         );
         let mut skip: Vec<u64> = vec![position * lanes.per_batch as u64; lanes.mine.len()];
         let mut plan = Vec::new();
         for &s in &order {
-            let rows = self.shards.rows[s as usize];
+            let rows = self.pieces[s as usize].len();
             let mut skips = Vec::with_capacity(skip.len());
             let mut whole = true;
             for (left, lane) in skip.iter_mut().zip(lanes.mine.clone()) {
@@ -265,7 +274,7 @@ impl Producer {
             if !whole {
                 plan.push(Planned {
                     epoch,
-                    shard: s as usize,
+                    piece: s as usize,
                     skips,
                 });
             }
@@ -387,11 +396,10 @@ impl Producer {
             4 * self.preprocess.numeric_inputs() + 8 * self.preprocess.categorical.len() + 4;
         let lanes = self.lanes();
         let rows: u64 = self
-            .shards
-            .rows
+            .pieces
             .iter()
-            .map(|&n| {
-                let r = lanes.rows_of(n);
+            .map(|p| {
+                let r = lanes.rows_of(p.len());
                 r.end - r.start
             })
             .sum();
@@ -473,16 +481,18 @@ impl Producer {
         }
     }
 
-    /// Decodes (or takes from the cache) this rank's rows of one shard and cuts them into its
+    /// Decodes (or takes from the cache) this rank's rows of one piece and cuts them into its
     /// lanes, each in epoch order: a rank reads, decodes and copies only its own rows.
     fn decode(&self, planned: Planned, cache: Option<Cache>, urgency: Urgency) -> Job {
         let Planned {
             epoch,
-            shard,
+            piece,
             skips,
         } = planned;
+        let Piece { shard, rows: at } = self.pieces[piece].clone();
         let path = self.shards.paths[shard].clone();
-        let rows = self.shards.rows[shard];
+        let shard_rows = self.shards.rows[shard];
+        let rows = at.end - at.start;
         let preprocess = Arc::clone(&self.preprocess);
         let lookup = Arc::clone(&self.lookup);
         let seed = self.options.seed;
@@ -492,25 +502,28 @@ impl Producer {
             if urgency == Urgency::Ahead {
                 yield_to_training();
             }
+            // This rank's rows of the piece, counted from the piece's start and in the shard.
             let range = lanes.rows_of(rows);
+            let in_shard = at.start + range.start..at.start + range.end;
             let cached = cache
                 .as_ref()
-                .and_then(|c| c.lock().ok()?.get(&shard).cloned());
+                .and_then(|c| c.lock().ok()?.get(&piece).cloned());
             let block = match cached {
                 Some(block) => block,
                 None => {
-                    let pieces = match urgency {
+                    let parts = match urgency {
                         Urgency::Now => available_cores(),
                         Urgency::Ahead => 1,
                     };
-                    let block = decode_rows(&path, &preprocess, &lookup, range.clone(), pieces)?;
-                    if block.rows as u64 != range.end - range.start {
+                    let block = decode_rows(&path, &preprocess, &lookup, in_shard.clone(), parts)?;
+                    if block.rows as u64 != in_shard.end - in_shard.start {
                         bail!(
-                            "{}: read {} rows of rows {}..{}, the index says the shard has {rows}",
+                            "{}: read {} rows of rows {}..{}, the index says the shard has \
+                             {shard_rows}",
                             path.display(),
                             block.rows,
-                            range.start + 1,
-                            range.end
+                            in_shard.start + 1,
+                            in_shard.end
                         );
                     }
                     decoded.fetch_add(block.rows as u64, Ordering::Relaxed);
@@ -518,7 +531,7 @@ impl Producer {
                     if let Some(cache) = &cache
                         && let Ok(mut map) = cache.lock()
                     {
-                        map.insert(shard, Arc::clone(&block));
+                        map.insert(piece, Arc::clone(&block));
                     }
                     block
                 }
@@ -530,7 +543,7 @@ impl Producer {
                 let len = (lane_range.end - lane_range.start) as usize;
                 let mut order = seeds::permutation(
                     len,
-                    &mut seeds::rng(seed, "row-order", &[epoch, shard as u64, lane as u64]),
+                    &mut seeds::rng(seed, "row-order", &[epoch, piece as u64, lane as u64]),
                 );
                 order.drain(..skip.min(order.len()));
                 order.iter_mut().for_each(|i| *i += first);
@@ -570,14 +583,14 @@ enum Urgency {
     Ahead,
 }
 
-/// Rows `range` of a shard, decoded and preprocessed, in `pieces` row ranges on as many threads
-/// (appended in row order, so the block is the same whatever the number of pieces).
+/// Rows `range` of a shard, decoded and preprocessed, in `parts` row ranges on as many threads
+/// (appended in row order, so the block is the same whatever the number of parts).
 fn decode_rows(
     path: &std::path::Path,
     preprocess: &Preprocess,
     lookup: &Lookup,
     range: Range<u64>,
-    pieces: usize,
+    parts: usize,
 ) -> Result<FeatureBlock> {
     let columns = preprocess.columns();
     let decode = |range: Range<u64>| -> Result<FeatureBlock> {
@@ -589,12 +602,12 @@ fn decode_rows(
         Ok(block)
     };
     let len = range.end - range.start;
-    let pieces = (pieces as u64).clamp(1, len.div_ceil(MIN_PIECE_ROWS).max(1));
-    if pieces == 1 {
+    let parts = (parts as u64).clamp(1, len.div_ceil(MIN_PART_ROWS).max(1));
+    if parts == 1 {
         return decode(range);
     }
-    let cuts: Vec<Range<u64>> = (0..pieces)
-        .map(|i| range.start + len * i / pieces..range.start + len * (i + 1) / pieces)
+    let cuts: Vec<Range<u64>> = (0..parts)
+        .map(|i| range.start + len * i / parts..range.start + len * (i + 1) / parts)
         .collect();
     let blocks = std::thread::scope(|scope| {
         let handles: Vec<_> = cuts
@@ -616,8 +629,8 @@ fn decode_rows(
     Ok(whole)
 }
 
-/// Below this many rows a piece of a shard is not worth a thread of its own.
-const MIN_PIECE_ROWS: u64 = 65_536;
+/// Below this many rows a part of a piece is not worth a thread of its own.
+const MIN_PART_ROWS: u64 = 65_536;
 
 fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -643,12 +656,12 @@ fn yield_to_training() {
     }
 }
 
-/// One shard of an epoch's stream: which, and how many of its (permuted) rows in each of this
+/// One piece of an epoch's stream: which, and how many of its (permuted) rows in each of this
 /// rank's lanes a resume skips.
 #[derive(Debug, Clone)]
 struct Planned {
     epoch: u64,
-    shard: usize,
+    piece: usize,
     skips: Vec<usize>,
 }
 
@@ -802,6 +815,7 @@ mod resume_tests {
     ) -> LoaderOptions {
         LoaderOptions {
             batch,
+            piece_rows: 1 << 17,
             seed: 3,
             start_epoch: 0,
             start_position: position,
@@ -816,10 +830,12 @@ mod resume_tests {
         }
     }
 
+    /// `count` batches of 7 rows from (epoch, position) on, shards read in pieces of at most
+    /// `piece_rows` rows.
     fn batches(
         set: &ShardSet,
-        epoch: u64,
-        position: u64,
+        piece_rows: u64,
+        (epoch, position): (u64, u64),
         count: usize,
         cache: usize,
     ) -> Vec<(u64, u64, Vec<f32>)> {
@@ -828,6 +844,7 @@ mod resume_tests {
             preprocess(),
             LoaderOptions {
                 start_epoch: epoch,
+                piece_rows,
                 ..options(7, 0, 1, position, cache)
             },
         )
@@ -842,7 +859,7 @@ mod resume_tests {
     }
 
     #[test]
-    fn a_shard_decoded_in_pieces_is_the_block_decoded_whole() {
+    fn a_shard_decoded_in_parts_is_the_block_decoded_whole() {
         let dir = tempfile::tempdir().unwrap();
         let shards = write_shards(dir.path(), &[200_003]);
         let preprocess = preprocess();
@@ -851,9 +868,9 @@ mod resume_tests {
         for range in [0..200_003, 1_000..190_001, 5..70_000] {
             let whole = decode_rows(path, &preprocess, &lookup, range.clone(), 1).unwrap();
             assert_eq!(whole.rows as u64, range.end - range.start);
-            for pieces in [2, 3, 7] {
-                let cut = decode_rows(path, &preprocess, &lookup, range.clone(), pieces).unwrap();
-                assert!(cut == whole, "{range:?} in {pieces} pieces");
+            for parts in [2, 3, 7] {
+                let cut = decode_rows(path, &preprocess, &lookup, range.clone(), parts).unwrap();
+                assert!(cut == whole, "{range:?} in {parts} parts");
             }
         }
     }
@@ -863,15 +880,16 @@ mod resume_tests {
         let dir = tempfile::tempdir().unwrap();
         let set = write_shards(dir.path(), &[10, 13, 9]);
         // 32 rows, batch 7, so 7 lanes of 3 to 6 rows: 3 batches per epoch (the shortest
-        // lane's), 11 rows dropped.
-        let straight = batches(&set, 0, 0, 13, 0);
+        // lane's), 11 rows dropped. Shards are whole pieces here.
+        let whole = 1 << 17;
+        let straight = batches(&set, whole, (0, 0), 13, 0);
         assert_eq!(straight[3].0, 1, "epoch 1 starts after 3 batches");
         assert_eq!(straight[3].1, 0);
-        let resumed = batches(&set, 0, 2, 11, 0);
+        let resumed = batches(&set, whole, (0, 2), 11, 0);
         assert_eq!(resumed, straight[2..].to_vec());
-        let resumed = batches(&set, 1, 1, 9, 0);
+        let resumed = batches(&set, whole, (1, 1), 9, 0);
         assert_eq!(resumed, straight[4..].to_vec());
-        let cached = batches(&set, 0, 0, 13, 1 << 20);
+        let cached = batches(&set, whole, (0, 0), 13, 1 << 20);
         assert_eq!(cached, straight);
         // Every row appears at most once per epoch and the epochs differ in order.
         let mut epoch0: Vec<f32> = straight[..3].iter().flat_map(|b| b.2.clone()).collect();
@@ -879,6 +897,51 @@ mod resume_tests {
         epoch0.dedup();
         assert_eq!(epoch0.len(), 21);
         assert_ne!(straight[0].2, straight[3].2);
+    }
+
+    #[test]
+    fn shards_read_in_pieces_resume_exactly_and_shuffle_across_pieces() {
+        let dir = tempfile::tempdir().unwrap();
+        // 700 rows in shards of 300, 250 and 150, read in pieces of at most 60 rows: 13 pieces
+        // (5 of 60 rows, 8 of 50), each cut into 7 lanes of 7-9 rows; batches of 7 rows, one
+        // from each lane.
+        let set = write_shards(dir.path(), &[300, 250, 150]);
+        let per_epoch = batches_per_epoch(&shard_pieces::pieces(&set.rows, 60), 7);
+        // The shortest lanes hold 8 rows of each 60-row piece and 7 of each 50-row one.
+        assert_eq!(per_epoch, 5 * 8 + 8 * 7);
+        let straight = batches(&set, 60, (0, 0), 220, 0);
+        assert_eq!((straight[96].0, straight[96].1), (1, 0));
+        for start in [(0, 1), (0, 40), (1, 95), (2, 5)] {
+            let from = (start.0 * per_epoch + start.1) as usize;
+            let resumed = batches(&set, 60, start, 220 - from, 0);
+            assert_eq!(resumed, straight[from..].to_vec(), "resumed at {start:?}");
+        }
+        assert_eq!(batches(&set, 60, (0, 0), 220, 1 << 20), straight);
+        let mut epoch0: Vec<f32> = straight[..96].iter().flat_map(|b| b.2.clone()).collect();
+        epoch0.sort_by(f32::total_cmp);
+        epoch0.dedup();
+        assert_eq!(epoch0.len(), 96 * 7, "every row at most once an epoch");
+        // Lane 0 (each batch's first row) goes through all 13 pieces, in a permuted order
+        // that mixes the shards.
+        let pieces = shard_pieces::pieces(&set.rows, 60);
+        let piece_of = |x: f32| {
+            pieces
+                .iter()
+                .position(|p| {
+                    let start: u64 = set.rows[..p.shard].iter().sum();
+                    (start + p.rows.start..start + p.rows.end).contains(&(x as u64))
+                })
+                .unwrap()
+        };
+        let mut seen: Vec<usize> = straight[..96].iter().map(|b| piece_of(b.2[0])).collect();
+        seen.dedup();
+        assert_eq!(seen.len(), 13, "{seen:?}");
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..13).collect::<Vec<_>>());
+        assert_ne!(seen, sorted);
+        // Reading in pieces changes the order from reading shards whole.
+        assert_ne!(batches(&set, 1 << 17, (0, 0), 5, 0), straight[..5].to_vec());
     }
 
     #[test]

@@ -29,6 +29,7 @@ use crate::model::{Architecture, Mlp};
 use crate::schedule::Schedule;
 use crate::score;
 use crate::seeds;
+use crate::shard_pieces;
 use crate::trainer::{
     BestReport, DistributedReport, Reporter, ResumedFrom, StallHandler, TrainFeatures, TrainJob,
     TrainReport,
@@ -187,6 +188,7 @@ impl<'a> TrainingLoop<'a> {
             Arc::new(preprocess.clone()),
             LoaderOptions {
                 batch: config.global_batch as usize,
+                piece_rows: shard_pieces::piece_rows(config.global_batch as usize),
                 seed: job.seed,
                 start_epoch: start.epoch,
                 start_position: start.position,

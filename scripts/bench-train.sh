@@ -8,10 +8,12 @@
 #
 # Environment:
 #   BENCH_RUNS           timed runs per tool (default 3); medians are reported
-#   BENCH_ONLY           comma list of train,ckpt,ckpt-disk (default all three; ckpt-disk: a ~1 GB
-#                        checkpoint against torch and against dd's direct write and read of the same
-#                        disk, with background checkpoints' cost, scripts/bench/ckpt_disk.py ->
-#                        bench/checkpoint-disk.json). Names of the other bench scripts'
+#   BENCH_ONLY           comma list of train,ckpt,ckpt-disk,data-wait (default all four; ckpt-disk: a
+#                        ~1 GB checkpoint against torch and against dd's direct write and read of the
+#                        same disk, with background checkpoints' cost, scripts/bench/ckpt_disk.py ->
+#                        bench/checkpoint-disk.json; data-wait: train's data wait on BENCH_WAIT_ROWS
+#                        demo rows at every thread count, scripts/bench/data_wait.py ->
+#                        bench/train-data-wait.json). Names of the other bench scripts'
 #                        benchmarks (mf-hash, shardify, ds-validate, leak-check, ddp) are ignored, so a
 #                        list meant for them skips this script
 #   BENCH_TRAIN_STEPS    optimizer steps per training run, a multiple of 10 (default 2000)
@@ -23,6 +25,9 @@
 #   BENCH_TRAIN_WARMUP   first steps left out of the steady-state figures, a multiple of 10 (default 20)
 #   BENCH_TRAIN_ROWS     rows of the generated churn snapshot (default 200000, as `make run`; shared
 #                        with bench-ddp.sh)
+#   BENCH_WAIT_ROWS      rows of the data-wait bench's snapshot (default 10000000, demo-data's most:
+#                        about 8M train rows in 9 shards); its shards are made without leak-check
+#                        (train-setup.sh says why)
 #   BENCH_CKPT_HIDDEN    hidden widths of the checkpoint models, lists separated by spaces
 #                        (default "64,32 1024,1024": the run's MLP and one big enough to time)
 #   BENCH_CKPT_SAVES     checkpoints saved (and, for torch, loaded) per run (default 10)
@@ -48,13 +53,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS="${BENCH_RUNS:-3}"
-ONLY_IN="${BENCH_ONLY:-train,ckpt,ckpt-disk}"
+ONLY_IN="${BENCH_ONLY:-train,ckpt,ckpt-disk,data-wait}"
 STEPS="${BENCH_TRAIN_STEPS:-2000}"
 BATCH="${BENCH_TRAIN_BATCH:-1024}"
 THREADS_LIST="${BENCH_TRAIN_THREADS:-1 2}"
 WORKERS="${BENCH_TRAIN_WORKERS:-2}"
 WARMUP="${BENCH_TRAIN_WARMUP:-20}"
 ROWS="${BENCH_TRAIN_ROWS:-200000}"
+WAIT_ROWS="${BENCH_WAIT_ROWS:-10000000}"
 CKPT_HIDDEN="${BENCH_CKPT_HIDDEN:-64,32 1024,1024}"
 CKPT_SAVES="${BENCH_CKPT_SAVES:-10}"
 RUN_TIMEOUT="${BENCH_TRAIN_RUN_TIMEOUT_S:-180}"
@@ -70,6 +76,7 @@ positive BENCH_TRAIN_STEPS "$STEPS"
 positive BENCH_TRAIN_BATCH "$BATCH"
 for t in $THREADS_LIST; do positive BENCH_TRAIN_THREADS "$t"; done
 positive BENCH_TRAIN_ROWS "$ROWS"
+positive BENCH_WAIT_ROWS "$WAIT_ROWS"
 positive BENCH_CKPT_SAVES "$CKPT_SAVES"
 positive BENCH_TRAIN_RUN_TIMEOUT_S "$RUN_TIMEOUT"
 [[ "$RETRIES" =~ ^[0-9]+$ ]] || die "BENCH_TRAIN_RETRIES must be an integer >= 0"
@@ -83,13 +90,13 @@ done
 ONLY=""
 for b in ${ONLY_IN//,/ }; do
     case "$b" in
-        train|ckpt|ckpt-disk) ONLY="${ONLY:+$ONLY,}$b" ;;
+        train|ckpt|ckpt-disk|data-wait) ONLY="${ONLY:+$ONLY,}$b" ;;
         mf-hash|shardify|ds-validate|leak-check|ddp|gate) ;;  # another script's benchmark
-        *) die "unknown benchmark in BENCH_ONLY: $b (this script has train, ckpt, ckpt-disk)" ;;
+        *) die "unknown benchmark in BENCH_ONLY: $b (this script has train, ckpt, ckpt-disk, data-wait)" ;;
     esac
 done
 if [[ -z "$ONLY" ]]; then
-    log "BENCH_ONLY=$ONLY_IN names none of train, ckpt, ckpt-disk; nothing to do"
+    log "BENCH_ONLY=$ONLY_IN names none of train, ckpt, ckpt-disk, data-wait; nothing to do"
     exit 0
 fi
 command -v python3 >/dev/null || die "python3 is required"
@@ -106,6 +113,7 @@ train_setup_data "$ROWS"
 # One result file per thread count: on 2 cores one intra-op thread beats two for this model,
 # so each side is measured at both and the best of each is compared.
 for THREADS in $THREADS_LIST; do
+  [[ ",$ONLY," == *,train,* || ",$ONLY," == *,ckpt,* ]] || break
   log "intra-op threads: $THREADS"
   export PYTHONDONTWRITEBYTECODE=1 BENCH_PY="$PY" BENCH_TRAIN=target/release/train BENCH_RECORD="$DATA/shards.json" \
       BENCH_DATA_SPEC="$SPEC" BENCH_SCRATCH="$WORK/train-scratch" BENCH_OUT="bench/train-threads$THREADS.json" \
@@ -125,4 +133,15 @@ if [[ ",$ONLY," == *,ckpt-disk,* ]]; then
   log "checkpoint of about 1 GB: runfn vs torch vs dd (bench/checkpoint-disk.json)"
   "$PY" scripts/bench/ckpt_disk.py target/release bench/checkpoint-disk.json --runs "$RUNS" \
       || die "the checkpoint disk bench failed"
+fi
+
+# --- the data wait on millions of rows ---------------------------------------------------------------
+if [[ ",$ONLY," == *,data-wait,* ]]; then
+  train_setup_data "$WAIT_ROWS" no-leak-check
+  log "data wait on $WAIT_ROWS demo rows at threads $THREADS_LIST (bench/train-data-wait.json)"
+  rm -rf "$WORK/data-wait-scratch"
+  PYTHONDONTWRITEBYTECODE=1 python3 scripts/bench/data_wait.py --bench bench/train-data-wait.json \
+      --record "$DATA/shards.json" --spec "$SPEC" --train target/release/train --threads "$THREADS_LIST" \
+      --runs "$RUNS" --steps "$STEPS" --batch "$BATCH" --scratch "$WORK/data-wait-scratch" \
+      || die "the data-wait bench failed"
 fi

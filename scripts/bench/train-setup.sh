@@ -5,9 +5,14 @@
 #   train_setup_build             cargo build --release of train and the data tools (LIBTORCH from
 #                                 scripts/setup-libtorch.sh when unset); retried once after 60 s
 #   train_setup_venv              sets PY: the venv's python, (re)installed when REQS changed
-#   train_setup_data ROWS         sets DATA and SPEC: bench/work/train-data-ROWS (regenerated only
+#   train_setup_data ROWS [no-leak-check]
+#                                 sets DATA and SPEC: bench/work/train-data-ROWS (regenerated only
 #                                 when its spec changed) and its spec JSON; DATA/shards.json is the
-#                                 record every side trains from
+#                                 record every side trains from. no-leak-check: shardify reads
+#                                 ds-validate's record (folder train-data-ROWS-no-leak-check): on
+#                                 millions of demo rows leak-check takes minutes and fails on the
+#                                 demo's planted near twins, and the data-wait bench measures only
+#                                 train's input pipeline
 #
 # Data: the `make run` pipeline with the release tools on testdata/demo/manifest.yaml pointed at
 # its own snapshot: demo-data --rows ROWS --seed 7 -> mf-hash --data-digest -> ds-validate ->
@@ -62,17 +67,24 @@ train_setup_venv() {
 
 # --- data: the `make run` pipeline, release tools, own folder --------------------------------------
 train_setup_data() {
-    local rows="$1" seed="$TRAIN_SETUP_SEED" manifest="$TRAIN_SETUP_MANIFEST" want t
+    local rows="$1" mode="${2:-}" seed="$TRAIN_SETUP_SEED" manifest="$TRAIN_SETUP_MANIFEST" want t
+    local leak_check=1
+    case "$mode" in
+        "") ;;
+        no-leak-check) leak_check=0 ;;
+        *) die "train_setup_data: unknown mode '$mode'" ;;
+    esac
     [[ -f "$manifest" ]] || die "$manifest is missing"
     mkdir -p "$TRAIN_SETUP_WORK"
-    DATA="$TRAIN_SETUP_WORK/train-data-$rows"
+    DATA="$TRAIN_SETUP_WORK/train-data-$rows${mode:+-$mode}"
     SPEC="$DATA.spec.json"
     local versions=()
     for t in "${TRAIN_SETUP_TOOLS[@]:1}"; do versions+=("$(target/release/"$t" --version)"); done
-    want="$(python3 - "$rows" "$seed" "$(sha256sum "$manifest" | cut -d' ' -f1)" "${versions[@]}" <<'PY'
+    want="$(python3 - "$rows" "$seed" "$(sha256sum "$manifest" | cut -d' ' -f1)" "$leak_check" "${versions[@]}" <<'PY'
 import json, sys
-rows, seed, manifest, *tools = sys.argv[1:]
-print(json.dumps({"rows": int(rows), "seed": int(seed), "manifest_sha256": manifest, "tools": tools}))
+rows, seed, manifest, leak_check, *tools = sys.argv[1:]
+print(json.dumps({"rows": int(rows), "seed": int(seed), "manifest_sha256": manifest,
+                  "leak_check": leak_check == "1", "tools": tools}))
 PY
 )"
     if python3 - "$SPEC" "$want" "$DATA" <<'PY'
@@ -89,7 +101,7 @@ PY
         log "reusing $DATA ($rows rows)"
         return
     fi
-    log "generating $DATA ($rows rows: demo-data -> mf-hash -> ds-validate -> leak-check -> shardify)"
+    log "generating $DATA ($rows rows: demo-data -> mf-hash -> ds-validate -> ${mode:-leak-check} -> shardify)"
     rm -rf "$DATA" "$SPEC"
     mkdir -p "$DATA"
     target/release/demo-data --out "$DATA/snapshot" --rows "$rows" --seed "$seed" -q > "$DATA/snapshot.json" \
@@ -105,19 +117,23 @@ json.dump(m, sys.stdout, indent=2)
         || die "mf-hash --data-digest failed"
     target/release/ds-validate --profile-out "$DATA/profile.json" -q < "$DATA/record.json" > "$DATA/validate.json" \
         || die "ds-validate failed (see $DATA/validate.json)"
-    target/release/leak-check -q < "$DATA/validate.json" > "$DATA/leaks.json" || die "leak-check failed (see $DATA/leaks.json)"
-    target/release/shardify --out "$DATA/shards" -q < "$DATA/leaks.json" > "$DATA/shards.json" || die "shardify failed"
-    python3 - "$SPEC" "$want" "$DATA" "$rows" "$seed" "$manifest" <<'PY'
+    local checked="$DATA/validate.json"
+    if (( leak_check )); then
+        target/release/leak-check -q < "$DATA/validate.json" > "$DATA/leaks.json" || die "leak-check failed (see $DATA/leaks.json)"
+        checked="$DATA/leaks.json"
+    fi
+    target/release/shardify --out "$DATA/shards" -q < "$checked" > "$DATA/shards.json" || die "shardify failed"
+    python3 - "$SPEC" "$want" "$DATA" "$rows" "$seed" "$manifest" "$leak_check" <<'PY'
 import json, os, sys
-path, want, data, rows, seed, manifest = sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:]
+path, want, data, rows, seed, manifest, leak_check = sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:]
+steps = "ds-validate; leak-check" if leak_check == "1" else "ds-validate (leak-check skipped)"
 shards = json.load(open(os.path.join(data, "shards.json")))["shards"]
 splits = {name: {"rows": s["rows"], "shards": s["shards"]} for name, s in shards["splits"].items()}
 spec = dict(want, dir=data, record=os.path.join(data, "shards.json"), shards=shards["dir"], splits=splits,
-            description="demo-data churn snapshot (the `make run` demo at the default size), split by signup_date "
+            description="demo-data churn snapshot (the `make run` demo pipeline), split by signup_date "
                         "and shuffled into zstd Parquet shards by shardify",
             generator=f"target/release/demo-data --out {data}/snapshot --rows {rows} --seed {seed}; mf-hash "
-                      f"({manifest} with data.snapshot moved there) --data-digest; ds-validate; leak-check; "
-                      f"shardify --out {data}/shards")
+                      f"({manifest} with data.snapshot moved there) --data-digest; {steps}; shardify --out {data}/shards")
 tmp = path + ".tmp"
 with open(tmp, "w") as f:
     json.dump(spec, f, indent=2)

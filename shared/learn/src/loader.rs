@@ -933,7 +933,24 @@ mod resume_tests {
                 })
                 .unwrap()
         };
-        let mut seen: Vec<usize> = straight[..96].iter().map(|b| piece_of(b.2[0])).collect();
+        let lane0: Vec<usize> = straight[..96].iter().map(|b| piece_of(b.2[0])).collect();
+        // Each piece has its own row order: lane 0's offsets within the 5 equal pieces of
+        // shard 0 are all different sequences.
+        let offsets = |piece: usize| -> Vec<u64> {
+            let start = pieces[piece].rows.start;
+            straight[..96]
+                .iter()
+                .zip(&lane0)
+                .filter(|&(_, &p)| p == piece)
+                .map(|(b, _)| b.2[0] as u64 - start)
+                .collect()
+        };
+        let mut orders: Vec<Vec<u64>> = (0..5).map(offsets).collect();
+        assert!(orders.iter().all(|o| o.len() == 8));
+        orders.sort();
+        orders.dedup();
+        assert_eq!(orders.len(), 5, "pieces of one shard share a row order");
+        let mut seen = lane0.clone();
         seen.dedup();
         assert_eq!(seen.len(), 13, "{seen:?}");
         let mut sorted = seen.clone();

@@ -24,7 +24,9 @@
 #   BENCH_TRAIN_WORKERS  DataLoader workers of the torch-dataloader peer (default 2)
 #   BENCH_TRAIN_WARMUP   first steps left out of the steady-state figures, a multiple of 10 (default 20)
 #   BENCH_TRAIN_ROWS     rows of the generated churn snapshot (default 200000, as `make run`; shared
-#                        with bench-ddp.sh)
+#                        with bench-ddp.sh). Another size writes bench/train-rowsROWS-threadsN.json,
+#                        so the default figures stay; above 2000000 rows the shards are made
+#                        without leak-check, as the data-wait bench's (train-setup.sh says why)
 #   BENCH_WAIT_ROWS      rows of the data-wait bench's snapshot (default 10000000, demo-data's most:
 #                        about 8M train rows in 9 shards); its shards are made without leak-check
 #                        (train-setup.sh says why)
@@ -107,7 +109,13 @@ mkdir -p "$WORK" bench
 source scripts/bench/train-setup.sh
 train_setup_build
 train_setup_venv
-train_setup_data "$ROWS"
+if (( ROWS > 2000000 )); then
+  train_setup_data "$ROWS" no-leak-check
+else
+  train_setup_data "$ROWS"
+fi
+TRAIN_OUT_PREFIX=bench/train-
+(( ROWS == 200000 )) || TRAIN_OUT_PREFIX="bench/train-rows$ROWS-"
 
 # --- the benchmarks ----------------------------------------------------------------------------------
 # One result file per thread count: on 2 cores one intra-op thread beats two for this model,
@@ -116,7 +124,7 @@ for THREADS in $THREADS_LIST; do
   [[ ",$ONLY," == *,train,* || ",$ONLY," == *,ckpt,* ]] || break
   log "intra-op threads: $THREADS"
   export PYTHONDONTWRITEBYTECODE=1 BENCH_PY="$PY" BENCH_TRAIN=target/release/train BENCH_RECORD="$DATA/shards.json" \
-      BENCH_DATA_SPEC="$SPEC" BENCH_SCRATCH="$WORK/train-scratch" BENCH_OUT="bench/train-threads$THREADS.json" \
+      BENCH_DATA_SPEC="$SPEC" BENCH_SCRATCH="$WORK/train-scratch" BENCH_OUT="${TRAIN_OUT_PREFIX}threads$THREADS.json" \
       BENCH_RUNS_N="$RUNS" BENCH_TRAIN_STEPS_N="$STEPS" BENCH_TRAIN_BATCH_N="$BATCH" BENCH_TRAIN_THREADS_N="$THREADS" \
       BENCH_TRAIN_WORKERS_N="$WORKERS" BENCH_TRAIN_WARMUP_N="$WARMUP" BENCH_CKPT_HIDDEN_N="$CKPT_HIDDEN" \
       BENCH_CKPT_SAVES_N="$CKPT_SAVES" BENCH_ONLY_N="$ONLY" BENCH_TRAIN_RUN_TIMEOUT_N="$RUN_TIMEOUT" \

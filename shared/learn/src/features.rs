@@ -248,10 +248,17 @@ impl Preprocess {
                     }
                     return Err(err);
                 }
-                for (i, name) in lists.numeric.iter().enumerate() {
-                    let values = numeric_values(&batch, name, shard, first_row)?;
-                    for v in values {
-                        match v {
+                let columns = lists
+                    .numeric
+                    .iter()
+                    .map(|name| numeric_values(&batch, name, shard, first_row))
+                    .collect::<Result<Vec<_>>>()?;
+                // Row by row across the columns: each column's values still arrive in row order
+                // (the same sums, bit for bit), but the columns' running means no longer wait on
+                // each other's divisions, which the processor then overlaps.
+                for row in 0..batch.num_rows() {
+                    for (i, values) in columns.iter().enumerate() {
+                        match values[row] {
                             Some(v) => stats[i].push(v),
                             None => nulls[i] += 1,
                         }
@@ -260,8 +267,15 @@ impl Preprocess {
                 for (i, name) in lists.categorical.iter().enumerate() {
                     let column = string_column(&batch, name, shard)?;
                     let strings = column.as_string::<i32>();
+                    let counts = &mut counts[i];
                     for v in strings.iter().flatten() {
-                        *counts[i].entry(v.to_string()).or_default() += 1;
+                        // A value seen before is counted without allocating its text again.
+                        match counts.get_mut(v) {
+                            Some(n) => *n += 1,
+                            None => {
+                                counts.insert(v.to_string(), 1);
+                            }
+                        }
                     }
                 }
                 rows += batch.num_rows() as u64;
@@ -462,6 +476,8 @@ struct Welford {
     mean: f64,
     m2: f64,
     scale: f64,
+    /// 1 / scale, exact: scale is a power of two, so multiplying by it rounds as dividing does.
+    inverse: f64,
 }
 
 impl Default for Welford {
@@ -471,6 +487,7 @@ impl Default for Welford {
             mean: 0.0,
             m2: 0.0,
             scale: 1.0,
+            inverse: 1.0,
         }
     }
 }
@@ -488,8 +505,9 @@ impl Welford {
             self.mean *= shrink;
             self.m2 *= shrink * shrink;
             self.scale = scale;
+            self.inverse = 1.0 / scale;
         }
-        let x = x / self.scale;
+        let x = x * self.inverse;
         self.n += 1;
         let delta = x - self.mean;
         self.mean += delta / self.n as f64;

@@ -764,6 +764,36 @@ mod tests {
         assert_eq!(small.std().to_bits(), (m2 / n as f64).sqrt().to_bits());
     }
 
+    /// Welford scales by multiplying with 1/scale: for every power-of-two scale it may reach,
+    /// that is the division bit for bit, down to results in the subnormal range.
+    #[test]
+    fn multiplying_by_the_inverse_scale_rounds_as_dividing_does() {
+        let xs = [
+            1.0,
+            -3.7,
+            0.1,
+            f64::MAX,
+            -f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1.2345678901234567e-300,
+            -9.87654321e-310,
+            std::f64::consts::PI * 1e200,
+            7.0e15 + 1.0,
+        ];
+        for k in 0..=1023 {
+            let scale = 2f64.powi(k);
+            let inverse = 1.0 / scale;
+            for x in xs {
+                assert_eq!(
+                    (x * inverse).to_bits(),
+                    (x / scale).to_bits(),
+                    "{x} / 2^{k}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_feature_with_nulls_in_train_gets_an_indicator_after_the_values() {
         let dir = tempfile::tempdir().unwrap();

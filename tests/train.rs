@@ -288,6 +288,40 @@ fn a_run_killed_at_random_steps_resumes_to_the_same_weights() {
     );
 }
 
+/// Shards of millions of rows are read in pieces; the tests' 2,500-row shards are cut into
+/// pieces of 700 rows (the test build's RUNFN_TEST_PIECE_ROWS) to run the same code.
+#[test]
+fn a_run_reading_its_shards_in_pieces_killed_at_a_random_step_resumes_to_the_same_weights() {
+    let pieces = [("RUNFN_TEST_PIECE_ROWS", "700")];
+    let record = edited(|r| r["manifest"]["config"]["max_steps"] = 600.into());
+    let dir = tempfile::tempdir().unwrap();
+    let run = |out: &Path, args: &[&str]| {
+        crate::util::wait_within(start(&record, out, args, &pieces), Duration::from_secs(300))
+    };
+    let straight = weights_hash(&run(&dir.path().join("straight"), &[]));
+    let whole_shards = weights_hash(&train(&record, &dir.path().join("whole"), &[]));
+    assert_ne!(straight, whole_shards, "the pieces changed the data order");
+    let out = dir.path().join("killed");
+    let target = random_in(60, 540);
+    let mut child = start(&record, &out, &[], &pieces);
+    wait_for_step(&out, target, &mut child);
+    signal(&child, "-KILL");
+    let status = crate::util::wait_within(child, Duration::from_secs(30));
+    assert_eq!(
+        status.code, -1,
+        "killed at step {target}: {}",
+        status.stderr
+    );
+    let resumed = run(&out, &["--sync-checkpoints"]);
+    assert_eq!(weights_hash(&resumed), straight, "killed at step {target}");
+    assert!(
+        resumed.json()["train"]["resumed_from"]["step"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
 #[test]
 fn sigterm_at_a_random_step_checkpoints_that_step_and_a_rerun_ends_the_same() {
     let max_steps = 1500;

@@ -109,6 +109,9 @@ pub struct Faults {
     pub slow_ckpt_write: Duration,
     /// The loop panics at this step (a crash must end in one line and exit 4).
     pub panic_at: Option<u64>,
+    /// Not a fault: shards are read in pieces of at most this many rows instead of the batch's
+    /// default (2^17 and up), so the tests' small shards are cut into pieces too.
+    pub piece_rows: Option<u64>,
 }
 
 /// Of the `cores` a rank has, one is left to its input pipeline (decoding, batching, dropout

@@ -188,7 +188,10 @@ impl<'a> TrainingLoop<'a> {
             Arc::new(preprocess.clone()),
             LoaderOptions {
                 batch: config.global_batch as usize,
-                piece_rows: shard_pieces::piece_rows(config.global_batch as usize),
+                piece_rows: job
+                    .faults
+                    .piece_rows
+                    .unwrap_or_else(|| shard_pieces::piece_rows(config.global_batch as usize)),
                 seed: job.seed,
                 start_epoch: start.epoch,
                 start_position: start.position,

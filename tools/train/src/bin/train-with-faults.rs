@@ -7,6 +7,8 @@
 //!   RUNFN_TEST_LOSS_SPIKE_AT_STEP=N          step N trains on its batch's labels flipped
 //!   RUNFN_TEST_SLOW_CKPT_WRITE_MS=MS         every background checkpoint write starts MS ms late
 //!   RUNFN_TEST_PANIC_AT_STEP=N               the loop panics at step N
+//!   RUNFN_TEST_PIECE_ROWS=N                  shards are read in pieces of at most N rows (not a
+//!                                            fault: the tests' small shards cut as large ones are)
 
 use std::time::Duration;
 
@@ -29,5 +31,6 @@ fn faults_from_env() -> Faults {
             .and_then(|v| v.parse().ok())
             .map_or(Duration::ZERO, Duration::from_millis),
         panic_at: var("RUNFN_TEST_PANIC_AT_STEP").and_then(|v| v.parse().ok()),
+        piece_rows: var("RUNFN_TEST_PIECE_ROWS").and_then(|v| v.parse().ok()),
     }
 }

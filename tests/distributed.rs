@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::train::{edited, random_in, start, train, wait_for_step, weights_hash};
-use crate::util::{Output, bin, spawn_with_stdin, tool, wait_within};
+use crate::util::{Output, Run, bin, bin_for, spawn_with_stdin, tool, wait_within};
 
 /// The fixture's record trained for `steps` steps, checkpointing every 50.
 pub fn record(steps: u64) -> String {
@@ -156,6 +156,38 @@ fn two_and_four_ranks_match_one_process() {
             assert_eq!(r["position"], state["position"]);
         }
     }
+}
+
+/// With shards read in pieces (the test build cuts the 2,500-row shards into 700-row pieces,
+/// as shards of millions of rows are cut), two ranks still train one process's model, each
+/// reading its own rows of every piece.
+#[test]
+fn two_ranks_reading_shards_in_pieces_match_one_process() {
+    let record = record(200);
+    let dir = tempfile::tempdir().unwrap();
+    let pieces = [("RUNFN_TEST_PIECE_ROWS", "700")];
+    let run = |out: &Path, extra: &[&str]| {
+        Run::new(bin_for("train", &pieces))
+            .env(pieces[0].0, pieces[0].1)
+            .args(["--out".as_ref(), out.as_os_str()])
+            .args(["-q", "--threads", "1", "--dist-timeout", "20"])
+            .args(extra)
+            .stdin(record.clone())
+            .run()
+    };
+    let one = run(&dir.path().join("one"), &[]);
+    let two = run(&dir.path().join("two"), &["--nproc-per-node", "2"]);
+    assert_eq!(two.code, 0, "{}", two.stderr);
+    assert_ne!(
+        weights_hash(&one),
+        weights_hash(&train(&record, &dir.path().join("whole"), &[])),
+        "the pieces changed the data order"
+    );
+    let difference = max_relative_difference(
+        &dir.path().join("one/model.safetensors"),
+        &dir.path().join("two/model.safetensors"),
+    );
+    assert!(difference < 1e-5, "two ranks differ by {difference:e}");
 }
 
 #[test]

@@ -217,6 +217,16 @@ pub fn start(record: &str, out: &Path, args: &[&str], env: &[(&str, &str)]) -> s
     child
 }
 
+/// Starts train on `record` (with `env`), SIGKILLs it once it logged `step` and checks that the
+/// signal ended it.
+pub fn kill_at_step(record: &str, out: &Path, step: u64, env: &[(&str, &str)]) {
+    let mut child = start(record, out, &[], env);
+    wait_for_step(out, step, &mut child);
+    signal(&child, "-KILL");
+    let status = crate::util::wait_within(child, Duration::from_secs(30));
+    assert_eq!(status.code, -1, "killed at step {step}: {}", status.stderr);
+}
+
 fn signal(child: &std::process::Child, name: &str) {
     let status = std::process::Command::new("kill")
         .args([name, &child.id().to_string()])
@@ -239,15 +249,7 @@ fn a_run_killed_at_random_steps_resumes_to_the_same_weights() {
     targets.sort_unstable();
     let mut last_checkpoint = 0;
     for &target in &targets {
-        let mut child = start(&record, &out, &[], &[]);
-        wait_for_step(&out, target, &mut child);
-        signal(&child, "-KILL");
-        let status = crate::util::wait_within(child, Duration::from_secs(30));
-        assert_eq!(
-            status.code, -1,
-            "killed at step {target}: {}",
-            status.stderr
-        );
+        kill_at_step(&record, &out, target, &[]);
         assert!(
             !out.join("model.safetensors").exists(),
             "no weights file from a run killed at step {target}"
@@ -303,15 +305,7 @@ fn a_run_reading_its_shards_in_pieces_killed_at_a_random_step_resumes_to_the_sam
     assert_ne!(straight, whole_shards, "the pieces changed the data order");
     let out = dir.path().join("killed");
     let target = random_in(60, 540);
-    let mut child = start(&record, &out, &[], &pieces);
-    wait_for_step(&out, target, &mut child);
-    signal(&child, "-KILL");
-    let status = crate::util::wait_within(child, Duration::from_secs(30));
-    assert_eq!(
-        status.code, -1,
-        "killed at step {target}: {}",
-        status.stderr
-    );
+    kill_at_step(&record, &out, target, &pieces);
     let resumed = run(&out, &["--sync-checkpoints"]);
     assert_eq!(weights_hash(&resumed), straight, "killed at step {target}");
     assert!(
@@ -1008,10 +1002,7 @@ fn keep_best_keeps_the_checkpoint_of_the_best_val_auc_through_pruning_and_a_kill
 
     // Killed after the best step and resumed: the same best, with the same weights.
     let killed = dir.path().join("killed");
-    let mut child = start(&record, &killed, &[], &[]);
-    wait_for_step(&killed, argmax + 60, &mut child);
-    signal(&child, "-KILL");
-    crate::util::wait_within(child, Duration::from_secs(30));
+    kill_at_step(&record, &killed, argmax + 60, &[]);
     let resumed = train(&record, &killed, &[]);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     let section = &resumed.json()["train"];
@@ -1160,10 +1151,7 @@ fn an_early_stopped_run_killed_and_resumed_stops_at_the_same_step_with_the_same_
     // Killed between the best and the stop, where the count of evaluations since the best comes
     // from the checkpoint, or before the best.
     let target = random_in(30, stopped - 5);
-    let mut child = start(&record, &out, &[], &[]);
-    wait_for_step(&out, target, &mut child);
-    signal(&child, "-KILL");
-    crate::util::wait_within(child, Duration::from_secs(30));
+    kill_at_step(&record, &out, target, &[]);
     let resumed = train(&record, &out, &[]);
     assert_eq!(
         weights_hash(&resumed),

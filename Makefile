@@ -11,6 +11,9 @@ CARGO ?= cargo
 # The clone's root, so the stages also run from another folder (make -f ROOT/Makefile stages).
 ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 
+# What a caller passes (MODEL, RUN_DIR, MANIFEST, ...) is checked before anything else reads it.
+include $(ROOT)/scripts/make/checked-values.mk
+
 # The caller's folder, against which relative paths (MANIFEST, RUN_DIR, REGISTRY, the manifest's
 # snapshot) resolve: where `make -C clone run` or `make -f clone/Makefile run` was typed, not the
 # clone. Under -C make runs in the clone and only the environment's PWD still says where the
@@ -20,6 +23,9 @@ CALLER_DIR := $(or $(realpath $(PWD)),$(CURDIR))
 else
 CALLER_DIR := $(CURDIR)
 endif
+# The recipes reach the caller's folder through the environment: whatever its name holds, no
+# shell parses it.
+export RUNFN_CALLER_DIR := $(CALLER_DIR)
 
 # libtorch is installed once into a cache folder outside the clone, keyed by version, and the
 # build finds it through LIBTORCH; the binaries carry an rpath to its lib folder.
@@ -115,17 +121,17 @@ bench:
 ## RUN_DIR/nights/<UTC time>/, which `report history` reads.
 ## The stages run in the caller's folder (see CALLER_DIR).
 run: $(BUILD)
-	@cd '$(CALLER_DIR)' && rm -f $(RUN_DIR)/failed.json $(RUN_DIR)/failed.err $(RUN_DIR)/failed.stage
-	@cd '$(CALLER_DIR)' && { $(MAKE) --no-print-directory -f $(ROOT)/Makefile stages || { code=$$?; \
+	@cd "$$RUNFN_CALLER_DIR" && rm -f $(RUN_DIR)/failed.json $(RUN_DIR)/failed.err $(RUN_DIR)/failed.stage
+	@cd "$$RUNFN_CALLER_DIR" && { $(MAKE) --no-print-directory -f $(ROOT)/Makefile stages || { code=$$?; \
 	  $(ROOT)/scripts/alert.sh '$(RUN_DIR)' '$(MANIFEST)' '$(MODEL)' '$(BIN)'; \
 	  $(MAKE) --no-print-directory -f $(ROOT)/Makefile night-page night-archive; exit $$code; }; }
-	@cd '$(CALLER_DIR)' && $(MAKE) --no-print-directory -f $(ROOT)/Makefile night-archive
-	@cd '$(CALLER_DIR)' && echo "run: done; $(MODEL)@prod is version $$($(BIN)/register resolve $(MODEL)@prod | grep -o '"version":[0-9]*' | cut -d: -f2); records under $(RUN_DIR)/, the page: $(RUN_DIR)/report.html"
+	@cd "$$RUNFN_CALLER_DIR" && $(MAKE) --no-print-directory -f $(ROOT)/Makefile night-archive
+	@cd "$$RUNFN_CALLER_DIR" && echo "run: done; $(MODEL)@prod is version $$($(BIN)/register resolve $(MODEL)@prod | grep -o '"version":[0-9]*' | cut -d: -f2); records under $(RUN_DIR)/, the page: $(RUN_DIR)/report.html"
 
 ## Retraining from cron: one run at a time (a lock), appended to RUN_DIR/retrain.log (rotated by
 ## size), non-zero when a stage fails. Relative paths are the caller's, as for `run`.
 retrain:
-	@cd '$(CALLER_DIR)' && $(ROOT)/scripts/retrain.sh RUN_DIR='$(RUN_DIR)' $(RETRAIN_ARGS)
+	@cd "$$RUNFN_CALLER_DIR" && $(ROOT)/scripts/retrain.sh RUN_DIR='$(RUN_DIR)' $(RETRAIN_ARGS)
 
 # A failed night's page: that night's records and why it stopped (the stage's failed.* files).
 .PHONY: night-page night-archive

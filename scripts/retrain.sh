@@ -19,6 +19,8 @@
 #                          (default 10485760, 10 MiB): retrain.log -> retrain.log.1 -> ... -> .N
 #   RETRAIN_LOG_KEEP       how many rotated logs to keep (default 5)
 #   crontab:  17 3 * * *  cd /srv/models && /srv/runfn/scripts/retrain.sh MANIFEST=churn.yaml RUN_DIR=runs/churn
+# Cron should call this script, not `make retrain`: make says 2 for any failed recipe, so only
+# the script's own exit carries the stage's code (1, 2, 3 or 4) to cron.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 run_dir=${RUN_DIR:-runs/demo}
@@ -58,8 +60,11 @@ echo "== retrain started $(stamp) ==" >> "$LOG"
 attempts=$((RETRIES + 1)) wait_s=$BACKOFF
 for ((attempt = 1; ; attempt++)); do
   stage=""
+  # The lock's descriptor stays in this shell alone (9>&-): a background child of the alert
+  # command that inherited it would hold the lock after this run ends, and every later night
+  # would find "another retrain is running".
   RUNFN_RETRY_ATTEMPT=$attempt RUNFN_RETRY_ATTEMPTS=$attempts \
-    make --no-print-directory -f "$root/Makefile" run RUN_DIR="$run_dir" "$@" >> "$LOG" 2>&1
+    make --no-print-directory -f "$root/Makefile" run RUN_DIR="$run_dir" "$@" >> "$LOG" 2>&1 9>&-
   code=$?
   # make says 2 for any failed recipe; the stage's own code is in failed.stage (`run` clears it first).
   if (( code != 0 )) && [[ -f $run_dir/failed.stage ]]; then

@@ -77,7 +77,7 @@ fn stage(name: &str, args: &[&std::ffi::OsStr], stdin: impl Into<Vec<u8>>) -> Ou
 }
 
 /// mf-hash, ds-validate, leak-check, shardify: the record a team's trainer starts from.
-fn sharded(dir: &Path) -> String {
+pub fn sharded(dir: &Path) -> String {
     let manifest = crate::real_data::manifest(&TELCO);
     let snapshot = "testdata/real/telco/snapshot";
     let hashed = stage(
@@ -358,10 +358,10 @@ fn scores_that_are_not_exactly_the_test_rows_probabilities_are_refused() {
     let mut other = good.clone();
     other[0].0 = val[0].clone();
     judge(&write("other.csv", &other))
-        .assert_bad_input("evaluate", "are not rows of the `test` split");
+        .assert_bad_input("evaluate", "is not a row of the `test` split");
     let val_scores: Vec<(String, String)> = val.iter().map(|k| (k.clone(), "0.5".into())).collect();
     judge(&write("val.csv", &val_scores))
-        .assert_bad_input("evaluate", "are not rows of the `test` split");
+        .assert_bad_input("evaluate", "is not a row of the `test` split");
     let missing = &good[1..];
     judge(&write("missing.csv", missing)).assert_bad_input("evaluate", "have no score");
     let mut twice = good.clone();

@@ -1302,3 +1302,5 @@ fn the_digest_covers_exactly_the_files_the_readers_read() {
     .unwrap();
     assert_ne!(digest(&snapshot)["digest"], before["digest"]);
 }
+
+mod round_four;

@@ -227,7 +227,7 @@ pub fn kill_at_step(record: &str, out: &Path, step: u64, env: &[(&str, &str)]) {
     assert_eq!(status.code, -1, "killed at step {step}: {}", status.stderr);
 }
 
-fn signal(child: &std::process::Child, name: &str) {
+pub fn signal(child: &std::process::Child, name: &str) {
     let status = std::process::Command::new("kill")
         .args([name, &child.id().to_string()])
         .status()

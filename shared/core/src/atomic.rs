@@ -68,8 +68,9 @@ where
 }
 
 /// The file a write to `path` replaces: `path` itself, or the end of its chain of symlinks.
-/// Refuses folders and special files, naming `path`.
-fn replaceable_target(path: &Path) -> Result<PathBuf, InputError> {
+/// Refuses folders and special files, naming `path`. For writers that stream into their own temp
+/// file (predictions, shards) and rename it into place at the end: rename onto what this returns.
+pub fn replaceable_target(path: &Path) -> Result<PathBuf, InputError> {
     let refuse = |message: String| InputError::field(path.display().to_string(), message);
     let mut current = path.to_path_buf();
     for _ in 0..MAX_SYMLINKS {

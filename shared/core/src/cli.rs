@@ -114,6 +114,16 @@ impl Tool {
     }
 }
 
+/// Writes `bytes` to stdout and flushes it. A reader that went away (`tool | head -c1`) is no
+/// error: the tool stops writing quietly, as Unix tools do, instead of reporting a crash.
+pub fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 /// What `-h` prints under the flags; `--help` prints the tool's examples, output section and exit
 /// codes instead, and the man page keeps them too.
 const SHORT_AFTER_HELP: &str =

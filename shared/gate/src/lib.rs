@@ -2,11 +2,13 @@
 
 pub mod decide;
 pub mod evaluation;
+pub mod noise_input;
 pub mod paired;
 pub mod pairing;
 pub mod policy;
 
 pub use decide::{Check, Decision, decide};
 pub use evaluation::Evaluation;
+pub use noise_input::check_noise_floor;
 pub use paired::{PairedScores, Settings, TrainingNoise, decide_paired};
 pub use policy::Policy;

@@ -19,13 +19,14 @@ use crate::shard_reader::ShardReader;
 /// The column holding each row's score.
 pub const SCORE_COLUMN: &str = "score";
 
-/// A scores file as read: its blake3 (of the bytes read), and each key's score.
+/// A scores file as read: its blake3 (of the bytes read), its key column and how many rows it
+/// scored.
 #[derive(Debug, Clone)]
 pub struct ScoresFile {
     pub path: PathBuf,
     pub blake3: String,
     pub key: String,
-    scores: HashMap<String, f64>,
+    rows: u64,
 }
 
 /// Where a score came from in the file, for an error that names it.
@@ -46,99 +47,140 @@ impl std::fmt::Display for Place {
     }
 }
 
+/// Bytes a scores file may take per row of the split beyond the row's key: the score written
+/// out in full, separators, quotes, Parquet's own lengths and levels, and a few columns of the
+/// team's own beside the two that are read.
+const BYTES_PER_ROW: u64 = 512;
+
+/// Bytes any scores file may take besides its rows: a header, Parquet's footer and metadata.
+const BYTES_BESIDES_ROWS: u64 = 1 << 20;
+
+/// The split's rows as the scores file must cover them: each key's place in the split's order.
+struct Wanted<'a> {
+    split: &'a str,
+    place: HashMap<&'a str, usize>,
+    scores: Vec<Option<(f64, Place)>>,
+    /// The most bytes a file scoring exactly these rows needs, whatever its format.
+    most_bytes: u64,
+}
+
+impl<'a> Wanted<'a> {
+    fn new(keys: &'a [String], split: &'a str) -> Wanted<'a> {
+        let key_bytes: u64 = keys.iter().map(|k| k.len() as u64).sum();
+        Wanted {
+            split,
+            place: keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.as_str(), i))
+                .collect(),
+            scores: vec![None; keys.len()],
+            most_bytes: BYTES_BESIDES_ROWS + key_bytes + BYTES_PER_ROW * keys.len() as u64,
+        }
+    }
+}
+
 impl ScoresFile {
     /// Reads `path` (Parquet when it starts with `PAR1`, else CSV with a header), whose rows are
-    /// keyed by the column `key`. Every score must be a finite probability and every key unique.
-    pub fn read(path: &Path, key: &str) -> Result<ScoresFile, InputError> {
+    /// keyed by the column `key`, and returns the scores in the order of `keys` (the rows of
+    /// `split`), which the file must cover exactly. Every score must be a finite probability and
+    /// every key unique. What the file may allocate is bounded by the split: a file larger than
+    /// its rows could need is refused before it is read, and reading stops at the first key that
+    /// is not a row of the split.
+    pub fn read(
+        path: &Path,
+        key: &str,
+        keys: &[String],
+        split: &str,
+    ) -> Result<(ScoresFile, Vec<f64>), InputError> {
         let blake3 = blake3_bounded(path, SCORES_LIMIT)?;
         let mut file = ScoresFile {
             path: path.to_path_buf(),
             blake3,
             key: key.to_string(),
-            scores: HashMap::new(),
+            rows: 0,
         };
-        let mut first_place: HashMap<String, Place> = HashMap::new();
-        let mut add = |file: &mut ScoresFile, k: String, score: f64, place: Place| {
-            file.check_score(&k, score, place)?;
-            if let Some(earlier) = first_place.get(&k) {
-                return Err(file.refuse(format!(
-                    "key `{}` appears twice ({earlier} and {place}): each row is scored once",
-                    runfn_core::error::shown(&k)
-                )));
-            }
-            first_place.insert(k.clone(), place);
-            file.scores.insert(k, score);
-            Ok(())
-        };
+        let mut wanted = Wanted::new(keys, split);
+        let size = std::fs::metadata(path)
+            .map_err(|source| InputError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        if size > wanted.most_bytes {
+            return Err(file.refuse(format!(
+                "is {size} bytes, more than the {} bytes that scores for the {} rows of `{split}` can take: not a scores file for that split",
+                wanted.most_bytes,
+                keys.len()
+            )));
+        }
         if is_parquet(path).map_err(|source| InputError::Io {
             path: path.to_path_buf(),
             source,
         })? {
-            let pairs = file.parquet_pairs()?;
-            for (i, (k, s)) in pairs.into_iter().enumerate() {
-                add(&mut file, k, s, Place::Row(i as u64))?;
-            }
+            file.parquet_pairs(&mut wanted)?;
         } else {
-            let pairs = file.csv_pairs()?;
-            for (line, k, s) in pairs {
-                add(&mut file, k, s, Place::Line(line))?;
-            }
+            file.csv_pairs(&mut wanted)?;
         }
-        if file.scores.is_empty() {
+        if file.rows == 0 {
             return Err(file.refuse("holds no rows".into()));
         }
-        Ok(file)
-    }
-
-    pub fn rows(&self) -> u64 {
-        self.scores.len() as u64
-    }
-
-    /// The scores in the order of `keys` (the split's rows), which the file must cover exactly:
-    /// no score for a row outside the split, none missing.
-    pub fn in_order(&self, keys: &[String], split: &str) -> Result<Vec<f64>, InputError> {
-        let mut out = Vec::with_capacity(keys.len());
-        let mut missing = Vec::new();
-        for k in keys {
-            match self.scores.get(k) {
-                Some(score) => out.push(*score),
-                None => missing.push(k),
-            }
-        }
-        let covered = keys.len() - missing.len();
-        if covered < self.scores.len() {
-            let wanted: std::collections::HashSet<&str> = keys.iter().map(String::as_str).collect();
-            let mut others: Vec<&String> = self
-                .scores
-                .keys()
-                .filter(|k| !wanted.contains(k.as_str()))
-                .collect();
-            others.sort();
-            return Err(self.refuse(format!(
-                "{} of its {} keys are not rows of the `{split}` split (first: `{}`): the scores must be for exactly that split's rows",
-                others.len(),
-                self.scores.len(),
-                runfn_core::error::shown(others[0])
-            )));
-        }
-        if let Some(first) = missing.first() {
-            return Err(self.refuse(format!(
+        let missing: Vec<usize> = (0..keys.len())
+            .filter(|&i| wanted.scores[i].is_none())
+            .collect();
+        if let Some(&first) = missing.first() {
+            return Err(file.refuse(format!(
                 "{} of the {} rows of `{split}` have no score (first: {} `{}`)",
                 missing.len(),
                 keys.len(),
-                self.key,
-                runfn_core::error::shown(first)
+                file.key,
+                runfn_core::error::shown(&keys[first])
             )));
         }
-        Ok(out)
+        let scores = wanted
+            .scores
+            .into_iter()
+            .map(|s| s.expect("every row checked above").0)
+            .collect();
+        Ok((file, scores))
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
     }
 
     fn refuse(&self, message: String) -> InputError {
         InputError::field(self.path.display().to_string(), message)
     }
 
+    /// Takes one row of the file: its key must be a row of the split not scored before, its
+    /// score a probability.
+    fn add(
+        &mut self,
+        wanted: &mut Wanted,
+        key: &str,
+        score: f64,
+        place: Place,
+    ) -> Result<(), InputError> {
+        let shown = runfn_core::error::shown(&key.escape_debug().to_string());
+        let Some(&at) = wanted.place.get(key) else {
+            return Err(self.refuse(format!(
+                "{place}: the key `{shown}` is not a row of the `{}` split: the scores must be for exactly that split's rows",
+                wanted.split
+            )));
+        };
+        self.check_score(&shown, score, place)?;
+        if let Some((_, earlier)) = wanted.scores[at] {
+            return Err(self.refuse(format!(
+                "key `{shown}` appears twice ({earlier} and {place}): each row is scored once"
+            )));
+        }
+        wanted.scores[at] = Some((score, place));
+        self.rows += 1;
+        Ok(())
+    }
+
     fn check_score(&self, key: &str, score: f64, place: Place) -> Result<(), InputError> {
-        let key = runfn_core::error::shown(key);
         if !score.is_finite() {
             return Err(self.refuse(format!(
                 "{place} (key `{key}`): the score is {score}: scores must be finite probabilities"
@@ -152,28 +194,79 @@ impl ScoresFile {
         Ok(())
     }
 
-    /// The key (as text, as the shards' values are shown) and score of every Parquet row.
-    fn parquet_pairs(&self) -> Result<Vec<(String, f64)>, InputError> {
-        let bad =
-            |e: &dyn std::fmt::Display| self.refuse(format!("not a readable Parquet file: {e}"));
+    /// Each column's name must appear once, or which one is the key (or the score) is a guess.
+    fn check_unique_columns<'n>(
+        &self,
+        names: impl Iterator<Item = &'n str> + Clone,
+    ) -> Result<(), InputError> {
+        for wanted in [self.key.as_str(), SCORE_COLUMN] {
+            let count = names.clone().filter(|n| *n == wanted).count();
+            if count == 0 {
+                return Err(self.refuse(format!(
+                    "has no column `{wanted}` (columns: {})",
+                    column_names(names.clone())
+                )));
+            }
+            if count > 1 {
+                return Err(self.refuse(format!(
+                    "has {count} columns named `{wanted}`: which one is meant is unclear"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every Parquet row, its key read as text (as the shards' values are shown), in batches
+    /// small enough that even keys of a mebibyte stay within a bounded memory.
+    fn parquet_pairs(&mut self, wanted: &mut Wanted) -> Result<(), InputError> {
+        let bad = |e: &dyn std::fmt::Display| format!("not a readable Parquet file: {e}");
         let handle = std::fs::File::open(&self.path).map_err(|source| InputError::Io {
             path: self.path.clone(),
             source,
         })?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| bad(&e))?;
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(handle).map_err(|e| self.refuse(bad(&e)))?;
         let schema = builder.schema().clone();
-        for wanted in [self.key.as_str(), SCORE_COLUMN] {
-            if schema.field_with_name(wanted).is_err() {
-                return Err(self.refuse(format!(
-                    "has no column `{wanted}` (columns: {})",
-                    column_names(schema.fields().iter().map(|f| f.name().as_str()))
-                )));
-            }
+        self.check_unique_columns(schema.fields().iter().map(|f| f.name().as_str()))?;
+        let score_type = schema
+            .field_with_name(SCORE_COLUMN)
+            .expect("checked above")
+            .data_type();
+        if !score_type.is_numeric() {
+            return Err(self.refuse(format!(
+                "column `{SCORE_COLUMN}` is {score_type}, not a number"
+            )));
         }
-        let mut pairs = Vec::new();
-        for batch in builder.build().map_err(|e| bad(&e))? {
-            let batch = batch.map_err(|e| bad(&e))?;
-            let keys = display_strings(&batch, &self.key, &self.path).map_err(|e| bad(&e))?;
+        // Compressed bytes say little of what a column holds once decoded: its uncompressed
+        // size, from the footer, is what reading it allocates.
+        let decoded: i64 = builder
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.total_byte_size())
+            .sum();
+        if decoded.max(0) as u64 > wanted.most_bytes {
+            return Err(self.refuse(format!(
+                "decodes to {decoded} bytes, more than the {} bytes that scores for the {} rows of `{}` can take: not a scores file for that split",
+                wanted.most_bytes,
+                wanted.scores.len(),
+                wanted.split
+            )));
+        }
+        let mask = parquet::arrow::ProjectionMask::columns(
+            builder.parquet_schema(),
+            [self.key.as_str(), SCORE_COLUMN],
+        );
+        let reader = builder
+            .with_projection(mask)
+            .with_batch_size(1024)
+            .build()
+            .map_err(|e| self.refuse(bad(&e)))?;
+        let mut row = 0u64;
+        for batch in reader {
+            let batch = batch.map_err(|e| self.refuse(bad(&e)))?;
+            let keys =
+                display_strings(&batch, &self.key, &self.path).map_err(|e| self.refuse(bad(&e)))?;
             let key_column = batch.column_by_name(&self.key).expect("checked above");
             let scores = batch.column_by_name(SCORE_COLUMN).expect("checked above");
             let scores = arrow::compute::cast(scores, &DataType::Float64).map_err(|_| {
@@ -184,40 +277,42 @@ impl ScoresFile {
             })?;
             let scores = scores.as_primitive::<Float64Type>();
             for (i, k) in keys.into_iter().enumerate() {
-                let place = Place::Row((pairs.len()) as u64);
+                let place = Place::Row(row);
+                row += 1;
                 if key_column.is_null(i) {
                     return Err(self.refuse(format!("{place}: the key `{}` is null", self.key)));
                 }
                 if scores.is_null(i) {
-                    return Err(self.refuse(format!("{place} (key `{k}`): the score is null")));
+                    return Err(self.refuse(format!(
+                        "{place} (key `{}`): the score is null",
+                        runfn_core::error::shown(&k.escape_debug().to_string())
+                    )));
                 }
-                pairs.push((k, scores.value(i)));
+                self.add(wanted, &k, scores.value(i), place)?;
             }
         }
-        Ok(pairs)
+        Ok(())
     }
 
-    /// The line, key and score of every CSV record.
-    fn csv_pairs(&self) -> Result<Vec<(u64, String, f64)>, InputError> {
-        let bad = |e: csv::Error| self.refuse(format!("not a readable CSV file: {e}"));
+    /// Every CSV record's key and score, with its line.
+    fn csv_pairs(&mut self, wanted: &mut Wanted) -> Result<(), InputError> {
+        let bad = |e: csv::Error| format!("not a readable CSV file: {e}");
         let mut reader = csv::ReaderBuilder::new()
             .from_path(&self.path)
-            .map_err(bad)?;
-        let header = reader.headers().map_err(bad)?.clone();
-        let position = |wanted: &str| {
-            header.iter().position(|h| h == wanted).ok_or_else(|| {
-                self.refuse(format!(
-                    "has no column `{wanted}` (columns: {})",
-                    column_names(header.iter())
-                ))
-            })
-        };
-        let (key_at, score_at) = (position(&self.key)?, position(SCORE_COLUMN)?);
-        let mut pairs = Vec::new();
-        for record in reader.records() {
-            let record = record.map_err(bad)?;
+            .map_err(|e| self.refuse(bad(e)))?;
+        let header = reader.headers().map_err(|e| self.refuse(bad(e)))?.clone();
+        self.check_unique_columns(header.iter())?;
+        let position = |wanted: &str| header.iter().position(|h| h == wanted).expect("checked");
+        let (key_at, score_at) = (position(&self.key), position(SCORE_COLUMN));
+        let mut record = csv::StringRecord::new();
+        loop {
+            match reader.read_record(&mut record) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => return Err(self.refuse(bad(e))),
+            }
             let line = record.position().map_or(0, |p| p.line());
-            let key = record.get(key_at).unwrap_or_default().to_string();
+            let key = record.get(key_at).unwrap_or_default();
             let text = record.get(score_at).unwrap_or_default().trim();
             if key.is_empty() {
                 return Err(self.refuse(format!("line {line}: the key `{}` is empty", self.key)));
@@ -225,13 +320,13 @@ impl ScoresFile {
             let score = text.parse::<f64>().map_err(|_| {
                 self.refuse(format!(
                     "line {line} (key `{}`): the score `{}` is not a number",
-                    runfn_core::error::shown(&key),
-                    runfn_core::error::shown(text)
+                    runfn_core::error::shown(&key.escape_debug().to_string()),
+                    runfn_core::error::shown(&text.escape_debug().to_string())
                 ))
             })?;
-            pairs.push((line, key, score));
+            self.add(wanted, &key.to_string(), score, Place::Line(line))?;
         }
-        Ok(pairs)
+        Ok(())
     }
 }
 
@@ -309,11 +404,15 @@ mod tests {
     #[test]
     fn scores_come_back_in_the_splits_order() {
         let dir = tempfile::tempdir().unwrap();
-        let file = ScoresFile::read(&csv(dir.path(), "id,score\nb,0.25\na,0.75\n"), "id").unwrap();
-        assert_eq!(
-            file.in_order(&keys(&["a", "b"]), "test").unwrap(),
-            [0.75, 0.25]
-        );
+        let split = keys(&["a", "b"]);
+        let (file, scores) = ScoresFile::read(
+            &csv(dir.path(), "id,score\nb,0.25\na,0.75\n"),
+            "id",
+            &split,
+            "test",
+        )
+        .unwrap();
+        assert_eq!(scores, [0.75, 0.25]);
         assert_eq!(file.rows(), 2);
     }
 
@@ -321,14 +420,13 @@ mod tests {
     fn other_rows_missing_rows_and_bad_scores_are_named() {
         let dir = tempfile::tempdir().unwrap();
         let err = |text: &str, split: &[&str]| -> String {
-            match ScoresFile::read(&csv(dir.path(), text), "id") {
-                Err(e) => e.to_string(),
-                Ok(file) => file.in_order(&keys(split), "test").unwrap_err().to_string(),
-            }
+            ScoresFile::read(&csv(dir.path(), text), "id", &keys(split), "test")
+                .unwrap_err()
+                .to_string()
         };
         let other = err("id,score\na,0.5\nz,0.5\n", &["a"]);
         assert!(
-            other.contains("1 of its 2 keys are not rows of the `test` split (first: `z`)"),
+            other.contains("line 3: the key `z` is not a row of the `test` split"),
             "{other}"
         );
         let missing = err("id,score\na,0.5\n", &["a", "b"]);

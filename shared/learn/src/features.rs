@@ -143,6 +143,11 @@ pub struct NumericFeature {
     /// blake3) it had before indicators existed, and older files still load.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub indicator: bool,
+    /// The column was true/false in training (read as 1/0). Rows served with true/false where
+    /// training saw numbers are another type, refused rather than scored as 1/0. Left out of the
+    /// file when false, as `indicator` is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub boolean: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -218,6 +223,7 @@ impl Preprocess {
     ) -> Result<Preprocess> {
         let mut stats = vec![Welford::default(); lists.numeric.len()];
         let mut nulls = vec![0u64; lists.numeric.len()];
+        let mut boolean = vec![false; lists.numeric.len()];
         let mut counts: Vec<HashMap<String, u64>> = vec![HashMap::new(); lists.categorical.len()];
         let mut rows = 0u64;
         // The label's values, for an error that says what to write.
@@ -247,6 +253,9 @@ impl Preprocess {
                         )?;
                     }
                     return Err(err);
+                }
+                for (i, name) in lists.numeric.iter().enumerate() {
+                    boolean[i] = column(&batch, name, shard)?.data_type() == &DataType::Boolean;
                 }
                 let columns = lists
                     .numeric
@@ -290,13 +299,14 @@ impl Preprocess {
         let numeric = lists
             .numeric
             .iter()
-            .zip(stats.iter().zip(&nulls))
-            .map(|(name, (w, &nulls))| NumericFeature {
+            .zip(stats.iter().zip(&nulls).zip(&boolean))
+            .map(|(name, ((w, &nulls), &boolean))| NumericFeature {
                 name: name.clone(),
                 mean: w.mean(),
                 std: w.std(),
                 nulls,
                 indicator: missing_indicators && nulls > 0,
+                boolean,
             })
             .collect();
         let categorical = lists
@@ -408,6 +418,15 @@ impl Preprocess {
         };
         let mut indicator_column = self.numeric.len();
         for (j, feature) in self.numeric.iter().enumerate() {
+            let served = column(batch, &feature.name, origin)?.data_type();
+            if served == &DataType::Boolean && !feature.boolean {
+                bail!(
+                    "{}: column `{}` is true/false, but the model was trained on it as numbers (schema mismatch): \
+                     booleans are not scored as 1/0 behind your back",
+                    origin.display(),
+                    feature.name
+                );
+            }
             let values = numeric_values(batch, &feature.name, origin, first_row)?;
             for (i, v) in values.iter().enumerate() {
                 block.numeric[i * n_num + j] = match v {
@@ -956,6 +975,7 @@ mod tests {
             std: 2.0,
             nulls: 0,
             indicator: false,
+            boolean: false,
         };
         let text = serde_json::to_string(&feature).unwrap();
         assert_eq!(text, r#"{"name":"x","mean":1.0,"std":2.0,"nulls":0}"#);

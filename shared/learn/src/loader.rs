@@ -796,6 +796,7 @@ mod resume_tests {
                 std: 1.0,
                 nulls: 0,
                 indicator: false,
+                boolean: false,
             }],
             categorical: vec![CategoricalFeature {
                 name: "c".into(),

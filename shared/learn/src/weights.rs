@@ -175,6 +175,7 @@ mod tests {
                     std: 1.0,
                     nulls: 3,
                     indicator,
+                    boolean: false,
                 }],
                 categorical: vec![],
                 train_rows: 10,

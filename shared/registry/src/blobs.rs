@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use std::io::Read;
+
+use runfn_core::side_file::MODEL_LIMIT;
+
 use crate::{RegistryError, Result};
 
 #[derive(Debug, Clone)]
@@ -81,8 +85,14 @@ impl BlobStore {
         format!("{}/{hash}", &hash[..2.min(hash.len())])
     }
 
+    /// Where the blob named `hash` lives. A name that is not a content address (64 lowercase
+    /// hex digits) gets a path that cannot exist, so an index edited to name `../../etc/passwd`
+    /// never reads outside the blobs folder: the checks then say the name is no blake3.
     pub fn path(&self, hash: &str) -> PathBuf {
-        self.dir.join(&hash[..2.min(hash.len())]).join(hash)
+        if !is_content_address(hash) {
+            return self.dir.join("not-a-content-address");
+        }
+        self.dir.join(&hash[..2]).join(hash)
     }
 
     /// Where a reader finds the blob: its store URL when there is a store, else its path.
@@ -97,6 +107,9 @@ impl BlobStore {
     /// copy no longer hashes to its name). Without a store the path is returned as it is: the
     /// reader checks what it reads.
     pub fn fetch(&self, hash: &str) -> Result<PathBuf> {
+        if !is_content_address(hash) {
+            return Err(RegistryError::Invalid(not_a_content_address(hash)));
+        }
         let path = self.path(hash);
         let Some(store) = &self.store else {
             return Ok(path);
@@ -166,22 +179,61 @@ impl BlobStore {
         Ok(hash)
     }
 
-    /// Stores a file's bytes.
-    pub fn put_file(&self, path: &Path) -> Result<String> {
-        let bytes = std::fs::read(path).map_err(|source| RegistryError::Io {
-            path: path.to_path_buf(),
+    /// Stores a file's bytes, streamed (a model of many gigabytes is never held in memory). Only
+    /// a regular file of at most [`MODEL_LIMIT`] bytes is read: a FIFO would block for ever and
+    /// `/dev/zero` would never end. A file that changes while it is copied is refused.
+    pub fn put_file(&self, source: &Path) -> Result<String> {
+        let hash =
+            runfn_core::side_file::blake3_bounded(source, MODEL_LIMIT).map_err(from_input)?;
+        if self.check_local(&hash).is_ok() {
+            self.publish(&hash)?;
+            return Ok(hash);
+        }
+        let path = self.path(&hash);
+        let parent = path.parent().expect("blob paths have a folder");
+        std::fs::create_dir_all(parent).map_err(|source| RegistryError::Io {
+            path: parent.to_path_buf(),
             source,
         })?;
-        self.put(&bytes)
+        if path.exists() {
+            make_writable(&path)?;
+        }
+        let io = |e: std::io::Error| RegistryError::Io {
+            path: source.to_path_buf(),
+            source: e,
+        };
+        let mut file = std::fs::File::open(source).map_err(io)?;
+        runfn_core::atomic::write_atomic(&path, |out| {
+            std::io::copy(&mut (&mut file).take(MODEL_LIMIT + 1), out).map(drop)
+        })
+        .map_err(from_input)?;
+        // A file its owner kept private (0600) stays private in the registry: the blob keeps the
+        // read bits the source had, and loses every write bit.
+        let readable = {
+            use std::os::unix::fs::PermissionsExt;
+            file.metadata().map_err(io)?.permissions().mode() & 0o444
+        };
+        set_mode(&path, readable | 0o400)?;
+        if let Err(problem) = self.check_local(&hash) {
+            let _ = make_writable(&path).and_then(|()| {
+                std::fs::remove_file(&path).map_err(|source| RegistryError::Io {
+                    path: path.clone(),
+                    source,
+                })
+            });
+            return Err(RegistryError::Invalid(format!(
+                "{}: changed while it was copied into the registry ({problem})",
+                source.display()
+            )));
+        }
+        self.publish(&hash)?;
+        Ok(hash)
     }
 
     /// The blob's bytes, refused when they no longer hash to its name.
     pub fn read(&self, hash: &str) -> Result<Vec<u8>> {
         let path = self.fetch(hash)?;
-        let bytes = std::fs::read(&path).map_err(|source| RegistryError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = runfn_core::side_file::read_bounded(&path, MODEL_LIMIT).map_err(from_input)?;
         let actual = blake3::hash(&bytes).to_hex().to_string();
         if actual != hash {
             return Err(RegistryError::Invalid(format!(
@@ -217,9 +269,13 @@ impl BlobStore {
     }
 
     fn check_local(&self, hash: &str) -> std::result::Result<(), String> {
+        if !is_content_address(hash) {
+            return Err(not_a_content_address(hash));
+        }
         let path = self.path(hash);
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let actual = blake3::hash(&bytes).to_hex().to_string();
+        // Streamed and bounded: a blob replaced by a FIFO or a device is named, never waited on.
+        let actual =
+            runfn_core::side_file::blake3_bounded(&path, MODEL_LIMIT).map_err(|e| e.to_string())?;
         if actual == hash {
             Ok(())
         } else {
@@ -231,9 +287,37 @@ impl BlobStore {
     }
 }
 
+/// A blob's name: the 64 lowercase hex digits of its blake3.
+pub fn is_content_address(name: &str) -> bool {
+    name.len() == 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn not_a_content_address(name: &str) -> String {
+    format!(
+        "`{}` is not a content address (64 lowercase hex digits of a blake3)",
+        runfn_core::error::shown(&name.escape_debug().to_string())
+    )
+}
+
+/// A bounded read's error as the registry's: an I/O failure stays one (its kind decides the
+/// exit code), a refused file (a FIFO, a device, too large) is invalid content.
+fn from_input(error: runfn_core::InputError) -> RegistryError {
+    match error {
+        runfn_core::InputError::Io { path, source } => RegistryError::Io { path, source },
+        other => RegistryError::Invalid(other.to_string()),
+    }
+}
+
 fn make_read_only(path: &Path) -> Result<()> {
+    set_mode(path, 0o444)
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).map_err(|source| {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
         RegistryError::Io {
             path: path.to_path_buf(),
             source,

@@ -91,6 +91,15 @@ impl Curve {
             }
             let step = fields.get("step").and_then(Value::as_u64);
             let loss = fields.get("loss").and_then(Value::as_f64);
+            let number = |key: &str| fields.get(key).and_then(Value::as_f64);
+            let ckpt_s = number("ckpt_s").or_else(|| number("ckpt_blocking_s"));
+            // A checkpoint taken between logged steps (the save of a preempted run, on SIGTERM)
+            // has a line of its own with no loss: a checkpoint, not a point of the curve.
+            if let (Some(step), None, Some(ckpt_s)) = (step, fields.get("loss"), ckpt_s) {
+                since_checkpoint_s = 0.0;
+                curve.checkpoints.push((step, ckpt_s));
+                continue;
+            }
             let (Some(step), true) = (
                 step,
                 loss.is_some() || fields.get("loss") == Some(&Value::Null),
@@ -100,11 +109,10 @@ impl Curve {
                     "a step line needs a non-negative integer `step` and a `loss` (a number, or null where it was not finite)",
                 ));
             };
-            let number = |key: &str| fields.get(key).and_then(Value::as_f64);
             since_checkpoint_s += number("step_time_s").unwrap_or(0.0) * window_steps(&curve, step);
             // A blocking save's line has its write time (`ckpt_s`); a background one's only the
             // time the loop was held (`ckpt_blocking_s`), the write finishing later.
-            if let Some(ckpt_s) = number("ckpt_s").or_else(|| number("ckpt_blocking_s")) {
+            if let Some(ckpt_s) = ckpt_s {
                 curve.checkpoints.push((step, ckpt_s));
                 since_checkpoint_s = 0.0;
             }

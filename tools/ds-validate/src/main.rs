@@ -485,15 +485,7 @@ fn emit_profile(profile: &Profile, output: Option<&Path>) -> anyhow::Result<Exit
         None => {
             let mut text = serde_json::to_string(profile)?;
             text.push('\n');
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            if let Err(err) = stdout
-                .write_all(text.as_bytes())
-                .and_then(|_| stdout.flush())
-                && err.kind() != std::io::ErrorKind::BrokenPipe
-            {
-                return Err(err.into());
-            }
+            runfn_core::cli::write_stdout(text.as_bytes())?;
         }
     }
     Ok(Exit::Passed)

@@ -54,7 +54,6 @@ pub fn score(
             "is missing: scores are judged against the label",
         )
     })?;
-    let file = ScoresFile::read(path, key)?;
     let rows = read_split(shards, label, spec.label_positive.as_ref(), columns)?;
     let keys = &rows
         .columns
@@ -62,7 +61,7 @@ pub fn score(
         .find(|(name, _)| name == key)
         .expect("the key column is read")
         .1;
-    let scores = file.in_order(keys, split)?;
+    let (file, scores) = ScoresFile::read(path, key, keys, split)?;
     Ok((
         Scored {
             scores,

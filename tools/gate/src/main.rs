@@ -163,12 +163,14 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                     bound.limit = 0.0;
                 }
             }
-            let noise: Vec<TrainingNoise> =
-                [record.section::<NoiseFloor>()?, baseline_noise(&args)?]
-                    .iter()
-                    .flatten()
-                    .map(training_noise)
-                    .collect();
+            let noise: Vec<TrainingNoise> = [
+                checked_noise(&record, "noise_floor")?,
+                baseline_noise(&args)?,
+            ]
+            .iter()
+            .flatten()
+            .map(training_noise)
+            .collect();
             let seed = record
                 .get_path("manifest.seed")
                 .and_then(Value::as_u64)
@@ -268,7 +270,7 @@ fn policy(record: &Record, args: &Args) -> Result<Policy, InputError> {
         ),
         _ => None,
     };
-    if let Some(noise) = record.section::<NoiseFloor>()? {
+    if let Some(noise) = checked_noise(&record, "noise_floor")? {
         policy.apply_noise_floor(&noise.metric, noise.floor);
     }
     Ok(policy)
@@ -302,9 +304,22 @@ fn eval_settings(record: &Record, args: &Args) -> Result<EvalSettings, InputErro
 /// has one.
 fn baseline_noise(args: &Args) -> Result<Option<NoiseFloor>, InputError> {
     match &args.baseline {
-        Some(path) => Record::read(Some(path), RecordInput::Required)?.section::<NoiseFloor>(),
+        Some(path) => checked_noise(
+            &Record::read(Some(path), RecordInput::Required)?,
+            "--baseline's noise_floor",
+        ),
         None => Ok(None),
     }
+}
+
+/// The record's `noise_floor`, refused (naming `field`) when its spreads are not numbers a
+/// spread can be.
+fn checked_noise(record: &Record, field: &str) -> Result<Option<NoiseFloor>, InputError> {
+    let section = record.section::<NoiseFloor>()?;
+    if let Some(section) = &section {
+        runfn_gate::check_noise_floor(section, field)?;
+    }
+    Ok(section)
 }
 
 /// A `noise_floor` section as the standard deviations the paired test adds.

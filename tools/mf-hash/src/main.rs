@@ -142,15 +142,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let mut manifest = parse_manifest(&text, format, &origin)?;
     if let Some(field) = args.print {
         let line = format!("{}\n", print_field(&manifest, field, &origin)?);
-        use std::io::Write;
-        let mut stdout = std::io::stdout().lock();
-        if let Err(err) = stdout
-            .write_all(line.as_bytes())
-            .and_then(|_| stdout.flush())
-            && err.kind() != std::io::ErrorKind::BrokenPipe
-        {
-            return Err(err.into());
-        }
+        runfn_core::cli::write_stdout(line.as_bytes())?;
         return Ok(Exit::Passed);
     }
     if args.commit_from_git {

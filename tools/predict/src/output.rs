@@ -13,6 +13,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use runfn_core::InputError;
+use runfn_core::atomic::{readable_by_all, replaceable_target};
 use runfn_data::read::Snapshot;
 
 /// `runfn-predictions-v1`: row, the key columns, score, model, model_blake3.
@@ -46,10 +47,14 @@ impl Predictions {
         model_blake3: &str,
         row_group_rows: usize,
     ) -> Result<Predictions> {
-        let local = match runfn_storage::is_remote(target) {
+        let named = match runfn_storage::is_remote(target) {
             true => runfn_storage::staged_path(target),
             false => PathBuf::from(target),
         };
+        // A symlink writes its target; a FIFO, socket or device (`/dev/null`) is refused rather
+        // than replaced by a regular file, as every other tool's output flag does.
+        let local =
+            replaceable_target(&named).map_err(|e| InputError::field("--out", e.to_string()))?;
         let folder = match local.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -58,6 +63,8 @@ impl Predictions {
             .map_err(|e| InputError::field("--out", e.to_string()))?;
         let temp = tempfile::Builder::new()
             .prefix(".predict.tmp")
+            // Predictions are data to share, like every other output: 0644, not tempfile's 0600.
+            .permissions(readable_by_all())
             .tempfile_in(&folder)
             .map_err(|e| InputError::field("--out", format!("{}: {e}", folder.display())))?;
         let mut fields = vec![Field::new("row", DataType::UInt64, false)];
@@ -125,6 +132,8 @@ impl Predictions {
         file.sync_all()
             .with_context(|| self.temp.path().display().to_string())?;
         drop(file);
+        // The target may have become a special file while the rows were scored.
+        replaceable_target(&self.local).map_err(|e| InputError::field("--out", e.to_string()))?;
         self.temp.persist(&self.local).map_err(|e| {
             InputError::field("--out", format!("{}: {}", self.local.display(), e.error))
         })?;

@@ -124,7 +124,7 @@ fn print(tool: &Tool, value: &Value, pretty: bool) -> anyhow::Result<()> {
     } else {
         value.to_string()
     };
-    println!("{text}");
+    runfn_core::cli::write_stdout(format!("{text}\n").as_bytes())?;
     Ok(())
 }
 
@@ -198,13 +198,7 @@ fn run(tool: &Tool, args: Args, pause_after_blobs: Option<PathBuf>) -> anyhow::R
                 .into());
             };
             let bytes = registry.blobs.read(hash)?;
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            if let Err(err) = stdout.write_all(&bytes).and_then(|_| stdout.flush())
-                && err.kind() != std::io::ErrorKind::BrokenPipe
-            {
-                return Err(err.into());
-            }
+            runfn_core::cli::write_stdout(&bytes)?;
             Ok(Exit::Passed)
         }
         Some(Command::List { name }) => {

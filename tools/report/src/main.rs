@@ -438,13 +438,7 @@ fn history(
     } else {
         out.to_string()
     };
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(err) = writeln!(stdout, "{text}").and_then(|()| stdout.flush())
-        && err.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        return Err(err.into());
-    }
+    runfn_core::cli::write_stdout(format!("{text}\n").as_bytes())?;
     Ok(Exit::Passed)
 }
 

@@ -1,0 +1,538 @@
+//! The fourth hostile round: each test reproduces one finding of that round (its number in the
+//! comment above it), and fails on the code before its fix.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{is_fifo, mkfifo, os, run_with_limit_and_stdin};
+use crate::train::{fixture, signal, start, train, wait_for_step};
+use crate::util::{Output, python_stdout, tool, wait_within};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A model trained, evaluated and gated (no baseline) on the train fixture, once per test run:
+/// the gated record (it names the weights file).
+fn gated() -> &'static String {
+    static GATED: OnceLock<String> = OnceLock::new();
+    GATED.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let trained = train(&fixture().record, &dir.join("run"), &[]);
+        assert_eq!(trained.code, 0, "{}", trained.stderr);
+        let evaluated = tool("evaluate").args(["-q"]).stdin(trained.stdout).run();
+        assert_eq!(evaluated.code, 0, "{}", evaluated.stderr);
+        let gated = tool("gate")
+            .args(["--no-baseline", "-q"])
+            .stdin(evaluated.stdout)
+            .run();
+        assert_eq!(gated.code, 0, "{}", gated.stderr);
+        gated.stdout
+    })
+}
+
+fn weights_of(record: &str) -> String {
+    let record: Value = serde_json::from_str(record).unwrap();
+    record["train"]["weights"].as_str().unwrap().to_string()
+}
+
+/// Runs `tool` with `args` and `stdin`, failing the test when it is still running after a
+/// minute (a tool blocked on a FIFO).
+fn within_a_minute(name: &str, args: &[&std::ffi::OsStr], stdin: &str) -> Output {
+    run_with_limit_and_stdin(name, args, stdin.as_bytes(), Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("{name} {args:?} still ran after a minute (blocked?)"))
+}
+
+fn predict_into(out: &Path, model: &str, snapshot: &Path) -> Output {
+    within_a_minute(
+        "predict",
+        &[
+            "--model".as_ref(),
+            model.as_ref(),
+            "--in".as_ref(),
+            os(snapshot),
+            "--out".as_ref(),
+            os(out),
+            "-q".as_ref(),
+        ],
+        "",
+    )
+}
+
+// 1. `predict --out` replaced a device, a FIFO, a socket or a symlink with a regular file.
+#[test]
+fn predict_out_refuses_special_files_and_writes_through_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = weights_of(gated());
+    let snapshot = fixture().dir.join("snapshot");
+
+    let fifo = d.join("fifo");
+    mkfifo(&fifo);
+    predict_into(&fifo, &model, &snapshot).assert_bad_input("predict", "is a FIFO");
+    assert!(is_fifo(&fifo), "the FIFO stays a FIFO");
+
+    let socket = d.join("socket");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    predict_into(&socket, &model, &snapshot).assert_bad_input("predict", "is a socket");
+    assert!(
+        std::fs::symlink_metadata(&socket)
+            .unwrap()
+            .file_type()
+            .is_socket()
+    );
+
+    // A link to a device: the device is refused, and the link stays a link.
+    let null = d.join("null.parquet");
+    std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+    predict_into(&null, &model, &snapshot).assert_bad_input("predict", "a character device");
+    assert!(
+        std::fs::symlink_metadata(&null)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+
+    // A link to a regular file: its target is written, 0644 as every output, the link kept.
+    let target = d.join("target.parquet");
+    std::fs::write(&target, b"old").unwrap();
+    let link = d.join("link.parquet");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = predict_into(&link, &model, &snapshot);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(&std::fs::read(&target).unwrap()[..4], b"PAR1");
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode, 0o644,
+        "predictions are shared data, like every output"
+    );
+}
+
+/// `make TARGET` in `dir` with the tools taken from an empty folder (nothing real runs), `vars`
+/// on its command line and `env` in its environment; the usual RUN_DIR, MODEL, CARGO and BIN
+/// unless `vars` or `env` give them.
+fn make_run(dir: &Path, target: &str, vars: &[String], env: &[(&str, &str)]) -> Output {
+    let bin = dir.join("no-tools");
+    std::fs::create_dir_all(&bin).unwrap();
+    let usual = [
+        ("RUN_DIR", "run".to_string()),
+        ("MODEL", "churn".to_string()),
+        ("CARGO", "true".to_string()),
+        ("BIN", bin.display().to_string()),
+    ];
+    let given = |name: &str| {
+        vars.iter().any(|v| v.starts_with(&format!("{name}=")))
+            || env.iter().any(|(key, _)| *key == name)
+    };
+    let out = Command::new("timeout")
+        .args(["120", "make", "--no-print-directory", "-f"])
+        .arg(format!("{ROOT}/Makefile"))
+        .arg(target)
+        .current_dir(dir)
+        .env("BUILD_PROFILE", "dev")
+        .envs(env.iter().copied())
+        .args(
+            usual
+                .iter()
+                .filter(|(name, _)| !given(name))
+                .map(|(name, value)| format!("{name}={value}")),
+        )
+        .args(vars)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+// 2. RUN_DIR with a space or a glob made the Makefile delete files outside RUN_DIR.
+#[test]
+fn a_run_dir_with_a_space_or_a_glob_is_refused_and_nothing_outside_it_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bystanders = [
+        "b/failed.json",
+        "runs/other/failed.json",
+        "runs/other/failed.stage",
+    ];
+    for file in bystanders {
+        std::fs::create_dir_all(d.join(file).parent().unwrap()).unwrap();
+        std::fs::write(d.join(file), "kept").unwrap();
+    }
+    for run_dir in ["runs/a b", "runs/*", "runs/?ther", "runs/a\nb", ""] {
+        let out = make_run(d, "run", &[format!("RUN_DIR={run_dir}")], &[]);
+        assert_eq!(out.code, 2, "RUN_DIR={run_dir:?}: {}", out.stderr);
+        assert!(out.stderr.contains("RUN_DIR is '"), "{}", out.stderr);
+        for file in bystanders {
+            assert!(d.join(file).exists(), "RUN_DIR={run_dir:?} removed {file}");
+        }
+    }
+    // From the environment as from the command line.
+    let out = make_run(d, "run", &[], &[("RUN_DIR", "runs/*")]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("RUN_DIR is 'runs/*'"), "{}", out.stderr);
+    assert!(d.join("runs/other/failed.json").exists());
+}
+
+// 3. Makefile variables ran as shell code (MODEL='x;touch pwned', a quote in a path, ...).
+#[test]
+fn make_variables_are_never_run_as_shell_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases = [
+        ("MODEL", "x;touch pwned"),
+        ("MODEL", "`touch pwned`"),
+        ("MODEL", "x && touch pwned"),
+        ("MODEL", "$$(touch pwned)"),
+        ("MODEL", "$(shell touch pwned)"),
+        ("MODEL", "--help"),
+        ("REGISTRY", "r';touch pwned;'"),
+        ("MANIFEST", "m.yaml';touch pwned;'"),
+        ("PREVIOUS", "p';touch pwned;'"),
+        ("EXPLAINED", "e';touch pwned;'"),
+        ("BIN", "b';touch pwned;'"),
+        ("PREFIX", "p';touch pwned;'"),
+        ("STORE", "s3://b/x';touch pwned;'"),
+        ("SEEDS", "7;touch pwned"),
+        ("ROWS", "10$(touch pwned)"),
+        ("RETRAIN_ARGS", "X=1;touch pwned"),
+    ];
+    for (var, value) in cases {
+        for target in ["run", "install", "retrain"] {
+            let out = make_run(d, target, &[format!("{var}={value}")], &[]);
+            assert_eq!(out.code, 2, "{var}={value} ({target}): {}", out.stderr);
+            assert!(
+                out.stderr.contains(&format!("{var} is '")),
+                "{var}={value}: {}",
+                out.stderr
+            );
+            assert!(!d.join("pwned").exists(), "{var}={value} ran as code");
+        }
+        let out = make_run(d, "run", &[], &[(var, value)]);
+        assert_eq!(
+            out.code, 2,
+            "{var}={value} from the environment: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(&format!("{var} is '")),
+            "{var}={value} from the environment: {}",
+            out.stderr
+        );
+        assert!(!d.join("pwned").exists(), "{var}={value} ran as code");
+    }
+}
+
+// 4. A preempted training left a checkpoint line without a loss in metrics.jsonl, which report
+// refused: every later night failed at the report stage.
+#[test]
+fn report_reads_the_metrics_of_a_training_preempted_and_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = crate::train::edited(|r| r["manifest"]["config"]["max_steps"] = 1500.into());
+    let out = dir.path().join("run");
+    // Not a logged step (every 25th), so the stop's checkpoint has a line of its own.
+    let mut child = start(&record, &out, &[], &[]);
+    wait_for_step(&out, 100, &mut child);
+    signal(&child, "-TERM");
+    let stopped = wait_within(child, Duration::from_secs(60));
+    assert_eq!(stopped.code, 3, "{}", stopped.stderr);
+    let stopped_at = stopped.json()["train"]["steps"].as_u64().unwrap();
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    if stopped_at % 25 != 0 {
+        assert!(
+            metrics.lines().any(|line| {
+                let line: Value = serde_json::from_str(line).unwrap();
+                line.get("loss").is_none() && line.get("ckpt_blocking_s").is_some()
+            }),
+            "the stop at step {stopped_at} wrote its checkpoint line:\n{metrics}"
+        );
+    }
+    let resumed = train(&record, &out, &[]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let report = tool("report").args(["-q"]).stdin(resumed.stdout).run();
+    assert_eq!(report.code, 0, "{}", report.stderr);
+}
+
+fn registry_with_churn(d: &Path) -> (PathBuf, String) {
+    let registry = d.join("registry");
+    let out = within_a_minute(
+        "register",
+        &[
+            "--registry".as_ref(),
+            os(&registry),
+            "--name".as_ref(),
+            "churn".as_ref(),
+            "--promote".as_ref(),
+            "prod".as_ref(),
+            "-q".as_ref(),
+        ],
+        gated(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let hash = out.json()["register"]["weights_blake3"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (registry, hash)
+}
+
+/// Replaces `path` (a read-only blob, say) with a FIFO.
+fn become_fifo(path: &Path) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::remove_file(path).unwrap();
+    mkfifo(path);
+}
+
+// 5. FIFOs hung register (an artifact that became a FIFO), predict, register verify and
+// register --name (a blob of the registry that became a FIFO).
+#[test]
+fn fifos_in_place_of_an_artifact_or_a_blob_are_named_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The model file became a FIFO after it was evaluated and gated.
+    let mut record: Value = serde_json::from_str(gated()).unwrap();
+    let moved = d.join("model.safetensors");
+    std::fs::copy(weights_of(gated()), &moved).unwrap();
+    record["train"]["weights"] = moved.display().to_string().into();
+    become_fifo(&moved);
+    let out = within_a_minute(
+        "register",
+        &[
+            "--registry".as_ref(),
+            os(&d.join("other")),
+            "--name".as_ref(),
+            "churn".as_ref(),
+            "-q".as_ref(),
+        ],
+        &record.to_string(),
+    );
+    out.assert_bad_input("register", "is a FIFO");
+
+    // The registry's weights blob became a FIFO.
+    let (registry, hash) = registry_with_churn(d);
+    become_fifo(&registry.join("blobs").join(&hash[..2]).join(&hash));
+    let verify = within_a_minute(
+        "register",
+        &["--registry".as_ref(), os(&registry), "verify".as_ref()],
+        "",
+    );
+    assert_ne!(verify.code, 0, "{}", verify.stdout);
+    assert!(
+        verify.stdout.contains("is a FIFO") || verify.stderr.contains("is a FIFO"),
+        "{}\n{}",
+        verify.stdout,
+        verify.stderr
+    );
+    let predicted = within_a_minute(
+        "predict",
+        &[
+            "--model".as_ref(),
+            "churn@prod".as_ref(),
+            "--registry".as_ref(),
+            os(&registry),
+            "--in".as_ref(),
+            os(&fixture().dir.join("snapshot")),
+            "--out".as_ref(),
+            os(&d.join("p.parquet")),
+        ],
+        "",
+    );
+    predicted.assert_bad_input("predict", "is a FIFO");
+    let again = within_a_minute(
+        "register",
+        &[
+            "--registry".as_ref(),
+            os(&registry),
+            "--name".as_ref(),
+            "churn2".as_ref(),
+            "-q".as_ref(),
+        ],
+        gated(),
+    );
+    again.assert_bad_input("register", "is a FIFO");
+}
+
+// 6. A small Parquet scores file of huge keys drove evaluate --scores to gigabytes and SIGABRT;
+// a CSV of unknown keys was read whole before its exit 2.
+#[test]
+fn a_scores_file_is_bounded_by_the_split_and_refused_at_its_first_stranger() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let record = crate::external_model::sharded(d);
+    let bomb = d.join("bomb.parquet");
+    python_stdout(
+        "import sys, pyarrow as pa, pyarrow.parquet as pq\n\
+         w = pq.ParquetWriter(sys.argv[1], pa.schema([('customer_id', pa.string()), ('score', pa.float64())]), compression='zstd')\n\
+         for g in range(8):\n    \
+             keys = ['%06d' % (g * 8 + i) + 'x' * (1 << 20) for i in range(8)]\n    \
+             w.write_table(pa.table({'customer_id': keys, 'score': [0.5] * 8}))\n\
+         w.close()\n",
+        &[os(&bomb)],
+    );
+    assert!(
+        std::fs::metadata(&bomb).unwrap().len() < 1 << 20,
+        "a small file"
+    );
+    let judge =
+        |path: &Path| within_a_minute("evaluate", &["--scores".as_ref(), os(path)], &record);
+    judge(&bomb).assert_bad_input("evaluate", "decodes to");
+
+    // Strangers from the second line on: refused there, naming the line and the key.
+    let strangers = d.join("strangers.csv");
+    let mut text = String::from("customer_id,score\n");
+    for i in 0..200_000 {
+        text += &format!("stranger-{i},0.5\n");
+    }
+    std::fs::write(&strangers, &text).unwrap();
+    judge(&strangers).assert_bad_input("evaluate", "bytes, more than the");
+    let few = d.join("few-strangers.csv");
+    std::fs::write(&few, "customer_id,score\nstranger-0,0.5\nstranger-1,0.5\n").unwrap();
+    judge(&few).assert_bad_input(
+        "evaluate",
+        "line 2: the key `stranger-0` is not a row of the `test` split",
+    );
+}
+
+// 7. predict scored a numeric feature that arrived as booleans as 1, exit 0.
+#[test]
+fn predict_refuses_booleans_where_the_model_learned_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = weights_of(gated());
+    let served = d.join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    for entry in std::fs::read_dir(fixture().dir.join("snapshot")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "csv") {
+            continue;
+        }
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let header = reader.headers().unwrap().clone();
+        let at = header.iter().position(|h| h == "monthly_spend").unwrap();
+        let mut writer = csv::Writer::from_path(served.join(path.file_name().unwrap())).unwrap();
+        writer.write_record(&header).unwrap();
+        for row in reader.records() {
+            let row = row.unwrap();
+            let fields: Vec<&str> = row
+                .iter()
+                .enumerate()
+                .map(|(i, f)| if i == at { "true" } else { f })
+                .collect();
+            writer.write_record(&fields).unwrap();
+        }
+        writer.flush().unwrap();
+    }
+    let out = predict_into(&d.join("p.parquet"), &model, &served);
+    out.assert_bad_input("predict", "column `monthly_spend` is true/false");
+    assert!(!d.join("p.parquet").exists());
+}
+
+// 8. A background child of the alert command inherited the retrain lock: the next night printed
+// "another retrain is running" and exited 0 without running.
+#[test]
+fn a_background_child_of_the_alert_never_holds_the_retrain_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("no-tools")).unwrap();
+    // A distinctive duration, so the cleanup below ends only this test's sleeper.
+    let sleeper = "sleep 47.31";
+    let retrain = || {
+        let out = Command::new("timeout")
+            .args(["120", &format!("{ROOT}/scripts/retrain.sh")])
+            .current_dir(d)
+            .env("BUILD_PROFILE", "dev")
+            .env("RUNFN_ALERT_CMD", format!("{sleeper} > /dev/null 2>&1 &"))
+            .env("RETRAIN_RETRIES", "0")
+            .arg(format!("BIN={}", d.join("no-tools").display()))
+            .args(["RUN_DIR=run", "MODEL=churn", "CARGO=true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (first, stderr) = retrain();
+    assert_ne!(first, Some(0), "a night without tools fails: {stderr}");
+    let (second, stderr) = retrain();
+    let _ = Command::new("pkill").args(["-f", sleeper]).status();
+    assert!(
+        !stderr.contains("another retrain is running"),
+        "the alert's child kept the lock: {stderr}"
+    );
+    assert_ne!(
+        second,
+        Some(0),
+        "the second night ran (and failed the same way)"
+    );
+    let log = std::fs::read_to_string(d.join("run/retrain.log")).unwrap();
+    assert_eq!(log.matches("== retrain started").count(), 2, "{log}");
+}
+
+// 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
+// made the interval null; a std of -1 was used as 1).
+#[test]
+fn gate_refuses_a_noise_floor_no_spread_can_have() {
+    let mut record: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{ROOT}/testdata/gate/worked-case.json")).unwrap(),
+    )
+    .unwrap();
+    record["evaluate"]["overall"]["auc"] = 0.562.into();
+    record["baseline"]["overall"]["auc"] = 0.839.into();
+    let noise = |std: f64| {
+        serde_json::json!({"metric": "evaluate.overall.auc", "n": 3, "mean": 0.56, "std": std,
+            "min": 0.55, "max": 0.57, "range": 0.02, "floor": std.abs() * 2.0,
+            "method": "std", "values": [0.55, 0.56, 0.57]})
+    };
+    for (std, field) in [(1e300, "noise_floor.std"), (-1.0, "noise_floor.std")] {
+        record["noise_floor"] = noise(std);
+        let out = tool("gate").stdin(record.to_string()).run();
+        out.assert_bad_input("gate", field);
+    }
+    // A spread its values allow still gates: the regression blocks.
+    record["noise_floor"] = noise(0.01);
+    let out = tool("gate").stdin(record.to_string()).run();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+}
+
+// 17. A closed pipe was reported as a crash: `register list | head -c1` printed "internal error
+// ... Broken pipe" and exited 4.
+#[test]
+fn a_reader_that_goes_away_ends_register_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, _) = registry_with_churn(dir.path());
+    for args in [vec!["list"], vec!["resolve", "churn@prod"]] {
+        let mut child = Command::new(crate::util::bin("register"))
+            .args(["--registry".as_ref(), os(&registry)])
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before the first byte is written.
+        drop(child.stdout.take());
+        let out = wait_within(child, Duration::from_secs(60));
+        assert_eq!(out.code, 0, "register {args:?}: {}", out.stderr);
+        assert_eq!(out.stderr, "", "register {args:?}");
+    }
+}

@@ -42,7 +42,7 @@ esac
 # (a bad input's one line).
 reason=""
 if [[ -f $run_dir/failed.err ]]; then
-  mapfile -t failures < <(grep -E '^[a-z][a-z-]*: (failed|blocked): ' "$run_dir/failed.err" | tr -d '\r')
+  mapfile -t failures < <(grep -E '^[a-z][a-z-]*: (failed|blocked|warned): ' "$run_dir/failed.err" | tr -d '\r')
   if (( ${#failures[@]} > 0 )); then
     reason=$(printf '%s; ' "${failures[@]:0:3}")
     reason=${reason%; }

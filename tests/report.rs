@@ -830,6 +830,9 @@ fn passed_gate(no_baseline: bool) -> Value {
         resamples: None,
         underpowered: Vec::new(),
         undefined: Vec::new(),
+        underpowered_drops: Vec::new(),
+        unstable: Vec::new(),
+        errors: None,
     })
     .unwrap()
 }

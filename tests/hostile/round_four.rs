@@ -256,7 +256,7 @@ fn report_reads_the_metrics_of_a_training_preempted_and_resumed() {
     assert_eq!(stopped.code, 3, "{}", stopped.stderr);
     let stopped_at = stopped.json()["train"]["steps"].as_u64().unwrap();
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
-    if stopped_at % 25 != 0 {
+    if !stopped_at.is_multiple_of(25) {
         assert!(
             metrics.lines().any(|line| {
                 let line: Value = serde_json::from_str(line).unwrap();

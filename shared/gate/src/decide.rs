@@ -55,6 +55,14 @@ pub struct Decision {
     pub underpowered: Vec<String>,
     /// Slices whose metric is undefined there (one class).
     pub undefined: Vec<String>,
+    /// Underpowered slices whose point estimate got worse by more than `max_slice_drop`: too
+    /// small to tell, too large to stay unsaid (each with Δ and the rows it would need).
+    pub underpowered_drops: Vec<String>,
+    /// Where the candidate's seeds spread beyond the serving model's (`overall` or a slice).
+    pub unstable: Vec<String>,
+    /// Which error entered which test (paired decisions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<runfn_schema::record::GateErrors>,
 }
 
 impl Decision {
@@ -72,6 +80,9 @@ impl Decision {
             resamples: self.resamples.map(|n| n as u64),
             underpowered: self.underpowered.clone(),
             undefined: self.undefined.clone(),
+            underpowered_drops: self.underpowered_drops.clone(),
+            unstable: self.unstable.clone(),
+            errors: self.errors.clone(),
         }
     }
 }
@@ -98,6 +109,8 @@ impl Check {
                     se: t.se,
                     se_rows: t.se_rows,
                     se_training: t.se_training,
+                    se_improvement: t.se_improvement,
+                    improved: t.improved,
                     interval: t.interval,
                     bound: t.bound,
                     p_value: t.p_value,
@@ -105,6 +118,7 @@ impl Check {
                     rows: t.rows,
                     positives: t.positives,
                     detectable_drop: t.detectable_drop,
+                    rows_needed: t.rows_needed,
                 }),
         }
     }
@@ -155,6 +169,9 @@ pub fn decide(policy: &Policy, candidate: &Evaluation, baseline: Option<&Evaluat
         resamples: None,
         underpowered: Vec::new(),
         undefined: Vec::new(),
+        underpowered_drops: Vec::new(),
+        unstable: Vec::new(),
+        errors: None,
     }
 }
 
@@ -474,12 +491,11 @@ pub(crate) fn reason(check: &Check) -> String {
     let (metric, name, comparison) = (&check.metric, &check.name, check.comparison);
     if let Some(test) = &check.test {
         let note = check.note.as_deref().unwrap_or("not computable");
+        // The note says Δ, its interval and what they show against the limit, in words.
         return match (check.candidate, check.baseline, check.delta, test.interval) {
-            (Some(c), Some(b), Some(d), Some([lo, hi])) => format!(
-                "{place}: {metric} went from {b:.4} to {c:.4} ({d:+.4}, interval [{lo:+.4}, {hi:+.4}], {} rows, {} positives); {name} limit {comparison} {:+.4}: {note}",
-                test.rows,
-                test.positives,
-                check.limit.unwrap_or(f64::NAN)
+            (Some(c), Some(b), Some(_), Some(_)) => format!(
+                "{place}: {metric} went from {b:.4} to {c:.4} ({} rows, {} positives); {name}: {note}",
+                test.rows, test.positives,
             ),
             _ => format!("{place}: {metric} {name}: {note}"),
         };

@@ -6,9 +6,11 @@ pub mod noise_input;
 pub mod paired;
 pub mod pairing;
 pub mod policy;
+pub mod stability;
 
 pub use decide::{Check, Decision, decide};
 pub use evaluation::Evaluation;
 pub use noise_input::check_noise_floor;
 pub use paired::{PairedScores, Settings, TrainingNoise, decide_paired};
 pub use policy::Policy;
+pub use stability::{add_stability, stability_checks};

@@ -60,7 +60,10 @@ fn check_spread(field: &str, spread: Spread) -> Result<(), InputError> {
         if !value.is_finite() {
             return Err(InputError::field(
                 format!("{field}.{name}"),
-                format!("is {value}: a spread over seeds is a finite number"),
+                format!(
+                    "is {}: a spread over seeds is a finite number",
+                    shown(value)
+                ),
             ));
         }
     }
@@ -72,7 +75,7 @@ fn check_spread(field: &str, spread: Spread) -> Result<(), InputError> {
         if value < 0.0 {
             return Err(InputError::field(
                 format!("{field}.{name}"),
-                format!("is {value}: a spread is never negative"),
+                format!("is {}: a spread is never negative", shown(value)),
             ));
         }
     }
@@ -82,12 +85,24 @@ fn check_spread(field: &str, spread: Spread) -> Result<(), InputError> {
         return Err(InputError::field(
             format!("{field}.std"),
             format!(
-                "is {}, but the values span only {span} (min {}, max {}): no spread of those values is that large",
-                spread.std, spread.min, spread.max
+                "is {}, but the values span only {} (min {}, max {}): no spread of those values is that large",
+                shown(spread.std),
+                shown(span),
+                shown(spread.min),
+                shown(spread.max)
             ),
         ));
     }
     Ok(())
+}
+
+/// A number as a person reads it: 1e300, not three hundred digits.
+fn shown(value: f64) -> String {
+    if value.is_finite() && value != 0.0 && !(1e-4..1e6).contains(&value.abs()) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
 }
 
 #[cfg(test)]

@@ -1,16 +1,20 @@
 //! The paired decision: candidate and baseline scored on the same rows, each gated metric's
-//! difference Δ = candidate − baseline tested against its limit with a standard error from both
-//! sources of noise.
+//! difference Δ = candidate − baseline tested against its limit.
 //!
-//! - The test rows: DeLong's variance for AUC; a seeded paired bootstrap for the other metrics.
-//! - The training: the spread of the metric over the candidate's seeds (the noise floor), and the
-//!   baseline's when recorded; a model is one draw from its training, so its seed variance adds.
+//! Promotion deploys one artifact, the candidate seed's weights, so evidence of a regression is
+//! judged on that artifact's own paired difference on the test rows: DeLong's variance for AUC,
+//! a seeded paired bootstrap for the other metrics. The spread over training seeds (the noise
+//! floor) never widens the interval that decides a drop; it only raises the bar for calling a gain
+//! an improvement (`se_improvement`, `improved`), and a candidate whose seeds spread far more than
+//! the serving model's is a finding of its own (`unstable`, in [`crate::stability`]). The reasoning
+//! and the formulas: docs/gate-asymmetry.md.
 //!
 //! The rule decides what the evidence must show (`no_regression`: block only on evidence of a drop
 //! beyond the limit; `non_inferiority`: pass only on evidence there is none). The slices of one
 //! column are one family of tests, corrected together with Holm's method. A slice whose test could
-//! not detect a drop of `max_slice_drop` is `underpowered`, one whose metric is undefined (one
-//! class) `undefined`; neither is silently passed or blocked: each is named.
+//! not detect a drop of `max_slice_drop` is `underpowered` (the record says how many rows it would
+//! need), one whose metric is undefined (one class) `undefined`; neither is silently passed or
+//! blocked: each is named.
 
 use std::collections::BTreeMap;
 
@@ -67,10 +71,17 @@ pub struct PairedTest {
     pub status: &'static str,
     /// `delong` or `bootstrap`.
     pub method: &'static str,
-    /// The standard error of Δ, from the rows and the training together.
+    /// The standard error of the drop test: the test rows' alone (the deployed artifact's own
+    /// paired difference), the same as `se_rows`.
     pub se: Option<f64>,
     pub se_rows: Option<f64>,
+    /// The spread over training seeds (candidate's and baseline's noise floors together).
     pub se_training: Option<f64>,
+    /// Rows and seeds together: the bar a gain must clear to count as an improvement.
+    pub se_improvement: Option<f64>,
+    /// Whether Δ is a gain beyond what the rows and the seeds allow (its one-sided lower bound
+    /// with `se_improvement` above zero).
+    pub improved: Option<bool>,
     /// Two-sided interval for Δ at the rule's confidence.
     pub interval: Option<[f64; 2]>,
     /// The one-sided confidence bound the rule compared with the limit.
@@ -83,6 +94,9 @@ pub struct PairedTest {
     /// The smallest drop (in the metric's units, from no change) that this test blocks with 80%
     /// power.
     pub detectable_drop: Option<f64>,
+    /// For a gated slice: the rows it would need for its test to detect `max_slice_drop` with
+    /// 80% power (at its current positive rate).
+    pub rows_needed: Option<u64>,
 }
 
 /// How the comparison was made, for the record.
@@ -156,6 +170,10 @@ pub fn decide_paired(
     };
     let underpowered = named("underpowered");
     let undefined = named("undefined");
+    let underpowered_drops = policy
+        .max_slice_drop
+        .map(|max_drop| underpowered_drops(&checks, max_drop))
+        .unwrap_or_default();
     let reasons: Vec<String> = checks.iter().filter(|c| !c.passed).map(reason).collect();
     Decision {
         passed: reasons.is_empty(),
@@ -169,7 +187,40 @@ pub fn decide_paired(
         resamples: Some(settings.eval.resamples),
         underpowered,
         undefined,
+        underpowered_drops,
+        unstable: Vec::new(),
+        errors: Some(runfn_schema::record::GateErrors {
+            drop: "rows".into(),
+            improvement: "rows+training".into(),
+        }),
     }
+}
+
+/// The underpowered slice checks whose point estimate is worse than the baseline's by more than
+/// `max_drop`: each as `column=value (Δ …, beyond max_slice_drop …; about N rows would tell)`.
+fn underpowered_drops(checks: &[Check], max_drop: f64) -> Vec<String> {
+    checks
+        .iter()
+        .filter_map(|c| {
+            let test = c.test.as_ref()?;
+            let delta = c.delta?;
+            let worse = if direction(&c.metric) == Some(Direction::LowerIsBetter) {
+                delta
+            } else {
+                -delta
+            };
+            (test.status == "underpowered" && worse > max_drop).then(|| {
+                format!(
+                    "{} {} Δ {delta:+.4}, beyond max_slice_drop {max_drop}{}",
+                    c.slice.as_deref().unwrap_or("overall"),
+                    c.metric,
+                    test.rows_needed
+                        .map(|n| format!("; about {n} rows would tell (it has {})", test.rows))
+                        .unwrap_or_default()
+                )
+            })
+        })
+        .collect()
 }
 
 /// A baseline that met category values its preprocessing never saw scored those rows as
@@ -325,7 +376,9 @@ impl Tester<'_> {
             .collect();
         let se_training =
             (!training.is_empty()).then(|| training.iter().map(|s| s * s).sum::<f64>().sqrt());
-        let se = measured
+        // The drop test: the artifact's own row noise, never its training's instability.
+        let se = measured.se_rows;
+        let se_improvement = measured
             .se_rows
             .map(|r| (r * r + se_training.map_or(0.0, |t| t * t)).sqrt());
         // In the metric's better direction: q > 0 is an improvement, the limit a floor on q.
@@ -338,6 +391,9 @@ impl Tester<'_> {
         let z_conf = normal::quantile(confidence);
         let z_two = normal::quantile((1.0 + confidence) / 2.0);
         let (mut p_value, mut bound, mut interval, mut detectable) = (None, None, None, None);
+        let improved = delta
+            .zip(se_improvement)
+            .map(|(d, se)| sign * d - z_conf * se > 0.0);
         if let (Some(d), Some(se)) = (delta, se) {
             let q = sign * d;
             let z = if se > 0.0 {
@@ -391,6 +447,8 @@ impl Tester<'_> {
                 se,
                 se_rows: measured.se_rows,
                 se_training,
+                se_improvement,
+                improved,
                 interval,
                 bound,
                 p_value,
@@ -398,6 +456,7 @@ impl Tester<'_> {
                 rows: measured.rows,
                 positives: measured.positives,
                 detectable_drop: detectable,
+                rows_needed: None,
             }),
         }
     }
@@ -436,32 +495,76 @@ fn decide_one(
     };
     check.passed = passed;
     test.status = status;
-    let note = match status {
-        "blocked" => Some(match settings.rule {
-            Rule::NoRegression => format!(
-                "evidence of a drop beyond the limit (p {} < {alpha:.3})",
-                format_p(p_adjusted)
-            ),
+    let words = verdict_words(check, settings, p_adjusted, status, passed);
+    check.note = Some(words);
+}
+
+/// The check's verdict as a sentence whose words match its numbers: Δ, its interval, and what the
+/// evidence says about a change for the worse beyond what the limit allows.
+fn verdict_words(
+    check: &Check,
+    settings: &EvalSettings,
+    p_adjusted: Option<f64>,
+    status: &str,
+    passed: bool,
+) -> String {
+    let test = check.test.as_ref().expect("a paired check has its test");
+    let alpha = 1.0 - settings.confidence;
+    let worse = if direction(&check.metric) == Some(Direction::LowerIsBetter) {
+        "rise"
+    } else {
+        "drop"
+    };
+    let lower_is_better = direction(&check.metric) == Some(Direction::LowerIsBetter);
+    // The limit in the better direction: -0.005 allows a drop of 0.005; +0.01 asks for a gain.
+    let floor = check
+        .limit
+        .map(|l| if lower_is_better { -l } else { l })
+        .unwrap_or(0.0);
+    let allowed = if floor <= 0.0 {
+        format!("the allowed {:.4}", -floor)
+    } else {
+        format!("the required gain of {floor:.4}")
+    };
+    let measured = match (check.delta, test.interval) {
+        (Some(d), Some([lo, hi])) => format!(
+            "Δ {d:+.4} ({:.0}% interval {lo:+.4} to {hi:+.4})",
+            settings.confidence * 100.0
+        ),
+        _ => "Δ not computable".to_string(),
+    };
+    let p = format_p(p_adjusted);
+    match status {
+        "blocked" => match settings.rule {
+            Rule::NoRegression => {
+                format!("{measured}: evidence of a {worse} beyond {allowed} (p {p} < {alpha:.3})")
+            }
             Rule::NonInferiority => format!(
-                "no evidence that it stayed within the limit (p {} >= {alpha:.3})",
-                format_p(p_adjusted)
+                "{measured}: no evidence that it stayed within {allowed} (p {p} >= {alpha:.3})"
             ),
-        }),
-        "underpowered" => Some(format!(
-            "underpowered: this test blocks only a drop of {:.4} or more ({} rows, {} positives){}",
+        },
+        "underpowered" => format!(
+            "{measured}: underpowered: this test sees only a {worse} of {:.4} or more ({} rows, {} positives{}){}",
             test.detectable_drop.unwrap_or(f64::NAN),
             test.rows,
             test.positives,
+            test.rows_needed
+                .map(|n| format!("; about {n} rows would see {allowed}"))
+                .unwrap_or_default(),
             if passed {
                 "; warned, not gated (eval.underpowered: warn)"
             } else {
                 "; eval.underpowered: block"
             }
-        )),
-        _ => None,
-    };
-    if note.is_some() {
-        check.note = note;
+        ),
+        _ => match settings.rule {
+            Rule::NoRegression => {
+                format!("{measured}: no evidence of a {worse} beyond {allowed}")
+            }
+            Rule::NonInferiority => {
+                format!("{measured}: evidence that it stayed within {allowed} (p {p} < {alpha:.3})")
+            }
+        },
     }
 }
 
@@ -553,6 +656,11 @@ fn slice_checks(tester: &Tester, policy: &Policy, max_drop: f64, checks: &mut Ve
                 if let Some(test) = check.test.as_mut() {
                     test.p_adjusted = Some(adjusted[k]).filter(|p| !p.is_nan());
                     if let Some(se) = test.se {
+                        // se shrinks as 1/sqrt(rows): the rows at which resolution·se meets
+                        // max_slice_drop.
+                        test.rows_needed = (se > 0.0 && max_drop > 0.0).then(|| {
+                            (test.rows as f64 * (resolution * se / max_drop).powi(2)).ceil() as u64
+                        });
                         let floor = -max_drop;
                         test.detectable_drop = Some(match settings.rule {
                             Rule::NoRegression => -floor + resolution * se,
@@ -765,7 +873,7 @@ mod tests {
     }
 
     #[test]
-    fn non_inferiority_needs_evidence_and_training_noise_widens_the_test() {
+    fn non_inferiority_needs_evidence_and_training_noise_only_raises_the_bar_for_a_gain() {
         let data = scores(1500, 0.3, None);
         let strict = EvalSettings {
             rule: Rule::NonInferiority,
@@ -807,7 +915,62 @@ mod tests {
         let test = check(&with_noise, None).test.clone().unwrap();
         assert!((test.se_training.unwrap() - 0.03 * 2f64.sqrt()).abs() < 1e-12);
         let se_rows = test.se_rows.unwrap();
-        assert!((test.se.unwrap() - (se_rows * se_rows + 0.0018).sqrt()).abs() < 1e-12);
+        // Seeds raise the bar for an improvement, never widen the drop test.
+        assert_eq!(test.se, Some(se_rows));
+        assert!((test.se_improvement.unwrap() - (se_rows * se_rows + 0.0018).sqrt()).abs() < 1e-12);
+        assert_eq!(test.improved, Some(false));
+    }
+
+    /// The finding this rule came from: one slice's training labels shuffled, its seeds' AUCs
+    /// spread widely, and that spread, added to the test, hid a drop of 0.16 on the deployed
+    /// model. The drop test uses the artifact's row noise alone.
+    #[test]
+    fn a_candidates_own_instability_never_shields_a_drop() {
+        let data = scores(20000, 0.3, Some(("small", 0.05)));
+        let unstable = TrainingNoise {
+            metric: "auc".into(),
+            overall: Some(0.002),
+            slices: [("tier".to_string(), [("small".to_string(), 0.073)].into())].into(),
+        };
+        let eval = EvalSettings::default();
+        let settings = Settings {
+            eval: &eval,
+            seed: 7,
+        };
+        let decision = decide_paired(
+            &policy(),
+            &settings,
+            &Evaluation::default(),
+            &Evaluation::default(),
+            &data,
+            &[&unstable],
+        );
+        let small = check(&decision, Some("tier=small"));
+        let test = small.test.as_ref().unwrap();
+        assert_eq!(test.status, "blocked", "{small:?}");
+        assert!(test.se_training.unwrap() > 2.0 * test.se_rows.unwrap());
+        assert_eq!(test.se, test.se_rows);
+        assert!(!decision.passed);
+    }
+
+    #[test]
+    fn an_underpowered_slice_says_how_many_rows_it_would_need() {
+        let data = scores(3000, 0.3, Some(("small", 0.29)));
+        let decision = run(&policy(), &EvalSettings::default(), &data);
+        let small = check(&decision, Some("tier=small")).test.clone().unwrap();
+        assert_eq!(small.status, "underpowered");
+        let needed = small.rows_needed.unwrap();
+        assert!(
+            needed > small.rows,
+            "{needed} rows needed, {} there",
+            small.rows
+        );
+        // A little past the rows it says it needs, the same slice is no longer underpowered.
+        let scale = (1.25 * needed as f64 / small.rows as f64).ceil() as usize;
+        let more = scores(3000 * scale, 0.3, Some(("small", 0.29)));
+        let decision = run(&policy(), &EvalSettings::default(), &more);
+        let small = check(&decision, Some("tier=small")).test.clone().unwrap();
+        assert_ne!(small.status, "underpowered", "{small:?}");
     }
 
     #[test]

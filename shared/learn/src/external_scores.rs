@@ -324,7 +324,7 @@ impl ScoresFile {
                     runfn_core::error::shown(&text.escape_debug().to_string())
                 ))
             })?;
-            self.add(wanted, &key.to_string(), score, Place::Line(line))?;
+            self.add(wanted, key, score, Place::Line(line))?;
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ pub const EVAL_FIELDS: &[&str] = &[
     "rule",
     "confidence",
     "underpowered",
+    "unstable",
     "max_unseen_fraction",
     "unseen_reason",
     "resamples",
@@ -26,6 +27,16 @@ pub const DEFAULT_MAX_UNSEEN_FRACTION: f64 = 0.05;
 pub const DEFAULT_RESAMPLES: usize = 2000;
 /// More resamples than this add nothing but time.
 pub const MAX_RESAMPLES: usize = 100_000;
+
+/// What an `unstable` check (the candidate's seeds spread beyond the serving model's) does:
+/// block the gate (the default: instability is a finding), or warn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unstable {
+    #[default]
+    Block,
+    Warn,
+}
 
 /// What the paired test must show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -64,6 +75,8 @@ pub struct EvalSettings {
     pub rule: Rule,
     pub confidence: f64,
     pub underpowered: Underpowered,
+    /// What a candidate whose seeds spread far more than the serving model's does to the gate.
+    pub unstable: Unstable,
     pub max_unseen_fraction: f64,
     /// Why a baseline that meets unseen category values may still be compared.
     pub unseen_reason: Option<String>,
@@ -79,6 +92,7 @@ impl Default for EvalSettings {
             rule: Rule::default(),
             confidence: DEFAULT_CONFIDENCE,
             underpowered: Underpowered::default(),
+            unstable: Unstable::default(),
             max_unseen_fraction: DEFAULT_MAX_UNSEEN_FRACTION,
             unseen_reason: None,
             resamples: DEFAULT_RESAMPLES,
@@ -152,6 +166,16 @@ impl EvalSettings {
                 ),
             }
         }
+        if let Some(value) = eval.get("unstable") {
+            match value.as_str() {
+                Some("warn") => settings.unstable = Unstable::Warn,
+                Some("block") => settings.unstable = Unstable::Block,
+                _ => problem(
+                    "unstable",
+                    format!("must be `block` or `warn`, found {value}"),
+                ),
+            }
+        }
         if let Some(value) = eval.get("max_unseen_fraction") {
             match value.as_f64() {
                 Some(f) if (0.0..=1.0).contains(&f) => settings.max_unseen_fraction = f,
@@ -210,12 +234,13 @@ mod tests {
     fn defaults_and_every_field() {
         assert_eq!(parse(json!({})).unwrap(), EvalSettings::default());
         let settings = parse(json!({"rule": "non_inferiority", "confidence": 0.99,
-            "underpowered": "block", "max_unseen_fraction": 0.2, "unseen_reason": "plan renamed",
+            "underpowered": "block", "unstable": "warn", "max_unseen_fraction": 0.2, "unseen_reason": "plan renamed",
             "resamples": 500, "row_key": "id", "slices": ["a"], "gates": {}}))
         .unwrap();
         assert_eq!(settings.rule, Rule::NonInferiority);
         assert_eq!(settings.confidence, 0.99);
         assert_eq!(settings.underpowered, Underpowered::Block);
+        assert_eq!(settings.unstable, Unstable::Warn);
         assert_eq!(settings.resamples, 500);
         assert_eq!(settings.row_key.as_deref(), Some("id"));
     }

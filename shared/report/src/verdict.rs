@@ -79,6 +79,7 @@ pub fn banner(html: &mut String, index: usize, night: &Night, outcome: &Outcome)
     if outcome.failed.is_none() {
         let _ = write!(html, "<p class=\"summary\">{}</p>", esc(&outcome.headline));
     }
+    gate_caveats(html, night);
     if let Some(failed) = &outcome.failed {
         if !failed.checks.is_empty() {
             html.push_str(
@@ -190,4 +191,48 @@ pub fn banner(html: &mut String, index: usize, night: &Night, outcome: &Outcome)
         html.push_str("</ul></details>");
     }
     html.push_str("</section>");
+}
+
+/// What a gate that passed still has to say, in the banner rather than only in its lists: slices
+/// too small to tell whose point estimate got worse beyond `max_slice_drop`, and where the
+/// candidate's seeds spread beyond the serving model's (`eval.unstable: warn`).
+fn gate_caveats(html: &mut String, night: &Night) {
+    let Some(gate) = night
+        .records
+        .iter()
+        .rev()
+        .find_map(|r| r.record.get("gate").filter(|g| g.is_object()))
+    else {
+        return;
+    };
+    let listed = |key: &str| -> Vec<String> {
+        gate[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let drops = listed("underpowered_drops");
+    if !drops.is_empty() {
+        let _ = write!(
+            html,
+            "<p class=\"caveat warn\"><b>{} underpowered slice(s) got worse beyond max_slice_drop</b> \
+             (too few rows to tell, too large to leave unsaid): {}</p>",
+            drops.len(),
+            esc(&drops.join("; "))
+        );
+    }
+    let unstable = listed("unstable");
+    if !unstable.is_empty() {
+        let _ = write!(
+            html,
+            "<p class=\"caveat warn\"><b>Unstable training</b> (the candidate's seeds spread beyond \
+             the serving model's): {}</p>",
+            esc(&unstable.join(", "))
+        );
+    }
 }

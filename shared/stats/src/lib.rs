@@ -13,3 +13,4 @@ pub mod normal;
 pub mod percentile;
 pub mod sampling;
 pub mod sketch;
+pub mod variance_ratio;

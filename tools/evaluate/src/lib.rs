@@ -357,6 +357,12 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         ));
     }
     let identity = scorer.identity();
+    let noise_floor = match (args.role, &identity.registered_as) {
+        (Role::Baseline, Some(registered_as)) => {
+            model::registered_noise_floor(&args, registered_as)?
+        }
+        _ => None,
+    };
     record.set_as(
         section,
         &Evaluate {
@@ -377,6 +383,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             mistakes,
             scores: identity.scores,
             score_bins: Some(runfn_schema::record::ScoreBins::of(&scored.scores)),
+            noise_floor,
         },
     )?;
     match args.role {

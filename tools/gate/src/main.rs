@@ -8,7 +8,10 @@ use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
 use runfn_gate::policy::Source;
-use runfn_gate::{Evaluation, Policy, Settings, TrainingNoise, decide, decide_paired, pairing};
+use runfn_gate::{
+    Evaluation, Policy, Settings, TrainingNoise, add_stability, decide, decide_paired, pairing,
+    stability_checks,
+};
 use runfn_manifest::eval_settings::{EvalSettings, Rule, Underpowered};
 use runfn_schema::record::NoiseFloor;
 use serde_json::Value;
@@ -155,22 +158,33 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }
         _ => None,
     };
+    let mut stability = None;
     let mut decision = match (&paired, &baseline) {
         (Some(scores), Some(baseline)) => {
-            // The seeds' spread enters the test's variance; as a limit too it would count twice.
-            for bound in &mut policy.min_delta {
-                if bound.source == Source::NoiseFloor {
-                    bound.limit = 0.0;
+            let candidate_noise = checked_noise(&record, "noise_floor")?;
+            let serving_noise = match baseline_noise(&args)? {
+                Some(noise) => Some(noise),
+                None => registered_noise(&record)?,
+            };
+            // The drop test uses the rows' noise alone. A limit taken from a noise floor is the
+            // serving model's normal seed-to-seed movement where the registry recorded it, so
+            // the candidate's own spread never sets its own tolerance.
+            if let Some(serving) = &serving_noise {
+                for bound in &mut policy.min_delta {
+                    if bound.source == Source::NoiseFloor {
+                        bound.limit = -serving.floor.abs();
+                    }
                 }
             }
-            let noise: Vec<TrainingNoise> = [
-                checked_noise(&record, "noise_floor")?,
-                baseline_noise(&args)?,
-            ]
-            .iter()
-            .flatten()
-            .map(training_noise)
-            .collect();
+            stability = candidate_noise
+                .as_ref()
+                .zip(serving_noise.as_ref())
+                .map(|(c, s)| stability_checks(c, s, policy.slice_columns.as_deref(), &settings));
+            let noise: Vec<TrainingNoise> = [candidate_noise, serving_noise]
+                .iter()
+                .flatten()
+                .map(training_noise)
+                .collect();
             let seed = record
                 .get_path("manifest.seed")
                 .and_then(Value::as_u64)
@@ -189,6 +203,9 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }
         _ => decide(&policy, &candidate, baseline.as_ref()),
     };
+    if let Some(checks) = stability {
+        add_stability(&mut decision, checks);
+    }
     if baseline.is_none() && !args.no_baseline {
         decision.passed = false;
         decision.reasons.push(
@@ -220,14 +237,30 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             decision.undefined.join(", ")
         ));
     }
+    // Too small to tell, too large to stay unsaid: in the summary, not only in a list.
+    for drop in &decision.underpowered_drops {
+        tool.notice(format!(
+            "warned: underpowered slice got worse beyond max_slice_drop: {drop}"
+        ));
+    }
+    if !decision.unstable.is_empty() {
+        tool.notice(format!(
+            "unstable (the candidate's seeds spread beyond the serving model's): {}",
+            decision.unstable.join(", ")
+        ));
+    }
     if decision.passed {
         let against = if decision.no_baseline {
             "no baseline (first model)"
         } else {
             "the baseline"
         };
+        let caveat = match decision.underpowered_drops.len() {
+            0 => String::new(),
+            n => format!("; but {n} underpowered slice(s) got worse beyond max_slice_drop"),
+        };
         tool.info(format!(
-            "passed {} checks ({} gates) against {against}",
+            "passed {} checks ({} gates) against {against}{caveat}",
             decision.checks.len(),
             decision.gates_run.len()
         ));
@@ -270,7 +303,7 @@ fn policy(record: &Record, args: &Args) -> Result<Policy, InputError> {
         ),
         _ => None,
     };
-    if let Some(noise) = checked_noise(&record, "noise_floor")? {
+    if let Some(noise) = checked_noise(record, "noise_floor")? {
         policy.apply_noise_floor(&noise.metric, noise.floor);
     }
     Ok(policy)
@@ -310,6 +343,18 @@ fn baseline_noise(args: &Args) -> Result<Option<NoiseFloor>, InputError> {
         ),
         None => Ok(None),
     }
+}
+
+/// The serving model's spread over seeds, as evaluate --as baseline took it from the registry
+/// (`baseline.noise_floor`).
+fn registered_noise(record: &Record) -> Result<Option<NoiseFloor>, InputError> {
+    let Some(section) = record.get_path("baseline.noise_floor") else {
+        return Ok(None);
+    };
+    let noise: NoiseFloor = serde_json::from_value(section.clone())
+        .map_err(|e| InputError::field("baseline.noise_floor", e.to_string()))?;
+    runfn_gate::check_noise_floor(&noise, "baseline.noise_floor")?;
+    Ok(Some(noise))
 }
 
 /// The record's `noise_floor`, refused (naming `field`) when its spreads are not numbers a

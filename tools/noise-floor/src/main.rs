@@ -260,6 +260,7 @@ fn slice_spreads(
                 max: spread.max,
                 range: spread.range,
                 floor: spread.floor,
+                values: slice_values,
             },
         );
     }

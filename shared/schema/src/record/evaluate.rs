@@ -31,6 +31,10 @@ pub struct EvalMetrics {
 #[serde(deny_unknown_fields)]
 pub struct Evaluate {
     pub passed: bool,
+    /// The baseline's spread over seeds, from the record the registry stored for it (baseline
+    /// role, for a registered model whose night measured one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_floor: Option<super::NoiseFloor>,
     pub model: String,
     /// `NAME@ALIAS` or `NAME@VERSION` when the model came from the registry.
     pub registered_as: Option<String>,

@@ -25,6 +25,24 @@ pub struct Gate {
     pub underpowered: Vec<String>,
     /// Slices whose metric is undefined there (one class).
     pub undefined: Vec<String>,
+    /// Underpowered slices whose point estimate got worse by more than `max_slice_drop`.
+    #[serde(default)]
+    pub underpowered_drops: Vec<String>,
+    /// Where the candidate's seeds spread beyond the serving model's (`overall` or a slice).
+    #[serde(default)]
+    pub unstable: Vec<String>,
+    /// Which error entered which test (paired decisions only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<GateErrors>,
+}
+
+/// The sources of error each test of a paired decision used: the drop test the rows' alone
+/// (`rows`), the improvement claim the rows' and the training seeds' (`rows+training`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GateErrors {
+    pub drop: String,
+    pub improvement: String,
 }
 
 /// One check. The paired test's numbers are there for paired comparisons only.
@@ -54,9 +72,16 @@ pub struct GateCheck {
 pub struct PairedNumbers {
     pub status: String,
     pub method: String,
+    /// The drop test's standard error: the test rows' alone.
     pub se: Option<f64>,
     pub se_rows: Option<f64>,
+    /// The spread over training seeds; it enters only `se_improvement`.
     pub se_training: Option<f64>,
+    /// Rows and seeds together: the bar a gain must clear to count as an improvement.
+    #[serde(default)]
+    pub se_improvement: Option<f64>,
+    #[serde(default)]
+    pub improved: Option<bool>,
     pub interval: Option<[f64; 2]>,
     pub bound: Option<f64>,
     pub p_value: Option<f64>,
@@ -64,4 +89,7 @@ pub struct PairedNumbers {
     pub rows: u64,
     pub positives: u64,
     pub detectable_drop: Option<f64>,
+    /// For a gated slice: the rows it would need to detect `max_slice_drop` with 80% power.
+    #[serde(default)]
+    pub rows_needed: Option<u64>,
 }

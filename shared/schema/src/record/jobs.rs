@@ -62,4 +62,7 @@ pub struct SliceSpread {
     pub max: f64,
     pub range: f64,
     pub floor: f64,
+    /// The metric on this slice for each seed, in the order the records came.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<f64>,
 }

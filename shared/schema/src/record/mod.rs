@@ -24,7 +24,7 @@ pub use evaluate::{
     ServingDrift, Unseen,
 };
 pub use external::{ExternalTrain, ScoresFile};
-pub use gate::{Gate, GateCheck, PairedNumbers};
+pub use gate::{Gate, GateCheck, GateErrors, PairedNumbers};
 pub use jobs::{CkptInputs, CkptInterval, NoiseFloor, SliceSpread};
 pub use leaks::{LeakCheck, Leaks};
 pub use mf_hash::{DataDigest, HashCheck, MfHash, Problem};

@@ -313,3 +313,104 @@ fn pairs_out_lists_every_twin_pair_with_both_rows() {
         }
     }
 }
+
+/// A year of scheduled events as a new user's table has them: one row per event, a day, a few
+/// low-cardinality columns (operator, origin, hour) and, with `amount`, one numeric column of
+/// many values; `copies` test rows replaced by copies of train rows. Seeded, so fixed.
+fn events_snapshot(dir: &std::path::Path, amount: bool, copies: usize) -> std::path::PathBuf {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut rows: Vec<String> = Vec::new();
+    for i in 0..6000u64 {
+        let day = 1 + i * 365 / 6000;
+        let date = format!(
+            "2025-{:02}-{:02}",
+            1 + (day - 1) / 31 % 12,
+            1 + (day - 1) % 28
+        );
+        let mut row = format!("e{i},{date},op{},o{},{}", next(5), next(8), next(24));
+        if amount {
+            row += &format!(",{}.{:02}", 10 + next(990), next(100));
+        }
+        row += &format!(",{}", next(2));
+        rows.push(row);
+    }
+    // Test is the last quarter (October on); each copy repeats a train row's features.
+    let test_start = rows.iter().position(|r| r.contains(",2025-10-")).unwrap();
+    for k in 0..copies {
+        let source = rows[k * 7].clone();
+        let target = test_start + k * 3;
+        let id_and_day: Vec<&str> = rows[target].splitn(3, ',').take(2).collect();
+        let features: Vec<&str> = source.splitn(3, ',').collect();
+        rows[target] = format!("{},{},{}", id_and_day[0], id_and_day[1], features[2]);
+    }
+    let header = if amount {
+        "event_id,day,operator,origin,hour,amount,late"
+    } else {
+        "event_id,day,operator,origin,hour,late"
+    };
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("events.csv"),
+        format!("{header}\n{}\n", rows.join("\n")),
+    )
+    .unwrap();
+    dir.to_path_buf()
+}
+
+fn events_leaks(snapshot: &std::path::Path) -> (i32, Value) {
+    let manifest = snapshot.parent().unwrap().join("events.yaml");
+    std::fs::write(
+        &manifest,
+        "run_id: events\ndata:\n  snapshot: ./snapshot@snapshot=events\n  entity: event_id\n  time: day\n  label: late\n  \
+         categorical: [hour]\n  splits: {train: \"day < 2025-10-01\", test: \"day >= 2025-10-01\"}\n\
+         code: {commit: 9c41be0, image: \"registry.example.com/t@sha256:4d2f6a0b8c1e3f5a7b9d0c2e4f6a8b0c1d3e5f7a9b0c2d4e6f8a0b1c3d5e7f9a\"}\n\
+         config: {model: mlp}\nseed: 1\n",
+    )
+    .unwrap();
+    let record = tool("mf-hash")
+        .args([manifest.as_os_str(), "-q".as_ref()])
+        .run();
+    assert_eq!(record.code, 0, "{}", record.stderr);
+    let out = tool("leak-check")
+        .args(["--in".as_ref(), snapshot.as_os_str(), "-q".as_ref()])
+        .stdin(record.stdout)
+        .run();
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+    (
+        out.code,
+        named_check(&out.json()["leaks"], "exact_duplicates").clone(),
+    )
+}
+
+/// Twins are judged against chance: coarse rows have twins in train by chance (the same
+/// scheduled event on another day), which never fails a night; copied rows still do, where the
+/// chance rate leaves room to see them.
+#[test]
+fn exact_twins_are_judged_against_what_chance_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only the schedule's columns: nearly every test row has a twin in train by chance.
+    let (code, coarse) = events_leaks(&events_snapshot(&dir.path().join("a/snapshot"), false, 0));
+    assert_eq!(code, 0, "{coarse:#}");
+    let chance = &coarse["chance"];
+    assert!(coarse["count"].as_u64().unwrap() > 1000, "{coarse:#}");
+    assert!(chance["rate"].as_f64().unwrap() > 0.5, "{chance}");
+    assert!(chance["p_value"].as_f64().unwrap() >= chance["alpha"].as_f64().unwrap());
+    assert_eq!(chance["reference"], "train");
+
+    // With a numeric column of many values chance gives almost none: 1% copied rows fail.
+    let (code, honest) = events_leaks(&events_snapshot(&dir.path().join("b/snapshot"), true, 0));
+    assert_eq!(code, 0, "{honest:#}");
+    let (code, copied) = events_leaks(&events_snapshot(&dir.path().join("c/snapshot"), true, 15));
+    assert_eq!(code, 1, "{copied:#}");
+    assert!(copied["count"].as_u64().unwrap() >= 15, "{copied:#}");
+    let chance = &copied["chance"];
+    assert!(chance["expected"].as_f64().unwrap() < 3.0, "{chance}");
+    assert!(chance["p_value"].as_f64().unwrap() < chance["alpha"].as_f64().unwrap());
+    assert!(!copied["examples"].as_array().unwrap().is_empty());
+}

@@ -159,7 +159,69 @@ pub fn exact_duplicates(
     let mut check = LeakCheck::counted("exact_duplicates", count, examples);
     check.of = Some(later_rows(merged, &rank));
     check.note = Some("rows of a later split equal to a row of an earlier split on every feature column (entity, time, label and as-of columns left out; text normalized)".into());
+    check.chance = twins_by_chance(merged, data, &rank, &shared);
     check
+}
+
+/// The significance level of the twins-against-chance test: low, because a copied share shows
+/// as a count many times what chance gives, while honest nights must not fail one in a hundred.
+pub const CHANCE_ALPHA: f64 = 0.001;
+
+/// What chance alone gives the later splits' exact twins. Coarse rows (a scheduled event on
+/// another day) have twins by chance; the earliest split says how often: the share of its rows
+/// with a twin among its other rows. A later split compared with `M` earlier rows has a twin by
+/// chance with probability `1 - (1 - rate)^(M / (N - 1))`, `N` the earliest split's rows (exact
+/// for rows of one kind, and no smaller than the truth for a mix, so the test errs towards
+/// passing chance twins). Each later split's count is tested one-sided (binomial), Bonferroni
+/// over the later splits.
+fn twins_by_chance(
+    merged: &Merged,
+    data: &Partitioned,
+    rank: &[usize],
+    shared: &[&Seen],
+) -> Option<runfn_schema::record::LeakChance> {
+    let first = first_split(rank)? as usize;
+    let rows = &merged.tallies.split_rows;
+    let reference_rows = *rows.get(first)?;
+    if reference_rows < 2 {
+        return None;
+    }
+    let repeated = merged.rows.repeated_within.get(first).copied().unwrap_or(0);
+    let rate = repeated as f64 / reference_rows as f64;
+    let mut observed = vec![0u64; rows.len()];
+    for seen in shared {
+        let earliest = seen.first.iter().map(|(s, _)| rank[*s as usize]).min();
+        for (split, n) in &seen.counts {
+            if Some(rank[*split as usize]) != earliest {
+                observed[*split as usize] += n;
+            }
+        }
+    }
+    let later: Vec<usize> = (0..rows.len())
+        .filter(|&s| s != first && rows[s] > 0)
+        .collect();
+    let tests = later.len().max(1) as f64;
+    let (mut expected, mut p_value) = (0.0, 1.0f64);
+    for &split in &later {
+        let earlier: u64 = (0..rows.len())
+            .filter(|&s| rank[s] < rank[split])
+            .map(|s| rows[s])
+            .sum();
+        let chance = 1.0 - (1.0 - rate).powf(earlier as f64 / (reference_rows - 1) as f64);
+        expected += chance * rows[split] as f64;
+        let p =
+            runfn_stats::binomial::at_least(observed[split], rows[split], chance.clamp(0.0, 1.0))
+                .unwrap_or(0.0);
+        p_value = p_value.min((p * tests).min(1.0));
+    }
+    Some(runfn_schema::record::LeakChance {
+        reference: split_name(data, first as u8).to_string(),
+        rate,
+        expected,
+        observed: observed.iter().sum(),
+        p_value,
+        alpha: CHANCE_ALPHA,
+    })
 }
 
 /// Counts the rows of a later split whose text is a near twin of an earlier split's; with

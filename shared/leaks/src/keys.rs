@@ -126,6 +126,24 @@ impl Seen {
     }
 }
 
+/// Adds to `repeated` (per split) the occurrences of one key in each split where it appears
+/// more than once.
+fn count_repeats(group: &[Occurrence], repeated: &mut Vec<u64>) {
+    let mut counts: Vec<(u8, u64)> = Vec::new();
+    for occurrence in group {
+        match counts.iter_mut().find(|(s, _)| *s == occurrence.split) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((occurrence.split, 1)),
+        }
+    }
+    for (split, n) in counts.into_iter().filter(|(_, n)| *n > 1) {
+        if repeated.len() <= split as usize {
+            repeated.resize(split as usize + 1, 0);
+        }
+        repeated[split as usize] += n;
+    }
+}
+
 /// Every file's keys grouped.
 #[derive(Debug, Default)]
 pub struct Keys {
@@ -136,6 +154,9 @@ pub struct Keys {
     /// With `keep_occurrences`: every occurrence of a shared key (hash, split, place), in file
     /// order.
     pub shared_occurrences: Vec<(u128, u8, Loc)>,
+    /// Per split (by index): its rows whose key appears again in the same split, that is the
+    /// rows with a twin among that split's other rows. The rate chance alone gives.
+    pub repeated_within: Vec<u64>,
 }
 
 impl Keys {
@@ -166,6 +187,9 @@ impl Keys {
                     .take_while(|o| o.hash == hash)
                     .count();
             let group = &occurrences[start..end];
+            if group.len() > 1 {
+                count_repeats(group, &mut keys.repeated_within);
+            }
             let splits = group.iter().fold(0u64, |bits, o| bits | 1 << o.split);
             *keys.by_splits.entry(splits).or_default() += 1;
             if splits.count_ones() > 1 {
@@ -250,6 +274,8 @@ mod tests {
         );
         assert_eq!(keys.outside(Some(0)), 3);
         assert_eq!(keys.outside(Some(1)), 2);
+        // x twice in split 1 (once in file a, once in b): two rows with a twin there.
+        assert_eq!(keys.repeated_within, [0, 2]);
         let places: Vec<Loc> = keys.shared_occurrences.iter().map(|o| o.2).collect();
         assert_eq!(
             places,

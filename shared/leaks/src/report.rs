@@ -37,6 +37,10 @@ pub struct LeakCheck {
     pub examples: Vec<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What chance alone gives (exact twins): judged against it unless the manifest sets a
+    /// tolerance of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chance: Option<runfn_schema::record::LeakChance>,
 }
 
 impl LeakReport {
@@ -63,6 +67,7 @@ impl LeakCheck {
             reason: self.reason.clone(),
             examples: self.examples.clone(),
             note: self.note.clone(),
+            chance: self.chance.clone(),
         }
     }
 }
@@ -97,11 +102,14 @@ impl LeakCheck {
             reason: None,
             examples,
             note: None,
+            chance: None,
         }
     }
 
-    /// Judges the count by `decision`: within every tolerance given, or off.
-    pub fn apply(&mut self, decision: &LeakDecision) {
+    /// Judges the count by `decision`: within every tolerance given, or off. A check that knows
+    /// what chance alone gives (`chance`) and that the manifest left at its default fails only on
+    /// evidence beyond chance (its p-value below the stated α).
+    pub fn apply(&mut self, decision: &LeakDecision, configured: bool) {
         self.fraction = self
             .of
             .filter(|of| *of > 0)
@@ -118,6 +126,9 @@ impl LeakCheck {
         };
         self.setting = decision.setting.clone();
         self.reason = decision.reason.clone();
+        if let (Some(chance), false) = (&self.chance, configured) {
+            self.passed = chance.p_value >= chance.alpha;
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Numerical pieces the tools share, free of I/O.
 
 pub mod auc;
+pub mod binomial;
 pub mod bootstrap;
 pub mod checkpoint;
 pub mod delong;

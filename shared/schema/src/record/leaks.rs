@@ -29,4 +29,26 @@ pub struct LeakCheck {
     pub examples: Vec<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Exact twins: what chance alone gives, and the evidence beyond it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chance: Option<LeakChance>,
+}
+
+/// The twins chance alone gives a later split: the earliest split's own rate of rows with a twin
+/// among its other rows (`rate`, leave-one-out), brought to each later split's reference size,
+/// against which the observed count is tested (one-sided binomial, Bonferroni over the later
+/// splits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeakChance {
+    /// The split the chance rate was measured on.
+    pub reference: String,
+    /// Its rows with a twin among its other rows, as a share.
+    pub rate: f64,
+    /// The twins expected by chance in the later splits.
+    pub expected: f64,
+    pub observed: u64,
+    /// The smallest Bonferroni-adjusted one-sided p-value over the later splits.
+    pub p_value: f64,
+    pub alpha: f64,
 }

@@ -26,7 +26,7 @@ pub use evaluate::{
 pub use external::{ExternalTrain, ScoresFile};
 pub use gate::{Gate, GateCheck, GateErrors, PairedNumbers};
 pub use jobs::{CkptInputs, CkptInterval, NoiseFloor, SliceSpread};
-pub use leaks::{LeakCheck, Leaks};
+pub use leaks::{LeakChance, LeakCheck, Leaks};
 pub use mf_hash::{DataDigest, HashCheck, MfHash, Problem};
 pub use register::{Register, RegisterRefused, RegisterSection};
 pub use report::{Quartiles, Report, ReportPair, ReportStage};

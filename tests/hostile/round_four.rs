@@ -536,3 +536,73 @@ fn a_reader_that_goes_away_ends_register_quietly() {
         assert_eq!(out.stderr, "", "register {args:?}");
     }
 }
+
+/// Runs `sql` on the registry's index with Python's sqlite3 (as a hand edit would).
+fn edit_index(registry: &Path, sql: &str) {
+    let status = Command::new("python3")
+        .args(["-c", "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\nc.execute(sys.argv[2])\nc.commit()"])
+        .arg(registry.join("index.sqlite"))
+        .arg(sql)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{sql}");
+}
+
+// 13. register verify missed edits to the index: an entry's weights_blake3 pointed at another
+// blob passed, and so did a blob name like ../../../../etc/passwd.
+#[test]
+fn verify_finds_an_index_that_disagrees_with_its_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, _) = registry_with_churn(dir.path());
+    let verify = || {
+        within_a_minute(
+            "register",
+            &["--registry".as_ref(), os(&registry), "verify".as_ref()],
+            "",
+        )
+    };
+    let clean = verify();
+    assert_eq!(clean.code, 0, "{}{}", clean.stdout, clean.stderr);
+
+    edit_index(
+        &registry,
+        "UPDATE entries SET weights_blake3 = json_extract(blobs, '$.record')",
+    );
+    let pointed = verify();
+    assert_ne!(pointed.code, 0, "{}", pointed.stdout);
+    assert!(
+        pointed.stdout.contains("is not the weights blob"),
+        "{}{}",
+        pointed.stdout,
+        pointed.stderr
+    );
+
+    edit_index(
+        &registry,
+        "UPDATE entries SET weights_blake3 = '../../../../etc/passwd', blobs = json_set(blobs, '$.weights', '../../../../etc/passwd')",
+    );
+    let escaped = verify();
+    assert_ne!(escaped.code, 0, "{}", escaped.stdout);
+    assert!(
+        escaped.stdout.contains("is not a content address"),
+        "{}{}",
+        escaped.stdout,
+        escaped.stderr
+    );
+}
+
+// 16. A secret was echoed: `evaluate --scores /proc/self/environ` printed a secret's value on
+// stderr, which make copies into failed.err and the alert.
+#[test]
+fn a_scores_file_that_is_no_table_is_refused_without_echoing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = crate::external_model::sharded(dir.path());
+    let secret = "hunter2-never-printed";
+    let out = tool("evaluate")
+        .args(["--scores", "/proc/self/environ", "--key", "customer_id"])
+        .env("AWS_SECRET_ACCESS_KEY", secret)
+        .stdin(record)
+        .run();
+    out.assert_bad_input("evaluate", "not shown");
+    assert!(!out.stderr.contains(secret), "{}", out.stderr);
+}

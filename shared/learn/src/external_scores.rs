@@ -301,6 +301,14 @@ impl ScoresFile {
             .from_path(&self.path)
             .map_err(|e| self.refuse(bad(e)))?;
         let header = reader.headers().map_err(|e| self.refuse(bad(e)))?.clone();
+        // A file that is no table (`/proc/self/environ`, a binary) is refused without echoing
+        // its first line, which may hold secrets.
+        if header.iter().any(|h| h.chars().any(char::is_control)) {
+            return Err(self.refuse(
+                "is not a CSV scores file: its first line holds control characters (not shown)"
+                    .into(),
+            ));
+        }
         self.check_unique_columns(header.iter())?;
         let position = |wanted: &str| header.iter().position(|h| h == wanted).expect("checked");
         let (key_at, score_at) = (position(&self.key), position(SCORE_COLUMN));

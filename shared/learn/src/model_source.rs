@@ -26,7 +26,7 @@ impl ModelSource {
     pub fn named(model: &Path, registry: &Path) -> Result<ModelSource> {
         let text = model.to_string_lossy();
         if !model.exists() && ModelRef::looks_like(&text) {
-            let registry = Registry::open_existing(registry)?;
+            let registry = Registry::open_read_only(registry)?;
             let entry = registry.resolve(&ModelRef::parse(&text)?)?;
             if let Some(format) = &entry.lineage.blobs.weights_format {
                 return Err(InputError::field(

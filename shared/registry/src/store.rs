@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -162,6 +162,44 @@ fn now() -> String {
 /// How long a registration waits for another one's write lock before it gives up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A connection that only reads `db_path`. A WAL database is read through its shared-memory file,
+/// which a read-only folder without one cannot get: there nothing can be writing, so the file is
+/// then read as the immutable file it is.
+fn read_only_connection(db_path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(db_path, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let readable = |conn: &Connection| {
+        conn.query_row("SELECT count(*) FROM entries", [], |row| {
+            row.get::<_, i64>(0)
+        })
+    };
+    match readable(&conn) {
+        Ok(_) => Ok(conn),
+        Err(_) => {
+            let uri = format!("file:{}?immutable=1", uri_path(db_path));
+            let conn = Connection::open_with_flags(&uri, flags | OpenFlags::SQLITE_OPEN_URI)?;
+            readable(&conn)?;
+            Ok(conn)
+        }
+    }
+}
+
+/// `path` as the path part of an SQLite `file:` URI: `%`, `?` and `#` escaped.
+fn uri_path(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Opens the index, switched to WAL and with its schema. Concurrent registrations queue on the
 /// write lock (the busy timeout). SQLite does not call the busy handler everywhere: while the
 /// first process creates the file and switches it to WAL, another one's `journal_mode` pragma or
@@ -202,7 +240,7 @@ pub const BLOB_STORE_FILE: &str = "blob-store";
 /// The registry's blobs: local, or in the store that `RUNFN_REGISTRY_BLOBS` names (remembered in
 /// `dir/blob-store` the first time, so every later reader finds the blobs without the variable;
 /// a different store for the same registry is refused).
-fn blob_store(dir: &Path) -> Result<BlobStore> {
+fn blob_store(dir: &Path, writable: bool) -> Result<BlobStore> {
     let file = dir.join(BLOB_STORE_FILE);
     let remembered = match std::fs::read_to_string(&file) {
         Ok(text) => Some(text.trim().to_string()),
@@ -224,8 +262,10 @@ fn blob_store(dir: &Path) -> Result<BlobStore> {
         }
         (Some(url), _) => Some(url),
         (None, Some(url)) => {
-            runfn_core::atomic::write_bytes_atomic(&file, format!("{url}\n").as_bytes())
-                .map_err(|e| RegistryError::Invalid(e.to_string()))?;
+            if writable {
+                runfn_core::atomic::write_bytes_atomic(&file, format!("{url}\n").as_bytes())
+                    .map_err(|e| RegistryError::Invalid(e.to_string()))?;
+            }
             Some(url)
         }
         (None, None) => None,
@@ -256,7 +296,31 @@ impl Registry {
         let conn = connect(&db_path).map_err(sql)?;
         Ok(Registry {
             dir: dir.to_path_buf(),
-            blobs: blob_store(dir)?,
+            blobs: blob_store(dir, true)?,
+            db_path,
+            conn,
+            pause_after_blobs: None,
+        })
+    }
+
+    /// Opens the registry in `dir` for commands that only read it (resolve, list, verify, and
+    /// the tools that score or compare with a registered model): it must exist, and nothing is
+    /// written, so a registry on a read-only mount can be read.
+    pub fn open_read_only(dir: &Path) -> Result<Registry> {
+        let db_path = dir.join("index.sqlite");
+        if !db_path.is_file() {
+            return Err(RegistryError::NotFound(format!(
+                "no registry at {} (no index.sqlite there)",
+                dir.display()
+            )));
+        }
+        let conn = read_only_connection(&db_path).map_err(|source| RegistryError::Sql {
+            path: db_path.clone(),
+            source,
+        })?;
+        Ok(Registry {
+            dir: dir.to_path_buf(),
+            blobs: blob_store(dir, false)?,
             db_path,
             conn,
             pause_after_blobs: None,

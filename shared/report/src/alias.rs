@@ -49,7 +49,7 @@ impl AliasLog {
     }
 
     fn fill(&mut self, dir: &Path) -> Result<(), RegistryError> {
-        let registry = Registry::open_existing(dir)?;
+        let registry = Registry::open_read_only(dir)?;
         let reference = ModelRef::parse(&self.name())?;
         self.version = match registry.resolve(&reference) {
             Ok(entry) => Some(entry.version),

@@ -302,7 +302,8 @@ fn serving_profile(registry: &Path, reference: &str) -> Result<Served, InputErro
     use runfn_registry::{ModelRef, Registry, RegistryError};
     let field = |e: RegistryError| InputError::field("--previous-model", e.to_string());
     let parsed = ModelRef::parse(reference).map_err(field)?;
-    let entry = match Registry::open_existing(registry).and_then(|r| Ok((r.resolve(&parsed)?, r))) {
+    let entry = match Registry::open_read_only(registry).and_then(|r| Ok((r.resolve(&parsed)?, r)))
+    {
         Ok(found) => found,
         Err(RegistryError::NotFound(why)) => return Ok(Served::Nothing(why)),
         Err(err) => return Err(field(err)),

@@ -46,7 +46,7 @@ pub fn registered_noise_floor(
     args: &Args,
     registered_as: &str,
 ) -> anyhow::Result<Option<NoiseFloor>> {
-    let registry = Registry::open_existing(&registry_dir(args.registry.as_deref()))?;
+    let registry = Registry::open_read_only(&registry_dir(args.registry.as_deref()))?;
     let entry = registry.resolve(&ModelRef::parse(registered_as)?)?;
     let bytes = registry.blobs.read(&entry.lineage.blobs.record)?;
     let record: serde_json::Value = serde_json::from_slice(&bytes)?;

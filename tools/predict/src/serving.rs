@@ -45,7 +45,7 @@ pub fn training(
                 .into(),
         ));
     };
-    let registry = Registry::open_existing(registry)?;
+    let registry = Registry::open_read_only(registry)?;
     let entry = registry.resolve(&ModelRef::parse(reference)?)?;
     let Some(profile_blob) = &entry.lineage.blobs.profile else {
         return Ok(Err(format!(

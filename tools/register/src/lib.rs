@@ -179,13 +179,13 @@ fn run(tool: &Tool, args: Args, pause_after_blobs: Option<PathBuf>) -> anyhow::R
         }
         Some(Command::Resolve { reference }) => {
             let reference = ModelRef::parse(&reference)?;
-            let registry = Registry::open_existing(&dir)?;
+            let registry = Registry::open_read_only(&dir)?;
             let entry = registry.resolve(&reference)?;
             print(tool, &entry_json(&registry, &entry), pretty)?;
             Ok(Exit::Passed)
         }
         Some(Command::Profile { reference }) => {
-            let registry = Registry::open_existing(&dir)?;
+            let registry = Registry::open_read_only(&dir)?;
             let entry = registry.resolve(&ModelRef::parse(&reference)?)?;
             let Some(hash) = &entry.lineage.blobs.profile else {
                 return Err(InputError::field(
@@ -202,7 +202,7 @@ fn run(tool: &Tool, args: Args, pause_after_blobs: Option<PathBuf>) -> anyhow::R
             Ok(Exit::Passed)
         }
         Some(Command::List { name }) => {
-            let registry = Registry::open_existing(&dir)?;
+            let registry = Registry::open_read_only(&dir)?;
             let entries: Vec<Value> = registry
                 .list(name.as_deref())?
                 .iter()
@@ -212,13 +212,13 @@ fn run(tool: &Tool, args: Args, pause_after_blobs: Option<PathBuf>) -> anyhow::R
             Ok(Exit::Passed)
         }
         Some(Command::Show { name, version }) => {
-            let registry = Registry::open_existing(&dir)?;
+            let registry = Registry::open_read_only(&dir)?;
             let entry = registry.show(&name, version)?;
             print(tool, &entry_json(&registry, &entry), pretty)?;
             Ok(Exit::Passed)
         }
         Some(Command::History { name }) => {
-            let registry = Registry::open_existing(&dir)?;
+            let registry = Registry::open_read_only(&dir)?;
             print(
                 tool,
                 &serde_json::to_value(registry.alias_history(&name)?)?,
@@ -227,7 +227,7 @@ fn run(tool: &Tool, args: Args, pause_after_blobs: Option<PathBuf>) -> anyhow::R
             Ok(Exit::Passed)
         }
         Some(Command::Verify) => {
-            let registry = Registry::open_existing(&dir)?;
+            let registry = Registry::open_read_only(&dir)?;
             let problems = registry.verify()?;
             let entries = registry.list(None)?.len();
             for p in &problems {

@@ -46,8 +46,8 @@ eval:
 """
 
 
-def tool(name, args, stdin=None, ok=(0,)):
-    out = subprocess.run([os.path.join(BIN, name), *args, "-q"], input=stdin, capture_output=True, text=True)
+def tool(name, args, stdin=None, ok=(0,), cwd=None):
+    out = subprocess.run([os.path.join(BIN, name), *args, "-q"], input=stdin, capture_output=True, text=True, cwd=cwd)
     if out.returncode not in ok:
         raise RuntimeError(f"{name} {args} exited {out.returncode}: {out.stderr.strip()[-800:]}")
     return out
@@ -114,7 +114,7 @@ def main():
             honest_blocked += not passed
             line["reasons"] = record["gate"]["reasons"][:3]
         if passed:
-            tool("register", ["--registry", registry, "--name", "flights", "--promote", "prod"], json.dumps(record))
+            tool("register", ["--registry", registry, "--name", "flights", "--promote", "prod"], json.dumps(record), cwd=folder)
         print(json.dumps(line), flush=True)
         if night == 0:
             continue

@@ -13,4 +13,4 @@ pub use evaluation::Evaluation;
 pub use noise_input::check_noise_floor;
 pub use paired::{PairedScores, Settings, TrainingNoise, decide_paired};
 pub use policy::Policy;
-pub use stability::{add_stability, stability_checks};
+pub use stability::{add_stability, gated_resolutions, stability_checks};

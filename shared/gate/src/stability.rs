@@ -2,8 +2,11 @@
 //! far more than the serving model's did is unstable there, overall or on a gated slice, even when
 //! the seed it deploys looks fine. Each spread is compared with the serving model's by a one-sided
 //! F-test on the two variances (with the seeds each had); the slices of one column are one Holm
-//! family, as in the drop tests. `eval.unstable` decides whether a finding blocks (the default) or
-//! warns.
+//! family, as in the drop tests. Only where the drop test gates (not a slice under
+//! `min_slice_rows`, nor one with one class), and only a spread larger than the test rows' own
+//! noise there (`se_rows`) is a finding: on a few dozen rows a metric moves in steps, three seeds
+//! can agree exactly by chance, and no variance ratio against that zero means anything.
+//! `eval.unstable` decides whether a finding blocks (the default) or warns.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +17,23 @@ use runfn_stats::variance_ratio::larger_variance;
 
 use crate::decide::{Check, Decision, reason};
 
+/// Where the drop tests gated `metric`: `overall` or `column=value`, with the test rows' standard
+/// error of Δ there.
+pub fn gated_resolutions(decision: &Decision, metric: &str) -> BTreeMap<String, f64> {
+    decision
+        .checks
+        .iter()
+        .filter(|c| c.metric == metric)
+        .filter(|c| c.name == "max_slice_drop" || c.name.ends_with("_min_delta"))
+        .filter_map(|c| {
+            let test = c.test.as_ref()?;
+            let gated = !matches!(test.status, "undefined" | "not_gated");
+            let place = c.slice.clone().unwrap_or_else(|| "overall".into());
+            gated.then_some((place, test.se_rows?))
+        })
+        .collect()
+}
+
 /// One spread: the seeds' values (when recorded), their standard deviation and count.
 struct Spread<'a> {
     std: f64,
@@ -22,12 +42,13 @@ struct Spread<'a> {
 }
 
 /// The `unstable` checks of `candidate`'s spread against `baseline`'s (the serving model's, as
-/// the registry stored it): overall, then each slice of the `columns` (all when `None`) both
-/// measured. None when the two measured different metrics.
+/// the registry stored it), where `gated` (place → the test rows' standard error there) says the
+/// drop tests gated: overall, then each slice both measured. None when the two measured
+/// different metrics.
 pub fn stability_checks(
     candidate: &NoiseFloor,
     baseline: &NoiseFloor,
-    columns: Option<&[String]>,
+    gated: &BTreeMap<String, f64>,
     settings: &EvalSettings,
 ) -> Vec<Check> {
     if candidate.metric != baseline.metric {
@@ -41,27 +62,27 @@ pub fn stability_checks(
         .to_string();
     let alpha = 1.0 - settings.confidence;
     let mut checks = Vec::new();
-    let overall = compare(
-        &metric,
-        None,
-        Spread {
-            std: candidate.std,
-            n: candidate.n,
-            values: &candidate.values,
-        },
-        Spread {
-            std: baseline.std,
-            n: baseline.n,
-            values: &baseline.values,
-        },
-    );
+    let overall = gated.get("overall").and_then(|&se_rows| {
+        compare(
+            &metric,
+            None,
+            Spread {
+                std: candidate.std,
+                n: candidate.n,
+                values: &candidate.values,
+            },
+            Spread {
+                std: baseline.std,
+                n: baseline.n,
+                values: &baseline.values,
+            },
+            se_rows,
+        )
+    });
     checks.extend(overall.map(|(check, p)| settle(check, p, alpha, settings)));
     let empty = BTreeMap::new();
     let baseline_slices = baseline.slices.as_ref().unwrap_or(&empty);
     for (column, values) in candidate.slices.iter().flatten() {
-        if columns.is_some_and(|c| !c.contains(column)) {
-            continue;
-        }
         let Some(theirs) = baseline_slices.get(column) else {
             continue;
         };
@@ -69,9 +90,11 @@ pub fn stability_checks(
             .iter()
             .filter_map(|(value, ours)| {
                 let theirs = theirs.get(value)?;
+                let place = format!("{column}={value}");
+                let se_rows = *gated.get(&place)?;
                 compare(
                     &metric,
-                    Some(format!("{column}={value}")),
+                    Some(place),
                     Spread {
                         std: ours.std,
                         n: ours.n,
@@ -82,6 +105,7 @@ pub fn stability_checks(
                         n: theirs.n,
                         values: &theirs.values,
                     },
+                    se_rows,
                 )
             })
             .collect();
@@ -93,12 +117,14 @@ pub fn stability_checks(
     checks
 }
 
-/// The check of one spread against the serving model's, with its one-sided p-value.
+/// The check of one spread against the serving model's, with its one-sided p-value (1 when the
+/// candidate's spread is within the test rows' own noise, `se_rows`: no finding there).
 fn compare(
     metric: &str,
     slice: Option<String>,
     ours: Spread,
     theirs: Spread,
+    se_rows: f64,
 ) -> Option<(Check, f64)> {
     let (ratio, p) = larger_variance(
         ours.std * ours.std,
@@ -106,6 +132,7 @@ fn compare(
         theirs.std * theirs.std,
         theirs.n,
     )?;
+    let p = if ours.std > se_rows { p } else { 1.0 };
     let shown = |s: &Spread| {
         if s.values.is_empty() {
             format!("{} seeds", s.n)
@@ -115,7 +142,7 @@ fn compare(
         }
     };
     let note = format!(
-        "the candidate's {metric} spreads over its seeds with std {:.4} ({}) against the serving model's {:.4} ({}): variance ratio {ratio:.1}",
+        "the candidate's {metric} spreads over its seeds with std {:.4} ({}) against the serving model's {:.4} ({}), the test rows' own noise {se_rows:.4}: variance ratio {ratio:.1}",
         ours.std,
         shown(&ours),
         theirs.std,
@@ -232,7 +259,12 @@ mod tests {
         let candidate = floor(0.002, 0.073, vec![0.529, 0.599, 0.675]);
         let baseline = floor(0.002, 0.004, vec![0.688, 0.690, 0.696]);
         let settings = EvalSettings::default();
-        let checks = stability_checks(&candidate, &baseline, None, &settings);
+        let gated: BTreeMap<String, f64> = [
+            ("overall".to_string(), 0.003),
+            ("operator=a".to_string(), 0.012),
+        ]
+        .into();
+        let checks = stability_checks(&candidate, &baseline, &gated, &settings);
         assert_eq!(checks.len(), 2);
         let slice = checks.iter().find(|c| c.slice.is_some()).unwrap();
         assert!(!slice.passed, "{slice:?}");
@@ -270,15 +302,30 @@ mod tests {
             unstable: Unstable::Warn,
             ..EvalSettings::default()
         };
-        let checks = stability_checks(&candidate, &baseline, None, &warn);
+        let checks = stability_checks(&candidate, &baseline, &gated, &warn);
         assert!(checks.iter().all(|c| c.passed));
+
+        // A slice the drop test does not gate (too few rows) is not judged; nor is a spread
+        // within the rows' own noise there, however exactly the serving model's seeds agreed.
+        let only_overall: BTreeMap<String, f64> = [("overall".to_string(), 0.003)].into();
+        let checks = stability_checks(&candidate, &baseline, &only_overall, &settings);
+        assert_eq!(checks.len(), 1);
+        let exact = floor(0.002, 0.0, vec![0.6, 0.6, 0.6]);
+        let noisy_rows: BTreeMap<String, f64> = [("operator=a".to_string(), 0.09)].into();
+        let checks = stability_checks(&candidate, &exact, &noisy_rows, &settings);
+        assert!(checks.iter().all(|c| c.passed), "{checks:?}");
     }
 
     #[test]
     fn spreads_like_the_serving_models_pass() {
         let candidate = floor(0.003, 0.02, vec![0.58, 0.60, 0.62]);
         let baseline = floor(0.002, 0.015, vec![0.59, 0.60, 0.62]);
-        let checks = stability_checks(&candidate, &baseline, None, &EvalSettings::default());
+        let gated: BTreeMap<String, f64> = [
+            ("overall".to_string(), 0.003),
+            ("operator=a".to_string(), 0.012),
+        ]
+        .into();
+        let checks = stability_checks(&candidate, &baseline, &gated, &EvalSettings::default());
         assert!(checks.iter().all(|c| c.passed), "{checks:?}");
     }
 }

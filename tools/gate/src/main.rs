@@ -9,8 +9,8 @@ use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
 use runfn_gate::policy::Source;
 use runfn_gate::{
-    Evaluation, Policy, Settings, TrainingNoise, add_stability, decide, decide_paired, pairing,
-    stability_checks,
+    Evaluation, Policy, Settings, TrainingNoise, add_stability, decide, decide_paired,
+    gated_resolutions, pairing, stability_checks,
 };
 use runfn_manifest::eval_settings::{EvalSettings, Rule, Underpowered};
 use runfn_schema::record::NoiseFloor;
@@ -176,10 +176,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                     }
                 }
             }
-            stability = candidate_noise
-                .as_ref()
-                .zip(serving_noise.as_ref())
-                .map(|(c, s)| stability_checks(c, s, policy.slice_columns.as_deref(), &settings));
+            stability = candidate_noise.clone().zip(serving_noise.clone());
             let noise: Vec<TrainingNoise> = [candidate_noise, serving_noise]
                 .iter()
                 .flatten()
@@ -203,7 +200,14 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         }
         _ => decide(&policy, &candidate, baseline.as_ref()),
     };
-    if let Some(checks) = stability {
+    if let Some((candidate_noise, serving_noise)) = stability {
+        let metric = candidate_noise
+            .metric
+            .rsplit('.')
+            .next()
+            .unwrap_or_default();
+        let gated = gated_resolutions(&decision, metric);
+        let checks = stability_checks(&candidate_noise, &serving_noise, &gated, &settings);
         add_stability(&mut decision, checks);
     }
     if baseline.is_none() && !args.no_baseline {

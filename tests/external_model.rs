@@ -276,6 +276,11 @@ fn a_scikit_learn_model_goes_through_evaluate_noise_floor_gate_and_register() {
     .json();
     assert_eq!(resolved["version"], 2);
     assert_eq!(resolved["blobs"]["weights_format"], "pickle");
+    assert_eq!(
+        resolved["weights_format"], "pickle",
+        "at the top, as the guide says"
+    );
+    assert_eq!(resolved["framework"], resolved["blobs"]["framework"]);
     assert!(
         resolved["blobs"]["framework"]
             .as_str()

@@ -42,7 +42,7 @@ config: {{model: mlp, hidden: [32], lr: 0.01, global_batch: 512, max_steps: 600,
 seed: 7
 eval:
   slices: [carrier, origin]
-  gates: {{max_slice_drop: 0.05, min_slice_rows: 200}}
+  gates: {{auc_min_delta: -0.005, max_slice_drop: 0.05, min_slice_rows: 200}}
 """
 
 

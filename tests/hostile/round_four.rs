@@ -644,3 +644,33 @@ fn a_registry_on_a_read_only_mount_is_read() {
     assert_eq!(resolved["version"], 1);
     assert!(dir.path().join("p.parquet").exists());
 }
+
+// 20. mf-hash refused a template manifest whose snapshot is `./lake/tonight` (no immutable id),
+// so a template could not be linted before it was pinned.
+#[test]
+fn a_template_manifest_lints_before_it_is_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = std::fs::read_to_string(format!("{ROOT}/testdata/e2e/manifest.yaml"))
+        .unwrap()
+        .replace("./snapshot@snapshot=e2e-20k", "./lake/tonight");
+    let path = dir.path().join("template.yaml");
+    std::fs::write(&path, &template).unwrap();
+    let linted = tool("mf-hash").args([os(&path), "--lint".as_ref()]).run();
+    assert_eq!(linted.code, 0, "{}", linted.stderr);
+    assert_eq!(linted.json()["lint"]["pinned"], false);
+    // Hashing still wants the pin, and a template still gets every other rule.
+    tool("mf-hash")
+        .args([os(&path), "-q".as_ref()])
+        .run()
+        .assert_bad_input("mf-hash", "has no immutable id");
+    std::fs::write(&path, template.replace("./lake/tonight", "./lake/latest")).unwrap();
+    tool("mf-hash")
+        .args([os(&path), "--lint".as_ref()])
+        .run()
+        .assert_bad_input("mf-hash", "which moves");
+    std::fs::write(&path, template.replace("seed: 11", "sed: 11")).unwrap();
+    tool("mf-hash")
+        .args([os(&path), "--lint".as_ref()])
+        .run()
+        .assert_bad_input("mf-hash", "unknown field");
+}

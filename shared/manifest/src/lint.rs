@@ -51,6 +51,20 @@ pub use runfn_schema::record::Problem;
 
 /// Every problem in `manifest`, in field order. An empty list means it passes.
 pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
+    lint_as(manifest, Pinning::Pinned)
+}
+
+/// Whether the manifest must already name an immutable snapshot (a run), or may be a template
+/// whose snapshot `mf-hash pin` fills in each night (`./lake/tonight`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pinning {
+    Pinned,
+    Template,
+}
+
+/// [`lint`], with a template's snapshot allowed to lack its immutable id (a location that moves
+/// by name, `latest` or `current`, is still refused).
+pub fn lint_as(manifest: &Map<String, Value>, pinning: Pinning) -> Vec<Problem> {
     let mut problems = Problems::default();
     for key in manifest.keys() {
         if !TOP_LEVEL_FIELDS.contains(&key.as_str()) {
@@ -61,7 +75,7 @@ pub fn lint(manifest: &Map<String, Value>) -> Vec<Problem> {
         }
     }
     lint_run_id(manifest.get("run_id"), &mut problems);
-    lint_data(manifest.get("data"), &mut problems);
+    lint_data(manifest.get("data"), pinning, &mut problems);
     lint_code(manifest.get("code"), &mut problems);
     lint_seed(manifest.get("seed"), &mut problems);
     // The settings other tools read, checked by the same code they use: a typo stops the run
@@ -190,15 +204,20 @@ fn lint_run_id(value: Option<&Value>, problems: &mut Problems) {
     }
 }
 
-fn lint_data(value: Option<&Value>, problems: &mut Problems) {
+fn lint_data(value: Option<&Value>, pinning: Pinning, problems: &mut Problems) {
     let Some(data) = problems.object("data", value) else {
         return;
     };
     problems.unknown_keys("data", data, DATA_FIELDS);
-    if let Some(snapshot) = problems.string("data.snapshot", data.get("snapshot"))
-        && let Err(reason) = SnapshotRef::parse(snapshot)
-    {
-        problems.add("data.snapshot", reason);
+    if let Some(snapshot) = problems.string("data.snapshot", data.get("snapshot")) {
+        // A template's location is checked as it will be once pinned.
+        let checked = match pinning {
+            Pinning::Template if !snapshot.contains('@') => format!("{snapshot}@snapshot=pinned"),
+            _ => snapshot.to_string(),
+        };
+        if let Err(reason) = SnapshotRef::parse(&checked) {
+            problems.add("data.snapshot", reason.replace("@snapshot=pinned", ""));
+        }
     }
     problems.string("data.label", data.get("label"));
     for optional in ["entity", "time"] {

@@ -286,7 +286,7 @@ fn cards(html: &mut String, report: &Report) {
     let flagged = report.predictions.iter().filter(|p| p.flagged).count();
     card(
         flagged.to_string(),
-        "predictions off by more than the limit",
+        "checkpoint-plan figures off by more than the limit",
         if flagged > 0 { "bad" } else { "ok" },
     );
     card(

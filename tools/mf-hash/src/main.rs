@@ -13,7 +13,9 @@ use runfn_manifest::digest::{DataDigest, DigestError, digest_files, digest_path,
 use runfn_manifest::hash::is_hash;
 use runfn_manifest::pin::{replace_snapshot, verify, write_listing};
 use runfn_manifest::snapshot::SnapshotRef;
-use runfn_manifest::{FORMAT_TAG, Format, Problem, lint, manifest_hash, parse_manifest};
+use runfn_manifest::{
+    FORMAT_TAG, Format, Pinning, Problem, lint, lint_as, manifest_hash, parse_manifest,
+};
 use runfn_schema::record::{HashCheck, MfHash, Pin};
 use serde_json::{Value, json};
 
@@ -23,6 +25,7 @@ Examples:
   mf-hash manifest.yaml --check 3f1c...e9 -q            # exit 1 when the manifest changed
   mf-hash manifest.yaml --commit-from-git --data-digest ./lake/churn | ds-validate
   mf-hash manifest.yaml --print snapshot                 # the snapshot's path, one plain line
+  mf-hash stops.yaml --lint                              # a template, its snapshot not yet pinned
   mf-hash pin manifest.yaml --snapshot ./lake/churn-2026-12-01 --out pinned.yaml
 
 --data-digest verifies a snapshot the manifest pins (`@blake3:<hex>`): one that moved is refused
@@ -31,6 +34,11 @@ Examples:
 `<snapshot>.pin.json` and the manifest with data.snapshot set to `<snapshot>@blake3:<hex>`,
 every other byte unchanged (--out, else the manifest in place), and prints
 {\"pin\": {\"manifest\", \"snapshot\", \"listing\", \"data_digest\": {path, digest, files, bytes}}}.
+
+--lint checks a manifest without hashing it, as a template that `pin` completes each night:
+its data.snapshot may lack the immutable id (`./lake/tonight`); every other rule applies. It
+prints {\"lint\": {\"passed\": true, \"manifest\", \"pinned\": bool}} and exits 0, or 2 naming the
+first problem.
 
 Output (one JSON object on stdout):
   {\"manifest\": {...normalized, keys sorted...},
@@ -74,6 +82,9 @@ struct Args {
     /// path part of data.snapshot, as the data tools read it) or `alert` (empty when unset).
     #[arg(long, value_enum, value_name = "FIELD", conflicts_with_all = ["check", "data_digest", "commit_from_git"])]
     print: Option<PrintField>,
+    /// Lint only, as a template: the snapshot may be one `pin` fills in (no immutable id yet).
+    #[arg(long, conflicts_with_all = ["check", "data_digest", "commit_from_git", "print"])]
+    lint: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -104,6 +115,20 @@ enum PrintField {
 enum FormatArg {
     Json,
     Yaml,
+}
+
+/// `--lint`: the manifest's problems as a template (its snapshot may await `pin`).
+fn lint_template(fields: &serde_json::Map<String, Value>, origin: &str) -> anyhow::Result<Exit> {
+    let problems = lint_as(fields, Pinning::Template);
+    if let Some(first) = problems.first() {
+        return Err(
+            InputError::field(format!("{origin}: {}", first.field), first.message.clone()).into(),
+        );
+    }
+    let pinned = lint(fields).is_empty();
+    let line = json!({"lint": {"passed": true, "manifest": origin, "pinned": pinned}});
+    runfn_core::cli::write_stdout(format!("{line}\n").as_bytes())?;
+    Ok(Exit::Passed)
 }
 
 fn main() -> ExitCode {
@@ -150,6 +175,9 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         set_commit(&mut manifest, commit, &origin)?;
     }
     let fields = manifest.as_object().context("the manifest is a mapping")?;
+    if args.lint {
+        return lint_template(fields, &origin);
+    }
     let mut problems = lint(fields);
     let hash = match manifest_hash(&manifest) {
         Ok(hash) => Some(hash),

@@ -45,9 +45,12 @@ Output: the input record (or a new one) plus
    \"unseen\": {\"<categorical feature>\": {\"rows\", \"fraction\"}},
    \"missing\": {\"<feature>\": {\"rows\", \"fraction\"}}}}
 
-Exit: 0 scored, 2 bad usage or input (an unknown model, a snapshot without a feature column or
-with a feature of another type, NaN or infinite feature values, an output that cannot be written).
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
+Exit: 0 scored (and, with a registered model's profile, no serving drift beyond its limits), 1
+serving drift beyond its limits (the scores are still written and the record is on stdout, with
+`predict.drift` naming the columns), 2 bad usage or input (an unknown model, a snapshot without a
+feature column or with a feature of another type, true/false where the model learned numbers, NaN
+or infinite feature values, an output that is a FIFO, socket or device, an output that cannot be
+written), 4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
 same command may pass when retried.";
 
 /// Score a snapshot with a registered model or a model file.

@@ -137,6 +137,15 @@ fn entry_json(registry: &Registry, entry: &runfn_registry::Entry) -> Value {
             .display()
             .to_string()
     );
+    // An outside model's format and framework at the top, where a reader looks first (they are
+    // kept with the blobs too).
+    let blobs = &entry.lineage.blobs;
+    if let Some(format) = &blobs.weights_format {
+        value["weights_format"] = json!(format);
+    }
+    if let Some(framework) = &blobs.framework {
+        value["framework"] = json!(framework);
+    }
     value
 }
 

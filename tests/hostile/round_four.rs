@@ -674,3 +674,31 @@ fn a_template_manifest_lints_before_it_is_pinned() {
         .run()
         .assert_bad_input("mf-hash", "unknown field");
 }
+
+// 21. predict carried no key unless a record was piped in, though the registered model knows its
+// manifest's entity and time.
+#[test]
+fn predict_keys_default_to_the_registered_models_entity_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, _) = registry_with_churn(dir.path());
+    let out = within_a_minute(
+        "predict",
+        &[
+            "--model".as_ref(),
+            "churn@prod".as_ref(),
+            "--registry".as_ref(),
+            os(&registry),
+            "--in".as_ref(),
+            os(&fixture().dir.join("snapshot")),
+            "--out".as_ref(),
+            os(&dir.path().join("p.parquet")),
+            "-q".as_ref(),
+        ],
+        "",
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.json()["predict"]["keys"],
+        serde_json::json!(["customer_id", "signup_date"])
+    );
+}

@@ -19,6 +19,7 @@ use runfn_learn::device::DeviceChoice;
 use runfn_learn::model_source::{ModelSource, registry_dir};
 use runfn_learn::score;
 use runfn_schema::record::{Predict, ScoreBins, ServingDrift, Unseen};
+use serde_json::Value;
 
 use crate::output::Predictions;
 
@@ -33,7 +34,8 @@ batch at a time, applies the preprocessing stored in the model file (a category 
 saw scores as unknown and is counted, not an error; a null numeric value is imputed as in
 training) and writes one row per snapshot row, in the snapshot's order (its files by path, each
 file's rows in order): `row` (the row's position, 0-based), the key columns (--key, else the
-record's manifest.data.entity and data.time when they are columns), `score` (the probability of
+record's manifest.data.entity and data.time, else those the registered model was trained under,
+when they are columns), `score` (the probability of
 the positive label), `model` (NAME@VERSION, or the file's name) and `model_blake3`. The label, if
 the snapshot has one, is not read. Memory stays flat whatever the snapshot's size: --memory
 (default 64M, the model's weights aside) sizes the batches read and the row groups written, and
@@ -69,8 +71,8 @@ pub struct Args {
     /// Where the scores go (Parquet), a path or store URL; written atomically.
     #[arg(long, value_name = "FILE|URL")]
     out: String,
-    /// A key column to carry beside each score (repeatable; default: the manifest's entity and
-    /// time columns).
+    /// A key column to carry beside each score (repeatable; default: the entity and time columns
+    /// of the record's manifest, else of the registered model's).
     #[arg(long = "key", value_name = "COLUMN")]
     keys: Vec<String>,
     /// cpu, cuda or cuda:N.
@@ -132,7 +134,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let keys = key_columns(&args.keys, &record, &snapshot)?;
+    let registered_data = match (&args.keys[..], record.get_path("manifest.data")) {
+        ([], None) => serving::registered_data(&registry, source.registered_as.as_deref())?,
+        _ => None,
+    };
+    let keys = key_columns(&args.keys, &record, registered_data.as_ref(), &snapshot)?;
     // Only the model's features and the keys are read: the other columns are stepped over,
     // neither built nor parsed (on the bench's rows a long text column is most of the bytes).
     let read: Vec<&str> = features
@@ -332,9 +338,13 @@ fn say_drift(tool: &Tool, drift: &ServingDrift) {
 }
 
 /// `--key`, else the manifest's entity and time columns the snapshot has; each must be a column.
+/// The key columns carried beside each score: --key, else the entity and time columns of the
+/// record's manifest, else of the manifest the registered model was trained under
+/// (`registered`), where the snapshot has them.
 fn key_columns(
     flags: &[String],
     record: &Record,
+    registered: Option<&Value>,
     snapshot: &Snapshot,
 ) -> Result<Vec<String>, InputError> {
     if !flags.is_empty() {
@@ -346,7 +356,7 @@ fn key_columns(
         }
         return Ok(flags.to_vec());
     }
-    let data = record.get_path("manifest.data");
+    let data = record.get_path("manifest.data").or(registered);
     Ok(["entity", "time"]
         .iter()
         .filter_map(|role| data.and_then(|d| d.get(role)).and_then(|v| v.as_str()))

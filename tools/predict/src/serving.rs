@@ -142,3 +142,21 @@ fn score_drift(test: &ScoreBins, served: &[u64], thresholds: &Thresholds) -> Sco
         served: served.to_vec(),
     }
 }
+
+/// The `data` section of the manifest the registered model (`registered_as`) was trained under:
+/// its entity and time columns are the keys a scored row is known by. None for a model file.
+pub fn registered_data(
+    registry: &Path,
+    registered_as: Option<&str>,
+) -> anyhow::Result<Option<Value>> {
+    let Some(reference) = registered_as else {
+        return Ok(None);
+    };
+    let registry = Registry::open_read_only(registry)?;
+    let entry = registry.resolve(&ModelRef::parse(reference)?)?;
+    let manifest: Value = serde_json::from_slice(
+        &registry.blobs.read(&entry.lineage.blobs.manifest)?,
+    )
+    .map_err(|e| InputError::field(format!("{reference}'s registered manifest"), e.to_string()))?;
+    Ok(manifest.get("data").cloned())
+}

@@ -924,3 +924,73 @@ fn keys_with_percent_spaces_and_non_ascii_read_and_write_as_boto3_names_them() {
         "is not an object key: it holds a control character",
     );
 }
+
+/// Forwards connections from `listen` to `to` once `after` has passed: a store that is away (its
+/// port refuses) and comes back.
+fn late_proxy(
+    listen: std::net::SocketAddr,
+    to: String,
+    after: Duration,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        let listener = std::net::TcpListener::bind(listen).expect("the proxy's port is free");
+        listener.set_nonblocking(true).unwrap();
+        let started = Instant::now();
+        // Bounded in time: the proxy stops by itself.
+        while started.elapsed() < Duration::from_secs(60) {
+            match listener.accept() {
+                Ok((client, _)) => {
+                    client.set_nonblocking(false).unwrap();
+                    let server = std::net::TcpStream::connect(&to).unwrap();
+                    for (mut from, mut into) in [
+                        (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                        (server, client),
+                    ] {
+                        std::thread::spawn(move || {
+                            let _ = std::io::copy(&mut from, &mut into);
+                            let _ = into.shutdown(std::net::Shutdown::Write);
+                        });
+                    }
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    })
+}
+
+/// Retries stop when the time budget (RUNFN_STORE_RETRY_S) is spent, not after a count: a store
+/// whose port refuses for 5 s and then answers is reached within a 30 s budget.
+#[test]
+fn a_store_that_comes_back_within_the_retry_budget_is_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = S3Server::start(&["runfn-data"], None);
+    let snapshot =
+        crate::util::demo_snapshot(&dir.path().join("snapshot"), 2_000, &["--seed", "3"]);
+    server.put_tree("runfn-data", "small", &snapshot);
+    let endpoint = server.field("endpoint");
+    let real = endpoint.trim_start_matches("http://").to_string();
+    // A port that refuses now: taken, then freed.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let away = free.local_addr().unwrap();
+    drop(free);
+    let proxy = late_proxy(away, real, Duration::from_secs(5));
+    let started = Instant::now();
+    let out = server
+        .with_env(tool("mf-hash"), &dir.path().join("cache"))
+        .env("AWS_ENDPOINT_URL", format!("http://{away}"))
+        .env("RUNFN_STORE_RETRY_S", "30")
+        .args([
+            "testdata/e2e/manifest.yaml",
+            "--data-digest",
+            "s3://runfn-data/small",
+            "-q",
+        ])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "the store answered only after 5 s"
+    );
+    drop(proxy);
+}

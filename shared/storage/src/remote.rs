@@ -173,7 +173,10 @@ fn client_options() -> (ClientOptions, RetryConfig) {
             max_backoff: Duration::from_secs(5),
             base: 2.0,
         },
-        max_retries: 5,
+        // The time budget ends the retries, not a count: a refused connection fails in a
+        // millisecond, and five quick refusals gave up in about a second of a 30 s budget while
+        // a restarted server was coming back.
+        max_retries: usize::MAX,
         retry_timeout: seconds("RUNFN_STORE_RETRY_S", 30.0),
     };
     (options, retry)

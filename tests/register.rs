@@ -14,7 +14,7 @@ use crate::train::{fixture, train};
 use crate::util::{Output, bin, spawn, tool};
 
 /// A trained and evaluated record with a passed gate (no baseline).
-fn gated_record(dir: &Path) -> String {
+pub fn gated_record(dir: &Path) -> String {
     let trained = train(&fixture().record, &dir.join("run"), &[]);
     assert_eq!(trained.code, 0, "{}", trained.stderr);
     let evaluated = tool("evaluate").args(["-q"]).stdin(trained.stdout).run();

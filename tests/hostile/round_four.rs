@@ -21,16 +21,7 @@ fn gated() -> &'static String {
     static GATED: OnceLock<String> = OnceLock::new();
     GATED.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
-        let trained = train(&fixture().record, &dir.join("run"), &[]);
-        assert_eq!(trained.code, 0, "{}", trained.stderr);
-        let evaluated = tool("evaluate").args(["-q"]).stdin(trained.stdout).run();
-        assert_eq!(evaluated.code, 0, "{}", evaluated.stderr);
-        let gated = tool("gate")
-            .args(["--no-baseline", "-q"])
-            .stdin(evaluated.stdout)
-            .run();
-        assert_eq!(gated.code, 0, "{}", gated.stderr);
-        gated.stdout
+        crate::register::gated_record(&dir)
     })
 }
 

@@ -693,3 +693,73 @@ fn predict_keys_default_to_the_registered_models_entity_and_time() {
         serde_json::json!(["customer_id", "signup_date"])
     );
 }
+
+/// shardify on a snapshot of one row a day from 2024-01-01 to 2024-03-31, with `splits`; the
+/// rows of each split, or the failed run.
+fn daily_splits(dir: &Path, splits: &[(&str, &str)]) -> Result<Value, Output> {
+    let snapshot = dir.join("daily.csv");
+    let mut text = String::from("id,day,x,y\n");
+    let mut day = chrono_like_days();
+    for i in 0..91 {
+        text += &format!("r{i},{},{i},{}\n", day.next().unwrap(), i % 2);
+    }
+    std::fs::write(&snapshot, text).unwrap();
+    let splits: serde_json::Map<String, Value> = splits
+        .iter()
+        .map(|(n, r)| (n.to_string(), Value::from(*r)))
+        .collect();
+    let record = serde_json::json!({"manifest": {"run_id": "daily", "seed": 1, "data": {
+        "snapshot": format!("{}@snapshot=daily", snapshot.display()),
+        "time": "day", "label": "y", "splits": splits}}});
+    let out = tool("shardify")
+        .args(["--out".as_ref(), os(&dir.join("shards")), "-q".as_ref()])
+        .stdin(record.to_string())
+        .run();
+    if out.code != 0 {
+        return Err(out);
+    }
+    Ok(out.json()["shards"]["splits"].clone())
+}
+
+/// 2024-01-01, 2024-01-02, ... as text (2024 is a leap year).
+fn chrono_like_days() -> impl Iterator<Item = String> {
+    let lengths = [31, 29, 31];
+    (0..3).flat_map(move |m| (1..=lengths[m]).map(move |d| format!("2024-{:02}-{d:02}", m + 1)))
+}
+
+// 15. Rolling windows: `N units before SPLIT` was a day short when SPLIT is a fixed range with an
+// inclusive start (`1 week before test` gave 6 days, `1 day before test` none); `dayss` was taken
+// for days.
+#[test]
+fn a_window_before_a_fixed_month_holds_its_whole_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = |splits: &Value, name: &str| splits[name]["rows"].as_u64().unwrap();
+    let week = daily_splits(
+        dir.path(),
+        &[
+            ("test", "2024-03"),
+            ("val", "1 week before test"),
+            ("train", "before val"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(rows(&week, "test"), 31);
+    assert_eq!(rows(&week, "val"), 7, "{week}");
+    assert_eq!(rows(&week, "train"), 91 - 31 - 7);
+    let day = daily_splits(
+        dir.path(),
+        &[
+            ("test", "2024-03"),
+            ("val", "1 day before test"),
+            ("train", "before val"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(rows(&day, "val"), 1, "{day}");
+    let typo = daily_splits(
+        dir.path(),
+        &[("test", "last 2 dayss"), ("train", "before test")],
+    )
+    .unwrap_err();
+    typo.assert_bad_input("shardify", "`dayss` is not a unit");
+}

@@ -99,7 +99,9 @@ impl Span {
         if count == 0 {
             return Err("the window is empty: it needs at least 1 unit".into());
         }
-        let unit = match unit.to_ascii_lowercase().trim_end_matches('s') {
+        let lower = unit.to_ascii_lowercase();
+        // One plural `s` at most: `dayss` is a typo, not days.
+        let unit = match lower.strip_suffix('s').unwrap_or(&lower) {
             "day" => Unit::Day,
             "week" => Unit::Week,
             "month" => Unit::Month,

@@ -341,8 +341,12 @@ fn place_windows(
         let before = pending.len();
         let mut waiting = Vec::new();
         for (index, rule) in pending {
-            let (lower, upper) = match &rule {
-                Rolling::Last(span) => (span.before(anchor), None),
+            // Windows are half-open on the older side, `(start, end]`; one that ends where a
+            // split with an inclusive start begins ends just before it, `[start, end)`, so it
+            // still holds N whole units (`1 week before test`, test from 2024-03-01: the seven
+            // days from 2024-02-23, not six).
+            let (lower, upper, lower_inclusive) = match &rule {
+                Rolling::Last(span) => (span.before(anchor), None, false),
                 Rolling::Before { span, split } => {
                     let Some(other) = splits.iter().find(|s| s.name == *split) else {
                         return Err(DataError::Other(format!(
@@ -376,14 +380,14 @@ fn place_windows(
                     // The complement of the other split's start, so the two share no row.
                     let end = (start.0, !start.1);
                     match span {
-                        Some(span) => (span.before(start.0), Some(end)),
-                        None => (None, Some(end)),
+                        Some(span) => (span.before(start.0), Some(end), start.1),
+                        None => (None, Some(end), false),
                     }
                 }
             };
             let lower = match (&rule, lower) {
                 (Rolling::Before { span: None, .. }, _) => None,
-                (_, Some(value)) => Some((value, false)),
+                (_, Some(value)) => Some((value, lower_inclusive)),
                 (_, None) => {
                     return Err(DataError::Other(format!(
                         "{}: the window reaches before the calendar starts",

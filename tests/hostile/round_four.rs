@@ -554,32 +554,27 @@ fn verify_finds_an_index_that_disagrees_with_its_blobs() {
     };
     let clean = verify();
     assert_eq!(clean.code, 0, "{}{}", clean.stdout, clean.stderr);
-
-    edit_index(
-        &registry,
-        "UPDATE entries SET weights_blake3 = json_extract(blobs, '$.record')",
-    );
-    let pointed = verify();
-    assert_ne!(pointed.code, 0, "{}", pointed.stdout);
-    assert!(
-        pointed.stdout.contains("is not the weights blob"),
-        "{}{}",
-        pointed.stdout,
-        pointed.stderr
-    );
-
-    edit_index(
-        &registry,
-        "UPDATE entries SET weights_blake3 = '../../../../etc/passwd', blobs = json_set(blobs, '$.weights', '../../../../etc/passwd')",
-    );
-    let escaped = verify();
-    assert_ne!(escaped.code, 0, "{}", escaped.stdout);
-    assert!(
-        escaped.stdout.contains("is not a content address"),
-        "{}{}",
-        escaped.stdout,
-        escaped.stderr
-    );
+    // Each hand edit of the index, and the problem verify must then name.
+    for (sql, problem) in [
+        (
+            "UPDATE entries SET weights_blake3 = json_extract(blobs, '$.record')",
+            "is not the weights blob",
+        ),
+        (
+            "UPDATE entries SET weights_blake3 = '../../../../etc/passwd', blobs = json_set(blobs, '$.weights', '../../../../etc/passwd')",
+            "is not a content address",
+        ),
+    ] {
+        edit_index(&registry, sql);
+        let found = verify();
+        assert_ne!(found.code, 0, "{sql}: {}", found.stdout);
+        assert!(
+            found.stdout.contains(problem),
+            "{sql}: {}{}",
+            found.stdout,
+            found.stderr
+        );
+    }
 }
 
 // 16. A secret was echoed: `evaluate --scores /proc/self/environ` printed a secret's value on

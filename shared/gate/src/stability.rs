@@ -273,22 +273,13 @@ mod tests {
         assert!(note.contains("unstable, blocking"), "{note}");
         assert!(checks.iter().find(|c| c.slice.is_none()).unwrap().passed);
 
-        let mut decision = Decision {
-            passed: true,
-            no_baseline: false,
-            gates_run: Vec::new(),
-            checks: Vec::new(),
-            reasons: Vec::new(),
-            method: "paired",
-            rule: None,
-            confidence: None,
-            resamples: None,
-            underpowered: Vec::new(),
-            undefined: Vec::new(),
-            underpowered_drops: Vec::new(),
-            unstable: Vec::new(),
-            errors: None,
-        };
+        // A decision with nothing to block yet, as a gate with no gate configured makes it.
+        let mut decision = crate::decide::decide(
+            &crate::Policy::default(),
+            &crate::Evaluation::default(),
+            Some(&crate::Evaluation::default()),
+        );
+        assert!(decision.passed, "{:?}", decision.reasons);
         add_stability(&mut decision, checks);
         assert!(!decision.passed);
         assert_eq!(decision.unstable, ["operator=a"]);

@@ -149,7 +149,7 @@ fn four_days_of_retraining_on_a_real_table() {
     let explained = d.join("explained.json");
     let reasons: Vec<Value> = drifted
         .iter()
-        .map(|c| serde_json::json!({"column": c["column"], "check": c["name"], "reason": "billing now sends cents"}))
+        .map(|c| serde_json::json!({"column": c["column"], "check": c["name"], "reason": "billing now sends cents", "max_value": c["value"].as_f64().unwrap_or(0.0), "until": "2099-12-31"}))
         .collect();
     std::fs::write(&explained, Value::Array(reasons).to_string()).unwrap();
     std::fs::remove_file(d.join("alert.stdin")).unwrap();

@@ -135,7 +135,7 @@ fn drift_against_the_previous_profile_fails_unless_explained() {
     );
 
     let explained = dir.path().join("explained.json");
-    let reasons: Vec<Value> = failures.iter().map(|(check, column)| serde_json::json!({"column": column, "check": check, "reason": "new pricing and a central-region campaign"})).collect();
+    let reasons: Vec<Value> = failures.iter().map(|(check, column)| serde_json::json!({"column": column, "check": check, "reason": "new pricing and a central-region campaign", "max_value": 10.0, "until": "2099-12-31"})).collect();
     std::fs::write(&explained, serde_json::to_string(&reasons).unwrap()).unwrap();
     let out = validate(
         &drifted,
@@ -160,6 +160,7 @@ fn drift_against_the_previous_profile_fails_unless_explained() {
         region["explained"],
         "new pricing and a central-region campaign"
     );
+    assert_eq!(region["explained_until"], "2099-12-31");
 }
 
 #[test]
@@ -556,7 +557,7 @@ fn compare_names_exactly_the_drifted_columns_and_their_checks() {
     let explained = dir.path().join("explained.json");
     let reasons: Vec<Value> = failed(section)
         .iter()
-        .map(|(check, column)| serde_json::json!({"column": column, "check": check, "reason": "new price list"}))
+        .map(|(check, column)| serde_json::json!({"column": column, "check": check, "reason": "new price list", "max_value": 10.0, "until": "2099-12-31"}))
         .collect();
     assert_eq!(reasons.len(), 4);
     std::fs::write(&explained, serde_json::to_string(&reasons).unwrap()).unwrap();
@@ -653,4 +654,238 @@ fn bad_inputs_exit_2() {
             "ds-validate",
             "manifest.validate.numeric_drfit: unknown setting (did you mean `numeric_drift`?)",
         );
+}
+
+/// Hourly readings of `days` days from 2013-01-01: a temperature that follows the seasons and
+/// a wind that does not; from day `celsius_from` on, the temperature is in Celsius.
+fn seasonal_csv(days: usize, celsius_from: Option<usize>) -> String {
+    let mut text = String::from("time,temp,wind,station\n");
+    let mut state = 11u64;
+    let mut noise = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+    };
+    let lengths = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    for day in 0..days {
+        let (mut month, mut left) = (0, day);
+        while left >= lengths[month] {
+            left -= lengths[month];
+            month += 1;
+        }
+        for hour in 0..24 {
+            let season = (2.0 * std::f64::consts::PI * day as f64 / 365.0).sin();
+            let mut temp = 50.0 + 25.0 * season + 10.0 * noise();
+            if celsius_from.is_some_and(|from| day >= from) {
+                temp = (temp - 32.0) * 5.0 / 9.0;
+            }
+            let wind = 10.0 + 8.0 * noise();
+            let station = ["EWR", "JFK", "LGA"][hour % 3];
+            text.push_str(&format!(
+                "2013-{:02}-{:02}T{hour:02}:00:00Z,{temp:.1},{wind:.1},{station}\n",
+                month + 1,
+                left + 1
+            ));
+        }
+    }
+    text
+}
+
+fn column_check<'a>(section: &'a Value, name: &str, column: &str) -> &'a Value {
+    section["checks"]
+        .as_array()
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c["name"] == name && c["column"] == column)
+        })
+        .unwrap_or_else(|| panic!("no check {name} on {column} in {section}"))
+}
+
+/// A drift-only manifest (data and validate) over `csv`, pinned; its record from mf-hash.
+fn drift_only_record(dir: &Path, csv: &str, validate: Value) -> Vec<u8> {
+    let snapshot = dir.join("snap");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::write(snapshot.join("rows.csv"), csv).unwrap();
+    let manifest = dir.join("drift.json");
+    let text = serde_json::json!({
+        "data": {"snapshot": snapshot.display().to_string(), "time": "time"},
+        "validate": validate,
+    });
+    std::fs::write(&manifest, text.to_string()).unwrap();
+    let lint = tool("mf-hash")
+        .args([
+            manifest.as_os_str(),
+            "--drift-only".as_ref(),
+            "--lint".as_ref(),
+        ])
+        .run();
+    assert_eq!(lint.code, 0, "{}", lint.stderr);
+    let pin = tool("mf-hash")
+        .args(["pin".as_ref(), manifest.as_os_str(), "-q".as_ref()])
+        .run();
+    assert_eq!(pin.code, 0, "{}", pin.stderr);
+    // A drift-only manifest is no training manifest: without --drift-only it is refused.
+    let full = tool("mf-hash").args([manifest.as_os_str()]).run();
+    assert_eq!(full.code, 2, "{}", full.stderr);
+    let record = tool("mf-hash")
+        .args([manifest.as_os_str(), "--drift-only".as_ref(), "-q".as_ref()])
+        .run();
+    assert_eq!(record.code, 0, "{}", record.stderr);
+    record.stdout.into_bytes()
+}
+
+fn validate_record(dir: &Path, record: Vec<u8>, extra: &[&std::ffi::OsStr]) -> crate::util::Output {
+    tool("ds-validate")
+        .args([
+            "--profile-out".as_ref(),
+            dir.join("profile.json").as_os_str(),
+        ])
+        .args(extra)
+        .stdin(record)
+        .run()
+}
+
+/// A season moving as it always has passes night after night with one unchanged manifest; a
+/// unit change fails the night it appears, though an explanation of seasonal drift is in force.
+#[test]
+fn drift_windows_pass_a_season_and_fail_a_unit_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let validate = serde_json::json!({"window": "2 weeks", "fail_on": "all"});
+    let spring = dir.path().join("spring");
+    let record = drift_only_record(&spring, &seasonal_csv(150, None), validate.clone());
+    let out = validate_record(&spring, record, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let section = &out.json()["validate"];
+    let calibration = &section["calibration"];
+    assert_eq!(calibration["method"], "history", "{calibration}");
+    assert_eq!(calibration["window"], "2 weeks");
+    assert_eq!(calibration["current"]["rows"], 14 * 24);
+    assert_eq!(calibration["current"]["end"], "2013-05-30T23:00:00Z");
+    let temp = column_check(section, "numeric_drift", "temp");
+    assert!(temp["value"].as_f64() > temp["noise"].as_f64(), "{temp}");
+    assert!(
+        temp["history"]["p_holm"].as_f64().unwrap() > 0.001,
+        "{temp}"
+    );
+    assert!(
+        out.stderr.contains("judged against 9 earlier window pairs"),
+        "{}",
+        out.stderr
+    );
+    // The profile keeps its windows, for predict.
+    let profile: Value =
+        serde_json::from_slice(&std::fs::read(spring.join("profile.json")).unwrap()).unwrap();
+    assert_eq!(profile["windows"].as_array().unwrap().len(), 11);
+
+    let explained = dir.path().join("explained.json");
+    std::fs::write(
+        &explained,
+        serde_json::json!([{"column": "temp", "check": "numeric_drift", "reason": "spring",
+                            "max_value": 1.0, "until": "2099-12-31"}])
+        .to_string(),
+    )
+    .unwrap();
+    let changed = dir.path().join("changed");
+    let record = drift_only_record(&changed, &seasonal_csv(150, Some(136)), validate);
+    let out = validate_record(
+        &changed,
+        record,
+        &["--explained".as_ref(), explained.as_os_str()],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let section = &out.json()["validate"];
+    let temp = column_check(section, "numeric_drift", "temp");
+    assert_eq!(temp["passed"], false, "{temp}");
+    assert!(temp.get("explained").is_none(), "{temp}");
+    assert!(
+        out.stderr.contains("failed: numeric_drift `temp`"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("\"spring\" covers up to 1"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Too short a history to chart says so and judges by sampling noise; a window the data cannot
+/// fill twice, or without a time column, is bad input naming the setting.
+#[test]
+fn drift_windows_say_when_history_is_short_and_refuse_what_cannot_be_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short");
+    let record = drift_only_record(
+        &short,
+        &seasonal_csv(70, None),
+        serde_json::json!({"window": "2 weeks"}),
+    );
+    let out = validate_record(&short, record, &[]);
+    let calibration = &out.json()["validate"]["calibration"];
+    assert_eq!(calibration["method"], "sampling", "{calibration}");
+    assert!(
+        calibration["note"]
+            .as_str()
+            .unwrap()
+            .contains("3 earlier window pairs"),
+        "{calibration}"
+    );
+    let year = dir.path().join("year");
+    let record = drift_only_record(
+        &year,
+        &seasonal_csv(20, None),
+        serde_json::json!({"window": "1 year"}),
+    );
+    let out = validate_record(&year, record, &[]);
+    out.assert_bad_input("ds-validate", "manifest.validate.window");
+    assert!(out.stderr.contains("full window"), "{}", out.stderr);
+}
+
+/// compare takes a manifest's thresholds, fail_on and roles; a bad setting is exit 2 naming it.
+#[test]
+fn compare_takes_thresholds_from_a_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut profiles = Vec::new();
+    for (name, drifted) in [("before", false), ("after", true)] {
+        let csv = dir.path().join(format!("{name}.csv"));
+        std::fs::write(&csv, snapshot_csv(drifted)).unwrap();
+        let path = dir.path().join(format!("{name}.profile.json"));
+        profile(&csv, &path);
+        profiles.push(path);
+    }
+    let compare = |manifest: &str| {
+        let path = dir.path().join("m.yaml");
+        std::fs::write(&path, manifest).unwrap();
+        tool("ds-validate")
+            .args([
+                "compare".as_ref(),
+                "--previous".as_ref(),
+                profiles[0].as_os_str(),
+            ])
+            .args(["--current".as_ref(), profiles[1].as_os_str()])
+            .args(["--manifest".as_ref(), path.as_os_str()])
+            .run()
+    };
+    let strict = compare("data:\n  label: churned\n");
+    assert_eq!(strict.code, 1, "{}", strict.stderr);
+    let lenient = compare(
+        "data:\n  label: churned\nvalidate:\n  null_rate_rise: 0.5\n  out_of_range: 0.9\n  \
+         numeric_drift: 9\n  new_categories: 0.5\n",
+    );
+    assert_eq!(lenient.code, 0, "{}", lenient.stderr);
+    // Only the listed features fail the run: the drifted columns are reported, not failed.
+    let features = compare(
+        "data:\n  label: churned\nconfig:\n  features:\n    numeric: []\n    categorical: [region]\n",
+    );
+    assert_eq!(features.code, 0, "{}", features.stderr);
+    assert!(
+        features
+            .stderr
+            .contains("reported, not failed: numeric_drift `spend`"),
+        "{}",
+        features.stderr
+    );
+    compare("validate:\n  numeric_drfit: 0.2\n")
+        .assert_bad_input("ds-validate", "manifest.validate.numeric_drfit");
 }

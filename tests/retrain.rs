@@ -421,7 +421,7 @@ fn drift_against_prod_fails_the_next_run_alerts_and_leaves_the_registry_as_it_wa
     let explained = dir.path().join("explained.json");
     let reasons: Vec<Value> = failed
         .iter()
-        .map(|c| serde_json::json!({"column": c["column"], "check": c["name"], "reason": "new pricing"}))
+        .map(|c| serde_json::json!({"column": c["column"], "check": c["name"], "reason": "new pricing", "max_value": c["value"].as_f64().unwrap_or(0.0), "until": "2099-12-31"}))
         .collect();
     std::fs::write(&explained, Value::Array(reasons).to_string()).unwrap();
     let mut explained_vars = vars(&day2);

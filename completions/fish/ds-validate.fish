@@ -58,6 +58,8 @@ complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -l prev
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -l current -r -F
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -l label -r
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -l explained -r -F
+complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -l manifest -d 'A manifest (YAML or JSON) whose `validate` thresholds, `fail_on`, `data` roles and `config.features` apply; a drift-only manifest (data and validate) is enough' -r -F
+complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -l record -d 'A run record whose manifest applies, as with --manifest' -r -F
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -l pretty -d 'Indent the JSON on stdout (default: one line)'
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand compare" -s h -l help -d 'Print help'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_mf_hash_global_optspecs
-    string join \n format= check= commit-from-git data-digest= print= lint q/quiet pretty h/help V/version
+    string join \n format= check= commit-from-git data-digest= print= lint drift-only q/quiet pretty h/help V/version
 end
 
 function __fish_mf_hash_needs_command
@@ -32,6 +32,7 @@ complete -c mf-hash -n "__fish_mf_hash_needs_command" -l print -d 'Print one fie
 alert\t''"
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -l commit-from-git -d 'Set code.commit to the git HEAD of the current folder; refuse a dirty work tree'
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -l lint -d 'Lint only, as a template: the snapshot may be one `pin` fills in (no immutable id yet)'
+complete -c mf-hash -n "__fish_mf_hash_needs_command" -l drift-only -d 'A manifest for drift checks alone (ds-validate): `data` and `validate` suffice; code, seed, label and splits are checked only where present'
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -l pretty -d 'Indent the JSON on stdout (default: one line)'
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'

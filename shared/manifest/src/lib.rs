@@ -14,5 +14,5 @@ pub mod suggest;
 mod yaml_events;
 
 pub use hash::{FORMAT_TAG, manifest_hash, verify_record};
-pub use lint::{Pinning, Problem, lint, lint_as};
+pub use lint::{Pinning, Problem, lint, lint_as, lint_drift_only};
 pub use parse::{Format, parse_manifest};

@@ -99,6 +99,57 @@ pub fn lint_as(manifest: &Map<String, Value>, pinning: Pinning) -> Vec<Problem> 
     problems.0
 }
 
+/// A manifest for drift checks alone (`ds-validate`, `ds-validate compare`): `data` and
+/// `validate`; no code, seed, label or splits are needed, since nothing is trained. Whatever
+/// it does hold is checked as in a run's manifest.
+pub fn lint_drift_only(manifest: &Map<String, Value>) -> Vec<Problem> {
+    let mut problems = Problems::default();
+    for key in manifest.keys() {
+        if !TOP_LEVEL_FIELDS.contains(&key.as_str()) {
+            problems.add(
+                key,
+                format!("unknown field{}", suggest::hint(key, TOP_LEVEL_FIELDS)),
+            );
+        }
+    }
+    if manifest.contains_key("run_id") {
+        lint_run_id(manifest.get("run_id"), &mut problems);
+    }
+    // No `data` at all is a comparison of two saved profiles: nothing to read there.
+    if manifest.contains_key("data")
+        && let Some(data) = problems.object("data", manifest.get("data"))
+    {
+        problems.unknown_keys("data", data, DATA_FIELDS);
+        for optional in ["snapshot", "label", "entity", "time", "label_time"] {
+            if let Some(value) = data.get(optional) {
+                problems.string(&format!("data.{optional}"), Some(value));
+            }
+        }
+        if let Some(snapshot) = data.get("snapshot").and_then(Value::as_str)
+            && snapshot.contains('@')
+            && let Err(reason) = SnapshotRef::parse(snapshot)
+        {
+            problems.add("data.snapshot", reason);
+        }
+        if data.contains_key("splits") {
+            lint_splits(data.get("splits"), &mut problems);
+        }
+        lint_label_positive(data.get("label_positive"), &mut problems);
+        lint_columns("data.categorical", data.get("categorical"), &mut problems);
+        lint_columns("data.text", data.get("text"), &mut problems);
+    }
+    if let Err(err) = runfn_schema::validate::Thresholds::from_manifest(manifest.get("validate")) {
+        problems.add(err.field.trim_start_matches("manifest."), err.message);
+    }
+    if manifest.contains_key("seed") {
+        lint_seed(manifest.get("seed"), &mut problems);
+    }
+    if manifest.contains_key("code") {
+        lint_code(manifest.get("code"), &mut problems);
+    }
+    problems.0
+}
+
 #[derive(Default)]
 struct Problems(Vec<Problem>);
 

@@ -320,6 +320,18 @@ impl ColumnProfile {
         }
     }
 
+    /// The exact number of distinct values where every value was counted (categories, or a
+    /// numeric column's value counts); the HyperLogLog estimate stands only where counts gave up.
+    pub fn exact_distinct(&self) -> Option<u64> {
+        let counted = |f: &runfn_stats::sketch::frequencies::Frequencies| {
+            (!f.truncated() && f.other() == 0).then(|| f.counts().len() as u64)
+        };
+        self.frequencies
+            .as_ref()
+            .and_then(counted)
+            .or_else(|| self.values.as_ref().and_then(counted))
+    }
+
     /// What a person reads: no sketch internals, dates shown as dates.
     pub fn summary(&self) -> Value {
         let show = |v: f64| -> Value {
@@ -333,7 +345,7 @@ impl ColumnProfile {
             "count": self.count,
             "nulls": self.nulls,
             "null_rate": self.null_rate(),
-            "distinct": self.distinct.estimate().round(),
+            "distinct": self.exact_distinct().unwrap_or_else(|| self.distinct.estimate().round() as u64),
         });
         if self.nans > 0 {
             summary["nans"] = json!(self.nans);

@@ -6,33 +6,25 @@
 //! fails a small table on noise, and noise alone would fail a large table on changes too small
 //! to matter. The allowances share the false-alarm rate `validate.alpha` among every test of
 //! the comparison (Bonferroni), so the more columns a table has, the less each may wander.
+//! With a drift window, each check is also judged against its own history (`history.rs`).
 
 use std::collections::BTreeMap;
 
 use runfn_data::ColumnType;
 use runfn_stats::drift::{
-    Binned, jensen_shannon_counts, jensen_shannon_numeric, l_infinity, new_category_share,
-    out_of_range_counts, out_of_range_share,
+    l_infinity, new_category_share, out_of_range_counts, out_of_range_share, total_variation,
 };
 use runfn_stats::sampling;
-use serde::{Deserialize, Serialize};
+use runfn_stats::transport::{
+    spread_integral, wasserstein_allowance, wasserstein_counts, wasserstein_sketches,
+};
+use serde::Serialize;
 
 use crate::column::ColumnProfile;
+pub use crate::explain::Explanation;
 use crate::profile::Profile;
 use crate::scope::{Roles, Scope};
 use crate::settings::Thresholds;
-
-/// Bins for the numeric drift: the previous profile's deciles, plus both open ends.
-const DRIFT_BINS: usize = 10;
-
-/// A drift a person has looked at and accepted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Explanation {
-    pub column: Option<String>,
-    pub check: String,
-    pub reason: String,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
@@ -53,6 +45,12 @@ pub struct Check {
     /// The reason given in --explained, when this failure was explained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explained: Option<String>,
+    /// Until when that explanation holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explained_until: Option<String>,
+    /// The same check between earlier windows, when the snapshot was cut into windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<runfn_schema::record::CheckHistory>,
 }
 
 impl Check {
@@ -68,6 +66,8 @@ impl Check {
             fails_run: self.fails_run,
             detail: self.detail.clone(),
             explained: self.explained.clone(),
+            explained_until: self.explained_until.clone(),
+            history: self.history.clone(),
         }
     }
 }
@@ -78,49 +78,77 @@ pub struct Comparison {
     pub checks: Vec<Check>,
 }
 
+/// `current` checked alone and against `previous`, failures a person explained let through.
+/// `today` (YYYY-MM-DD) is the date explanations expire against.
 pub fn compare(
     previous: Option<&Profile>,
     current: &Profile,
     thresholds: &Thresholds,
     roles: &Roles,
     explanations: &[Explanation],
+    today: &str,
 ) -> Comparison {
+    let mut checks = settled_checks(previous, current, thresholds, roles, None);
+    crate::explain::apply(&mut checks, explanations, today);
+    Comparison::of(checks)
+}
+
+impl Comparison {
+    /// The verdict of `checks`: passed when every one passed, was explained, or cannot fail
+    /// the run.
+    pub fn of(checks: Vec<Check>) -> Comparison {
+        let passed = checks
+            .iter()
+            .all(|c| c.passed || c.explained.is_some() || !c.fails_run);
+        Comparison { passed, checks }
+    }
+}
+
+/// Every check of `current` (alone, and against `previous` when given) with its allowance for
+/// sampling noise and its verdict, before any explanation. `scale_from` is the profile whose
+/// standard deviations measure numeric drift (none: `previous`'s): windows of one snapshot are
+/// measured in the whole snapshot's, so that a calm week's narrow spread does not magnify the
+/// next week's ordinary move, and every window pair of the history speaks in the same units.
+pub fn settled_checks(
+    previous: Option<&Profile>,
+    current: &Profile,
+    thresholds: &Thresholds,
+    roles: &Roles,
+    scale_from: Option<&Profile>,
+) -> Vec<Check> {
     let mut pending = Vec::new();
     standalone_checks(current, thresholds, roles, &mut pending);
     if let Some(previous) = previous {
-        drift_checks(previous, current, thresholds, roles, &mut pending);
+        drift_checks(
+            previous,
+            current,
+            thresholds,
+            roles,
+            scale_from,
+            &mut pending,
+        );
     }
     let tests = pending.iter().filter(|p| p.sampling.is_some()).count();
     let alpha = thresholds.alpha / tests.max(1) as f64;
     let scope = Scope::new(roles, thresholds.fail_on, previous, current);
-    let mut checks: Vec<Check> = pending
+    pending
         .into_iter()
         .map(|pending| {
             let mut check = pending.settle(alpha);
             check.fails_run = scope.fails_run(check.name, check.column.as_deref());
             check
         })
-        .collect();
-    for check in checks.iter_mut().filter(|c| !c.passed) {
-        if let Some(explanation) = explanations
-            .iter()
-            .find(|e| e.check == check.name && (e.column.is_none() || e.column == check.column))
-        {
-            check.explained = Some(explanation.reason.clone());
-        }
-    }
-    let passed = checks
-        .iter()
-        .all(|c| c.passed || c.explained.is_some() || !c.fails_run);
-    Comparison { passed, checks }
+        .collect()
 }
 
 /// What sampling noise in a check's value depends on; an allowance once the comparison's
 /// number of tests, and so each test's share of alpha, is known.
 enum Sampling {
-    /// A binned divergence over `bins` non-empty bins.
-    Divergence {
-        bins: usize,
+    /// A Wasserstein-1 distance in units of the reference's spread: `spread` is the
+    /// reference's ∫√(F(1−F))dx over its standard deviation.
+    Transport {
+        spread: f64,
+        sd: f64,
         n: u64,
         m: u64,
     },
@@ -141,11 +169,11 @@ enum Sampling {
         n: u64,
         m: u64,
     },
-    /// Category counts before and after: which category to report depends on each one's
-    /// allowance.
-    Categories {
-        before: BTreeMap<String, u64>,
-        after: BTreeMap<String, u64>,
+    /// A total variation distance between category distributions with these pooled shares.
+    TotalVariation {
+        shares: Vec<f64>,
+        n: u64,
+        m: u64,
     },
 }
 
@@ -180,11 +208,11 @@ impl Pending {
         } = self;
         let noise = match sampling {
             None => return check,
-            Some(Sampling::Categories { before, after }) => {
-                return categorical_drift(check, &before, &after, alpha);
+            Some(Sampling::TotalVariation { shares, n, m }) => {
+                sampling::total_variation_allowance(&shares, n, m, alpha)
             }
-            Some(Sampling::Divergence { bins, n, m }) => {
-                sampling::divergence_allowance(bins, n, m, alpha)
+            Some(Sampling::Transport { spread, sd, n, m }) => {
+                wasserstein_allowance(spread, sd, n, m, alpha)
             }
             Some(Sampling::Share {
                 pooled,
@@ -208,64 +236,6 @@ impl Pending {
     }
 }
 
-/// The largest change of a category's share, unless a smaller change is beyond both the
-/// threshold and its own allowance (a rare category's share wanders less than a common one's):
-/// then the largest such change, which fails.
-fn categorical_drift(
-    mut check: Check,
-    before: &BTreeMap<String, u64>,
-    after: &BTreeMap<String, u64>,
-    alpha: f64,
-) -> Check {
-    let (n, m) = (before.values().sum::<u64>(), after.values().sum::<u64>());
-    let threshold = check.threshold.unwrap_or(0.0);
-    let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-    // Bonferroni again, over the column's categories: each is a test.
-    let each = alpha / keys.len().max(1) as f64;
-    let change = |key: &str| {
-        let (a, b) = (
-            before.get(key).copied().unwrap_or(0),
-            after.get(key).copied().unwrap_or(0),
-        );
-        let share = |count: u64, total: u64| count as f64 / total.max(1) as f64;
-        let pooled = (a + b) as f64 / (n + m).max(1) as f64;
-        (
-            (share(b, m) - share(a, n)).abs(),
-            sampling::share_allowance(pooled, n, m, each, true),
-        )
-    };
-    let mut failing: Option<(&String, f64, f64)> = None;
-    for key in &keys {
-        let (difference, noise) = change(key);
-        if difference > threshold.max(noise) && failing.is_none_or(|f| difference > f.1) {
-            failing = Some((key, difference, noise));
-        }
-    }
-    let (largest, category) = l_infinity(before, after);
-    match (failing, category) {
-        (Some((key, difference, noise)), largest_key) => {
-            check.detail = Some(match largest_key {
-                Some(other) if other != *key => {
-                    format!("`{key}` moved beyond sampling noise (`{other}` moved more, within it)")
-                }
-                _ => format!("largest change in `{key}`"),
-            });
-            (check.value, check.noise, check.passed) = (Some(difference), Some(noise), false);
-        }
-        (None, Some(key)) => {
-            let (_, noise) = change(&key);
-            check.detail = Some(format!("largest change in `{key}`"));
-            (check.value, check.noise, check.passed) = (Some(largest), Some(noise), true);
-        }
-        (None, None) => {
-            // Identical shares: the allowance of the first category stands for all.
-            let noise = keys.first().map_or(0.0, |k| change(k).1);
-            (check.value, check.noise, check.passed) = (Some(0.0), Some(noise), true);
-        }
-    }
-    check
-}
-
 fn check(name: &'static str, column: Option<&str>, value: f64, threshold: f64) -> Check {
     Check {
         name,
@@ -277,6 +247,8 @@ fn check(name: &'static str, column: Option<&str>, value: f64, threshold: f64) -
         fails_run: true,
         detail: None,
         explained: None,
+        explained_until: None,
+        history: None,
     }
 }
 
@@ -292,6 +264,8 @@ fn skipped(name: &'static str, column: &str, why: &str) -> Check {
         fails_run: true,
         detail: Some(format!("skipped: {why}")),
         explained: None,
+        explained_until: None,
+        history: None,
     }
 }
 
@@ -319,8 +293,15 @@ fn standalone_checks(
                 let missing = column.nulls as f64 / column.count.max(1) as f64;
                 checks.push(
                     Check {
-                        detail: Some("share of rows without a label".into()),
-                        ..check("label_missing", Some(label), missing, 0.0)
+                        detail: Some(
+                            "share of rows without a label (validate.max_label_missing)".into(),
+                        ),
+                        ..check(
+                            "label_missing",
+                            Some(label),
+                            missing,
+                            thresholds.max_label_missing,
+                        )
                     }
                     .into(),
                 );
@@ -409,6 +390,7 @@ fn drift_checks(
     current: &Profile,
     thresholds: &Thresholds,
     roles: &Roles,
+    scale_from: Option<&Profile>,
     checks: &mut Vec<Pending>,
 ) {
     let before: BTreeMap<&str, &ColumnProfile> = previous
@@ -482,7 +464,10 @@ fn drift_checks(
         if roles.label.as_deref() == Some(*name) {
             continue;
         }
-        column_checks(name, then, now, thresholds, roles, checks);
+        let scale = scale_from
+            .and_then(|p| p.column(name))
+            .and_then(|c| c.moments.std());
+        column_checks(name, then, now, thresholds, roles, scale, checks);
     }
 }
 
@@ -492,6 +477,7 @@ fn column_checks(
     now: &ColumnProfile,
     thresholds: &Thresholds,
     roles: &Roles,
+    scale: Option<f64>,
     checks: &mut Vec<Pending>,
 ) {
     let rise = now.null_rate() - then.null_rate();
@@ -538,27 +524,53 @@ fn column_checks(
             Sampling::OutOfRange { n, m },
         ));
         let exact = then.value_counts().zip(counts_now);
-        let binned = match &exact {
-            Some((a, b)) => jensen_shannon_counts(a, b, DRIFT_BINS),
-            None => jensen_shannon_numeric(q_then, q_now, DRIFT_BINS),
+        let distance = match &exact {
+            Some((a, b)) => wasserstein_counts(a, b),
+            None => wasserstein_sketches(q_then, q_now),
         };
-        if let Ok(Binned { divergence, bins }) = binned {
+        // In the given standard deviation, else the reference's; a constant reference has
+        // none, so the current one's (or, both constant, the column's own units) stands in.
+        let scale = [scale, then.moments.std(), now.moments.std()]
+            .into_iter()
+            .flatten()
+            .find(|s| *s > 0.0 && s.is_finite())
+            .unwrap_or(1.0);
+        // Sampling noise is what two samples of one distribution show: under that hypothesis
+        // both sides are draws of it, so its spread is estimated from them pooled (the
+        // reference alone says nothing of noise when it happens to be constant, a dry week's
+        // rainfall).
+        let pooled = runfn_stats::sketch::quantiles::QuantileSketch::merge([q_then, q_now]);
+        let mut pooled_moments = then.moments;
+        pooled_moments.merge(&now.moments);
+        if let (Some(distance), Some(spread)) = (distance, spread_integral(&pooled)) {
             let source = if exact.is_some() {
                 "exact value counts"
             } else {
                 "quantile sketches"
             };
+            let mean_shift = (now.moments.n > 0 && then.moments.n > 0)
+                .then(|| now.moments.mean - then.moments.mean);
             checks.push(Pending::with(
                 Check {
-                    detail: Some(format!("{bins} bins of the previous deciles, {source}")),
+                    detail: Some(format!(
+                        "Wasserstein-1 {} over an sd of {}, from {source}{}",
+                        number(distance),
+                        number(scale),
+                        mean_shift.map_or(String::new(), |d| format!("; mean moved {}", number(d)))
+                    )),
                     ..check(
                         "numeric_drift",
                         Some(name),
-                        divergence,
+                        distance / scale,
                         thresholds.numeric_drift,
                     )
                 },
-                Sampling::Divergence { bins, n, m },
+                Sampling::Transport {
+                    spread: spread / scale,
+                    sd: pooled_moments.std().unwrap_or(scale) / scale,
+                    n,
+                    m,
+                },
             ));
         }
     }
@@ -595,19 +607,49 @@ fn column_checks(
                 m: f_now.total(),
             },
         ));
+        let (before, after) = (f_then.counts(), f_now.counts());
+        let (n, m) = (before.values().sum::<u64>(), after.values().sum::<u64>());
+        let pooled: BTreeMap<&String, u64> =
+            before
+                .iter()
+                .chain(after)
+                .fold(BTreeMap::new(), |mut pooled, (key, count)| {
+                    *pooled.entry(key).or_default() += count;
+                    pooled
+                });
+        let shares: Vec<f64> = pooled
+            .values()
+            .map(|c| *c as f64 / (n + m).max(1) as f64)
+            .collect();
+        let (largest, category) = l_infinity(before, after);
         checks.push(Pending::with(
-            check(
-                "categorical_drift",
-                Some(name),
-                0.0,
-                thresholds.categorical_drift,
-            ),
-            Sampling::Categories {
-                before: f_then.counts().clone(),
-                after: f_now.counts().clone(),
+            Check {
+                detail: category.map(|key| {
+                    format!(
+                        "total variation over {} categories; largest change in `{key}` ({})",
+                        pooled.len(),
+                        number(largest)
+                    )
+                }),
+                ..check(
+                    "categorical_drift",
+                    Some(name),
+                    total_variation(before, after),
+                    thresholds.categorical_drift,
+                )
             },
+            Sampling::TotalVariation { shares, n, m },
         ));
     }
+}
+
+/// A number as a person reads it: four significant digits.
+fn number(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    let digits = (3 - value.abs().log10().floor() as i32).max(0) as usize;
+    format!("{value:.digits$}")
 }
 
 fn schema_change(column: &str, what: &str) -> Check {
@@ -624,6 +666,19 @@ fn schema_change(column: &str, what: &str) -> Check {
 mod tests {
     use super::*;
     use crate::profile::tests::profile_of;
+
+    /// The day explanations are judged on in these tests.
+    const TODAY: &str = "2026-06-15";
+
+    fn compare(
+        previous: Option<&Profile>,
+        current: &Profile,
+        thresholds: &Thresholds,
+        roles: &Roles,
+        explanations: &[Explanation],
+    ) -> Comparison {
+        super::compare(previous, current, thresholds, roles, explanations, TODAY)
+    }
 
     /// A snapshot whose every column is a fixed function of the row number, so two of them
     /// differ only where a test changes one.
@@ -858,7 +913,10 @@ mod tests {
             },
         );
         let drift = find(&remixed, "categorical_drift", Some("plan"));
-        assert_eq!(drift.detail.as_deref(), Some("largest change in `basic`"));
+        assert_eq!(
+            drift.detail.as_deref(),
+            Some("total variation over 3 categories; largest change in `basic` (0.1660)")
+        );
         // Fewer nulls than before is no failure.
         let fewer = against(
             &Data {
@@ -988,6 +1046,8 @@ mod tests {
             column: column.map(String::from),
             check: check.into(),
             reason: "a new source".into(),
+            max_value: 1.0,
+            until: "2026-12-31".into(),
         };
         let run = |explanations: &[Explanation]| {
             compare(
@@ -1016,6 +1076,66 @@ mod tests {
                 .explained
                 .is_none()
         );
+    }
+
+    /// An explanation holds up to the value it names and until its date: a larger drift, or the
+    /// same drift after the date, fails again and says why.
+    #[test]
+    fn an_explanation_is_bounded_by_its_value_and_its_date() {
+        let base = Data::default();
+        let after = Data {
+            score_null_every: 5,
+            ..base.clone()
+        };
+        let rise = find(
+            &compare(
+                Some(&base.profile()),
+                &after.profile(),
+                &Thresholds::default(),
+                &roles(),
+                &[],
+            ),
+            "null_rate_rise",
+            Some("score"),
+        )
+        .value
+        .unwrap();
+        let bounded = |max_value: f64, until: &str| {
+            let explanation = Explanation {
+                column: Some("score".into()),
+                check: "null_rate_rise".into(),
+                reason: "the feed moved".into(),
+                max_value,
+                until: until.into(),
+            };
+            compare(
+                Some(&base.profile()),
+                &after.profile(),
+                &Thresholds::default(),
+                &roles(),
+                &[explanation],
+            )
+        };
+        let held = bounded(rise, TODAY);
+        assert!(held.passed, "the bound and the last day are inclusive");
+        let check = find(&held, "null_rate_rise", Some("score"));
+        assert_eq!(check.explained_until.as_deref(), Some(TODAY));
+
+        let larger = bounded(rise / 2.0, "2099-01-01");
+        assert!(!larger.passed);
+        let detail = find(&larger, "null_rate_rise", Some("score"))
+            .detail
+            .clone();
+        assert!(
+            detail.unwrap().contains("\"the feed moved\" covers up to"),
+            "the failure says the explanation fell short"
+        );
+        let expired = bounded(1.0, "2026-06-14");
+        assert!(!expired.passed);
+        let detail = find(&expired, "null_rate_rise", Some("score"))
+            .detail
+            .clone();
+        assert!(detail.unwrap().contains("expired on 2026-06-14"));
     }
 
     #[test]
@@ -1142,7 +1262,8 @@ mod tests {
         };
         let lenient = Thresholds {
             out_of_range: 0.5,
-            numeric_drift: 1.0,
+            // 40 on a column of sd 29: a Wasserstein distance of 1.4 sd.
+            numeric_drift: 1.5,
             ..Thresholds::default()
         };
         let comparison = compare(

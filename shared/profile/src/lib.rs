@@ -2,11 +2,14 @@
 
 pub mod column;
 pub mod compare;
+pub mod explain;
+pub mod history;
 pub mod profile;
 pub mod scope;
 pub mod settings;
 
-pub use compare::{Check, Comparison, Explanation, compare};
+pub use compare::{Check, Comparison, compare};
+pub use explain::{EXPLANATION_FORM, Explanation};
 pub use profile::{PROFILE_FORMAT, Profile, profile_snapshot};
 pub use scope::Roles;
 pub use settings::{FailOn, SettingsError, Thresholds};

@@ -15,7 +15,7 @@ pub const PROFILE_FORMAT: &str = "runfn-profile-v1";
 
 /// Rows of a large Parquet file profiled as one piece: enough that merging the pieces costs
 /// little, few enough that one file keeps every core busy.
-const PIECE_ROWS: u64 = 1 << 20;
+pub(crate) const PIECE_ROWS: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,10 +27,14 @@ pub struct Profile {
     pub label: Option<String>,
     pub bad_values: BadValues,
     pub columns: Vec<ColumnProfile>,
+    /// With `validate.window`: the profile of each full window, newest first. `predict` judges
+    /// served rows against how far these windows stand from the whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<Profile>,
 }
 
 impl Profile {
-    fn empty(
+    pub(crate) fn empty(
         snapshot: &Snapshot,
         label: Option<&str>,
         positive: Option<&Positive>,
@@ -42,6 +46,7 @@ impl Profile {
             rows: 0,
             label: label.map(String::from),
             bad_values: BadValues::default(),
+            windows: Vec::new(),
             columns: snapshot
                 .columns
                 .iter()

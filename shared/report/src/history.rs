@@ -42,6 +42,8 @@ pub struct Drift {
     pub threshold: Option<f64>,
     /// The reason a person gave (`--explained`); `None` for an unexplained failure.
     pub explained: Option<String>,
+    /// The last day the explanation holds.
+    pub explained_until: Option<String>,
 }
 
 /// A leak-check check that found something (let through by a tolerance, or failed).
@@ -335,6 +337,7 @@ fn row(
             value: c["value"].as_f64(),
             threshold: c["threshold"].as_f64(),
             explained: c["explained"].as_str().map(str::to_string),
+            explained_until: c["explained_until"].as_str().map(str::to_string),
         })
         .collect();
     let leaks = furthest_with(night, "leaks")

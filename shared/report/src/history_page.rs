@@ -251,7 +251,14 @@ fn night_row(html: &mut String, n: &NightRow) {
                 _ => String::new(),
             };
             match &d.explained {
-                Some(reason) => format!("{}{at}{numbers}: explained ({reason})", d.check),
+                Some(reason) => format!(
+                    "{}{at}{numbers}: explained ({reason}){}",
+                    d.check,
+                    d.explained_until
+                        .as_deref()
+                        .map(|u| format!(" until {u}"))
+                        .unwrap_or_default()
+                ),
                 None => format!("{}{at}{numbers}: failed", d.check),
             }
         })

@@ -145,17 +145,18 @@ pub fn page(report: &Report, nights: &[(Night, Outcome)]) -> (String, Vec<String
     }
     match drift_bars(latest) {
         Some(bars) => {
-            let svg = plots::bars("Drift per column", "drift / its threshold (1 = the limit)", &bars, 1.0);
+            let svg = plots::bars("Drift per column", "drift / its limit (1 = threshold or noise)", &bars, 1.0);
             figures.push((
                 "drift".into(),
                 svg,
-                "Each column's drift against the previous profile, as a multiple of its threshold; failed checks in orange.".into(),
+                "Each column's drift against its reference, as a multiple of its limit (its threshold, or the sampling noise where that is larger); failed checks in orange. With drift windows a check beyond it can still pass: its own history makes it ordinary (see the record's `history`).".into(),
             ));
         }
         None => notes.push(
             "No drift plot: ds-validate had no previous profile to compare with (a first run), or did not run.".into(),
         ),
     }
+    notes.extend(explained_drift(latest));
     let names: Vec<String> = figures.iter().map(|f| f.0.clone()).collect();
 
     let mut html = String::with_capacity(256 * 1024);
@@ -824,7 +825,31 @@ fn slice_rows(latest: &Value) -> Option<(String, Vec<SliceRow>)> {
     (rows.len() > 1 || rows[0].candidate.is_some()).then_some((metric, rows))
 }
 
-/// Every drift check of ds-validate, as a multiple of its threshold.
+/// Each drift a person explained: what it was, why, and until when the explanation holds.
+fn explained_drift(latest: &Value) -> Vec<String> {
+    latest["validate"]["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let reason = c["explained"].as_str()?;
+            let column = c["column"]
+                .as_str()
+                .map(|c| format!(" on `{c}`"))
+                .unwrap_or_default();
+            let value = c["value"].as_f64().map(num).unwrap_or_default();
+            let until = c["explained_until"].as_str().unwrap_or("an unstated day");
+            Some(format!(
+                "Explained: {}{column} at {value} ({reason}), accepted until {until}; a larger \
+                 drift or a later night fails again.",
+                c["name"].as_str().unwrap_or("?")
+            ))
+        })
+        .collect()
+}
+
+/// Every drift check of ds-validate, as a multiple of its limit (the larger of its threshold
+/// and its sampling noise).
 fn drift_bars(latest: &Value) -> Option<Vec<Bar>> {
     let bars: Vec<Bar> = latest["validate"]["checks"]
         .as_array()?
@@ -832,6 +857,7 @@ fn drift_bars(latest: &Value) -> Option<Vec<Bar>> {
         .filter(|c| c["name"].as_str().is_some_and(|n| n.ends_with("_drift")))
         .filter_map(|c| {
             let (value, threshold) = (c["value"].as_f64()?, c["threshold"].as_f64()?);
+            let threshold = threshold.max(c["noise"].as_f64().unwrap_or(0.0));
             Some(Bar {
                 label: c["column"].as_str().unwrap_or("?").to_string(),
                 value: if threshold > 0.0 {

@@ -19,6 +19,8 @@ const KEYS: &[&str] = &[
     "bad_value_rate",
     "alpha",
     "fail_on",
+    "max_label_missing",
+    "window",
 ];
 
 /// Which columns' checks can fail the run (`manifest.validate.fail_on`).
@@ -46,9 +48,10 @@ pub struct Thresholds {
     pub out_of_range: f64,
     /// Largest share of rows in categories the previous snapshot did not have.
     pub new_categories: f64,
-    /// Largest Jensen–Shannon divergence (base 2) of a numeric column.
+    /// Largest Wasserstein-1 distance of a numeric column, in the previous standard deviations.
     pub numeric_drift: f64,
-    /// Largest change of any category's share (L-infinity).
+    /// Largest total variation distance of a categorical column (the share of rows that would
+    /// have to change category).
     pub categorical_drift: f64,
     /// Largest relative shrink of the row count. The name is older than the split into shrink
     /// and growth, and kept so that existing manifests keep their meaning for a shrink.
@@ -66,22 +69,31 @@ pub struct Thresholds {
     /// sampling noise alone; each test gets its share (Bonferroni).
     pub alpha: f64,
     pub fail_on: FailOn,
+    /// Largest share of rows without a label (a label that is sometimes missing is not a
+    /// failure of the snapshot; the rows are left out of training).
+    pub max_label_missing: f64,
+    /// The drift window (`1 month`, `2 weeks`): the newest window of `manifest.data.time` is
+    /// compared with the one before it, and judged against the same comparison between every
+    /// earlier pair of windows. None: the snapshot is compared whole with `--previous`.
+    pub window: Option<String>,
 }
 
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
-            null_rate_rise: 0.05,
+            null_rate_rise: 0.01,
             out_of_range: 0.01,
             new_categories: 0.01,
-            numeric_drift: 0.01,
-            categorical_drift: 0.05,
+            numeric_drift: 0.02,
+            categorical_drift: 0.02,
             row_count_change: 0.5,
             max_growth: None,
             label_rate_shift: 0.03,
             bad_value_rate: 0.001,
             alpha: 0.001,
             fail_on: FailOn::Features,
+            max_label_missing: 0.0,
+            window: None,
         }
     }
 }
@@ -146,6 +158,7 @@ impl Thresholds {
             ("max_growth", thresholds.max_growth),
             ("label_rate_shift", Some(thresholds.label_rate_shift)),
             ("bad_value_rate", Some(thresholds.bad_value_rate)),
+            ("max_label_missing", Some(thresholds.max_label_missing)),
         ];
         for (name, limit) in limits {
             if let Some(limit) = limit.filter(|l| !(l.is_finite() && *l >= 0.0)) {
@@ -154,6 +167,20 @@ impl Thresholds {
                     format!("{limit} is not a limit (a number, 0 or more)"),
                 ));
             }
+        }
+        if let Some(window) = &thresholds.window
+            && let Err(message) = window_span(window)
+        {
+            return Err(SettingsError::new(format!("{FIELD}.window"), message));
+        }
+        if thresholds.max_label_missing > 1.0 {
+            return Err(SettingsError::new(
+                format!("{FIELD}.max_label_missing"),
+                format!(
+                    "{} is not a share of rows (0 to 1)",
+                    thresholds.max_label_missing
+                ),
+            ));
         }
         if !(thresholds.alpha > 0.0 && thresholds.alpha < 1.0) {
             return Err(SettingsError::new(
@@ -166,6 +193,30 @@ impl Thresholds {
         }
         Ok(thresholds)
     }
+}
+
+/// A drift window as `manifest.validate.window` writes it: `N days|weeks|months|years`, the
+/// words rolling splits use.
+pub fn window_span(text: &str) -> Result<(u32, String), String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let [count, unit] = words[..] else {
+        return Err(format!(
+            "`{text}` is not a window; write `N days|weeks|months|years`, such as `1 month`"
+        ));
+    };
+    let count: u32 = count
+        .parse()
+        .ok()
+        .filter(|c| *c > 0)
+        .ok_or_else(|| format!("`{count}` is not a whole number of {unit} above 0"))?;
+    let lower = unit.to_ascii_lowercase();
+    let unit = lower.strip_suffix('s').unwrap_or(&lower);
+    if !["day", "week", "month", "year"].contains(&unit) {
+        return Err(format!(
+            "`{unit}` is not a unit (days, weeks, months or years)"
+        ));
+    }
+    Ok((count, unit.to_string()))
 }
 
 #[cfg(test)]

@@ -181,6 +181,24 @@ pub fn l_infinity(
     (worst.0, worst.1.cloned())
 }
 
+/// Total variation distance between two category distributions: half the summed absolute
+/// change of every category's share, so the share of rows that would have to change category.
+/// It sees a change spread thinly over many categories, which the largest single change
+/// (`l_infinity`) does not. 0 when either side is empty.
+pub fn total_variation(previous: &BTreeMap<String, u64>, current: &BTreeMap<String, u64>) -> f64 {
+    let (before_total, after_total) = (total(previous), total(current));
+    if before_total == 0 || after_total == 0 {
+        return 0.0;
+    }
+    let keys: std::collections::BTreeSet<&String> = previous.keys().chain(current.keys()).collect();
+    keys.iter()
+        .map(|key| {
+            (frequency(current, after_total, key) - frequency(previous, before_total, key)).abs()
+        })
+        .sum::<f64>()
+        / 2.0
+}
+
 fn total(counts: &BTreeMap<String, u64>) -> u64 {
     counts.values().sum()
 }

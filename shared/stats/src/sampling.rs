@@ -41,6 +41,26 @@ pub fn share_allowance(pooled: f64, n: u64, m: u64, alpha: f64, two_sided: bool)
     (z * (pooled * (1.0 - pooled) / effective(n, m)).sqrt()).min(1.0)
 }
 
+/// The total variation distance between two samples (n and m rows) of one category
+/// distribution with shares `shares`.
+///
+/// Its mean is at most ½·Σ√(pᵢ(1 − pᵢ))·√(1/n + 1/m) (each share's difference has that
+/// standard deviation, and E|X| ≤ √E[X²]); moving one row changes it by at most 1/n (or 1/m),
+/// so McDiarmid's inequality bounds its excess over the mean by √(ln(1/α)/2·(1/n + 1/m)).
+pub fn total_variation_allowance(shares: &[f64], n: u64, m: u64, alpha: f64) -> f64 {
+    if n == 0 || m == 0 {
+        return 1.0;
+    }
+    let scale = (1.0 / n as f64 + 1.0 / m as f64).sqrt();
+    let mean: f64 = shares
+        .iter()
+        .map(|p| (p.clamp(0.0, 1.0) * (1.0 - p.clamp(0.0, 1.0))).sqrt())
+        .sum::<f64>()
+        / 2.0;
+    let tail = ((1.0 / alpha.clamp(f64::MIN_POSITIVE, 1.0)).ln() / 2.0).sqrt();
+    ((mean + tail) * scale).min(1.0)
+}
+
 /// The share of the current sample outside the previous sample's [min, max].
 ///
 /// The mass outside the range of n draws from a continuous distribution is Beta(2, n − 1)

@@ -10,10 +10,12 @@ use runfn_core::{Exit, InputError, Record};
 use runfn_data::partitioned::Partitioned;
 use runfn_data::spec::{DataSource, DataSpec};
 use runfn_profile::compare::Check;
+use runfn_profile::history::{judge, profile_windows, span};
 use runfn_profile::{
-    Explanation, Profile, Roles, SettingsError, Thresholds, compare, profile_snapshot,
+    EXPLANATION_FORM, Explanation, Profile, Roles, SettingsError, Thresholds, compare,
+    profile_snapshot,
 };
-use runfn_schema::record::{PreviousModel, Validate};
+use runfn_schema::record::{Calibration, PreviousModel, Validate};
 use serde_json::Value;
 
 const AFTER_HELP: &str = "\
@@ -21,25 +23,27 @@ Examples:
   mf-hash manifest.yaml | ds-validate --previous runs/last/profile.json > runs/churn/validate.json
   ds-validate --explained explained.json --previous old.json < record.json
   ds-validate --previous-model churn@prod --registry registry < record.json   # vs what serves
+  mf-hash weather.yaml --drift-only | ds-validate   # validate.window: \"1 week\": drift by history
   ds-validate profile --in lake/churn/part-00003.csv --label churned > p3.json   # one file, any machine
   ds-validate merge p*.json > profile.json
-  ds-validate compare --previous old.json --current profile.json --label churned
+  ds-validate compare --previous old.json --current profile.json --manifest drift.yaml
 
 Profiles every column of the snapshot (--in, else manifest.data.snapshot): type, count, nulls,
-min, max, mean, std, quantiles (t-digest), distinct count (HyperLogLog), top categories, and the
-label's rate; files in parallel, merged. Then checks it, alone and against --previous, with the
-thresholds of manifest.validate (defaults in brackets): bad_values [0.001 share], label_missing,
-label_invalid (NaN or not 0/1), schema_change, row_count_change [a shrink of 0.5], label_rate_shift
-[0.03], null_rate_rise [0.05], out_of_range [0.01 share], numeric_drift [Jensen-Shannon 0.01 over
-the previous deciles; exact value counts for a column of up to 1000 distinct values, the t-digest
-past that], new_categories [0.01 share], categorical_drift [L-infinity 0.05].
+min, max, mean, std, quantiles (t-digest), distinct count (exact where values were counted, else
+HyperLogLog), top categories, and the label's rate; files in parallel, merged. Then checks it,
+alone and against --previous, with the thresholds of manifest.validate (defaults in brackets):
+bad_values [0.001 share], label_missing [validate.max_label_missing: 0 share], label_invalid (NaN
+or not 0/1), schema_change, row_count_change [a shrink of 0.5], label_rate_shift [0.03],
+null_rate_rise [0.01], out_of_range [0.01 share], numeric_drift [Wasserstein-1 distance in
+standard deviations: 0.02; exact value counts for a column of up to 1000 distinct values, the
+t-digest past that], new_categories [0.01 share], categorical_drift [total variation over all
+categories: 0.02].
 Dates are not range- or drift-checked, nor is a numeric entity id; entity and text columns are not
 category-checked, nor is a column with over 10000 distinct values (an id or free text: its counts
 are given up, only its distinct count kept, and its summary has top_skipped instead of top).
 --previous-model compares with the profile stored in the registry for the model that serves
 (register profile NAME@ALIAS); when the registry has no such model yet (the first run), only this
-snapshot's own checks run and the section says so in no_previous. --explained lists accepted drifts:
-[{\"column\": \"monthly_spend\", \"check\": \"numeric_drift\", \"reason\": \"price change\"}].
+snapshot's own checks run and the section says so in no_previous.
 
 A drift check fails only above its threshold and above its noise: the value sampling alone would
 reach at these two sample sizes, at a false-alarm rate of validate.alpha [0.001] shared by every
@@ -52,13 +56,33 @@ Growth is not drift: a snapshot that grows passes row_count_change whatever its 
 validate.max_growth [none] sets a limit; one that shrinks by more than row_count_change fails
 (0 for a cumulative snapshot, which should never lose a row).
 
+Drift against the data's own rhythm: with validate.window (\"1 week\", \"1 month\": what each
+night adds) and data.time, the snapshot is cut into windows counted back from its newest time.
+The newest window is compared with the one before it (values out of range and new categories
+with every window before), and each drift check is also judged against its own history: the same
+check between every earlier window and its references (a control chart; Student-t prediction on
+the raw and square-root scale, Holm over the run's checks at validate.alpha). A check fails only
+beyond its threshold, its sampling noise and its history. Under 4 earlier window pairs it is
+judged by threshold and noise alone, and calibration.note says so. With --previous-model, only
+schema changes are checked against what serves. The profile file keeps each window's profile,
+for predict. The method: docs/drift.md.
+
+--explained lists accepted drifts, each bounded by the largest value it explains and its last day:
+[{\"column\": \"temp\", \"check\": \"numeric_drift\", \"reason\": \"spring\", \"max_value\": 0.6,
+\"until\": \"2026-06-30\"}]. A larger drift, or one after that day (the snapshot's newest date, else
+today), fails again. compare takes --manifest FILE or --record FILE for thresholds, fail_on, data
+roles and config.features; a drift-only manifest (data and validate) will do.
+
 Output: the input record plus
   \"validate\": {\"passed\": bool, \"profile\": {rows, files, label, label_rate, bad_values,
                columns: {<name>: {type, count, nulls, null_rate, distinct, min, max, mean, std,
                quantiles, top | top_skipped, label_rate}}}, \"profile_file\", \"previous\",
                \"previous_model\"?: {reference, version}, \"no_previous\"?: why nothing was compared,
+               \"calibration\"?: {window, current, reference: {start, end, rows}, history_windows,
+               method: history|sampling, min_history, note?},
                \"checks\": [{\"name\", \"column\", \"value\", \"threshold\", \"noise\"?, \"passed\",
-               \"fails_run\", \"detail\"?, \"explained\"?}]}
+               \"fails_run\", \"detail\"?, \"explained\"?, \"explained_until\"?,
+               \"history\"?: {windows, mean, sd, p, p_holm}}]}
 `profile` and `merge` print a full profile (with its sketches); `compare` prints the record.
 
 Exit: 0 passed, 1 an unexplained check failed (record still on stdout), 2 bad usage or input.
@@ -109,6 +133,13 @@ enum Command {
         label: Option<String>,
         #[arg(long, value_name = "FILE")]
         explained: Option<PathBuf>,
+        /// A manifest (YAML or JSON) whose `validate` thresholds, `fail_on`, `data` roles and
+        /// `config.features` apply; a drift-only manifest (data and validate) is enough.
+        #[arg(long, value_name = "FILE", conflicts_with = "record")]
+        manifest: Option<PathBuf>,
+        /// A run record whose manifest applies, as with --manifest.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
     },
 }
 
@@ -168,12 +199,18 @@ fn main() -> ExitCode {
                 current,
                 label,
                 explained,
+                manifest,
+                record,
             }) => compare_command(
                 tool,
-                previous.as_deref(),
-                &current,
-                label,
-                explained.as_deref(),
+                CompareInputs {
+                    previous: previous.as_deref(),
+                    current: &current,
+                    label,
+                    explained: explained.as_deref(),
+                    manifest: manifest.as_deref(),
+                    record: record.as_deref(),
+                },
             ),
         }
     })
@@ -225,32 +262,6 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
         args.source.input.as_deref(),
         args.source.shards.as_deref(),
     )?;
-    let current = profile_source(
-        tool,
-        &source,
-        args.source.schema.as_deref(),
-        &spec,
-        spec.label.clone(),
-    )?;
-    current.check_label()?;
-    let profile_out = args.profile_out.or_else(|| {
-        record
-            .get_path("manifest.run_id")
-            .and_then(Value::as_str)
-            .map(|id| PathBuf::from("runs").join(id).join("profile.json"))
-    });
-    if let Some(path) = &profile_out {
-        write_profile(path, &current)?;
-    }
-    match (&no_previous, &previous_model) {
-        (Some(why), _) => tool.info(format!("{why}; only this snapshot's own checks run")),
-        (None, Some(model)) => tool.info(format!(
-            "drift against {}, version {}",
-            args.previous_model.as_deref().unwrap_or_default(),
-            model.version.unwrap_or_default()
-        )),
-        (None, None) => {}
-    }
     let roles = Roles {
         label: spec.label.clone(),
         identifiers: spec.entity.iter().chain(&spec.text).cloned().collect(),
@@ -263,13 +274,96 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
             .collect(),
         features,
     };
-    let comparison = compare(
-        previous.as_ref(),
-        &current,
-        &thresholds,
-        &roles,
-        &explanations,
-    );
+    let snapshot = open_source(&source, args.source.schema.as_deref(), &spec)?;
+    let newest = match &spec.time {
+        Some(time) => runfn_data::rolling::latest_time(&snapshot.1, time)?,
+        None => None,
+    };
+    let today = today(newest);
+    let (current, comparison, calibration) = match &thresholds.window {
+        None => {
+            let current = profile_source(tool, &snapshot, &spec, spec.label.clone())?;
+            let comparison = compare(
+                previous.as_ref(),
+                &current,
+                &thresholds,
+                &roles,
+                &explanations,
+                &today,
+            );
+            (current, comparison, None)
+        }
+        Some(window) => {
+            let (time, anchor) = match (&spec.time, newest) {
+                (Some(time), Some(anchor)) => (time, anchor),
+                (None, _) => {
+                    return Err(InputError::field(
+                        "manifest.validate.window",
+                        "needs a time column to cut windows by (manifest.data.time)",
+                    )
+                    .into());
+                }
+                (Some(time), None) => {
+                    return Err(InputError::field(
+                        "manifest.data.time",
+                        format!("`{time}` holds no value to count windows back from"),
+                    )
+                    .into());
+                }
+            };
+            let (count, unit) = runfn_schema::validate::window_span(window)
+                .map_err(|m| InputError::field("manifest.validate.window", m))?;
+            tool.info(format!(
+                "profiling {} by windows of {window}",
+                snapshot.0.display()
+            ));
+            let identifiers: Vec<String> = spec.entity.iter().chain(&spec.text).cloned().collect();
+            let windowed = profile_windows(
+                &snapshot.1,
+                spec.label.as_deref(),
+                spec.label_positive.as_ref(),
+                &identifiers,
+                time,
+                span(count, &unit),
+                anchor,
+            )?;
+            let (comparison, calibration) = judge(
+                &windowed,
+                previous.as_ref(),
+                &thresholds,
+                &roles,
+                &explanations,
+                &today,
+                window,
+            )
+            .map_err(|m| InputError::field("manifest.validate.window", m))?;
+            (windowed.into_profile(), comparison, Some(calibration))
+        }
+    };
+    current.check_label()?;
+    let profile_out = args.profile_out.or_else(|| {
+        record
+            .get_path("manifest.run_id")
+            .and_then(Value::as_str)
+            .map(|id| PathBuf::from("runs").join(id).join("profile.json"))
+    });
+    if let Some(path) = &profile_out {
+        write_profile(path, &current)?;
+    }
+    match (&no_previous, &previous_model) {
+        (Some(why), _) if calibration.is_none() => {
+            tool.info(format!("{why}; only this snapshot's own checks run"))
+        }
+        (None, Some(model)) => tool.info(format!(
+            "drift against {}, version {}",
+            args.previous_model.as_deref().unwrap_or_default(),
+            model.version.unwrap_or_default()
+        )),
+        _ => {}
+    }
+    if let Some(calibration) = &calibration {
+        describe_calibration(tool, calibration);
+    }
     report(tool, &comparison);
     let passed = comparison.passed;
     record.set(&Validate {
@@ -279,9 +373,44 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
         previous: args.previous.map(|p| p.display().to_string()),
         checks: comparison.checks.iter().map(Check::to_record).collect(),
         previous_model,
-        no_previous,
+        // With windows, drift was checked whatever served before.
+        no_previous: no_previous.filter(|_| calibration.is_none()),
+        calibration,
     })?;
     tool.finish(record, Exit::from_passed(passed))
+}
+
+fn describe_calibration(tool: &Tool, calibration: &Calibration) {
+    tool.info(format!(
+        "drift of ({}, {}] ({} rows) against ({}, {}] ({} rows), judged against {} earlier window pairs{}",
+        calibration.current.start,
+        calibration.current.end,
+        calibration.current.rows,
+        calibration.reference.start,
+        calibration.reference.end,
+        calibration.reference.rows,
+        calibration.history_windows,
+        calibration
+            .note
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
+    ));
+}
+
+/// The day explanations expire against: the snapshot's newest date when it has a time column
+/// (so a rerun of the same snapshot decides the same), else today's (UTC).
+fn today(newest: Option<f64>) -> String {
+    use runfn_data::ColumnType;
+    let micros = newest.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_micros() as f64)
+    });
+    runfn_data::rolling::format_point(micros, ColumnType::Timestamp)
+        .chars()
+        .take(10)
+        .collect()
 }
 
 fn registry_default() -> PathBuf {
@@ -328,17 +457,24 @@ fn serving_profile(registry: &Path, reference: &str) -> Result<Served, InputErro
     ))
 }
 
-fn profile_source(
-    tool: &Tool,
+/// The snapshot a source names, with the path it was opened from.
+fn open_source(
     source: &DataSource,
     schema: Option<&Path>,
     spec: &DataSpec,
-    label: Option<String>,
-) -> anyhow::Result<Profile> {
-    let (input, snapshot) = match source {
+) -> anyhow::Result<(PathBuf, runfn_data::Snapshot)> {
+    Ok(match source {
         DataSource::Shards(dir) => (dir.clone(), Partitioned::from_shards(dir)?.snapshot),
         DataSource::Snapshot(path) => (path.clone(), spec.open_snapshot(path, schema)?),
-    };
+    })
+}
+
+fn profile_source(
+    tool: &Tool,
+    (input, snapshot): &(PathBuf, runfn_data::Snapshot),
+    spec: &DataSpec,
+    label: Option<String>,
+) -> anyhow::Result<Profile> {
     if let Some(label) = label
         .as_deref()
         .filter(|l| snapshot.column_type(l).is_none())
@@ -357,7 +493,7 @@ fn profile_source(
     ));
     let identifiers: Vec<String> = spec.entity.iter().chain(&spec.text).cloned().collect();
     Ok(profile_snapshot(
-        &snapshot,
+        snapshot,
         label.as_deref(),
         spec.label_positive.as_ref(),
         &identifiers,
@@ -386,8 +522,9 @@ fn report(tool: &Tool, comparison: &runfn_profile::Comparison) {
             .unwrap_or_default();
         match &check.explained {
             Some(reason) => tool.info(format!(
-                "explained: {}{column}{value}{detail}: {reason}",
-                check.name
+                "explained: {}{column}{value}{detail}: {reason} (until {})",
+                check.name,
+                check.explained_until.as_deref().unwrap_or("?")
             )),
             None if !check.fails_run => tool.info(format!(
                 "reported, not failed: {}{column}{value}{detail}: not a feature or the label \
@@ -415,13 +552,8 @@ fn profile_command(
         Some(dir) => DataSource::Shards(dir.clone()),
         None => DataSource::Snapshot(spec.snapshot_path(source.input.as_deref())?),
     };
-    let profile = profile_source(
-        tool,
-        &data,
-        source.schema.as_deref(),
-        &spec,
-        label.or(spec.label.clone()),
-    )?;
+    let snapshot = open_source(&data, source.schema.as_deref(), &spec)?;
+    let profile = profile_source(tool, &snapshot, &spec, label.or(spec.label.clone()))?;
     emit_profile(&profile, output)
 }
 
@@ -445,25 +577,85 @@ fn merge_command(tool: &Tool, paths: &[PathBuf], output: Option<&Path>) -> anyho
     emit_profile(&merged, output)
 }
 
-fn compare_command(
-    tool: &Tool,
-    previous: Option<&Path>,
-    current: &Path,
+struct CompareInputs<'a> {
+    previous: Option<&'a Path>,
+    current: &'a Path,
     label: Option<String>,
-    explained: Option<&Path>,
-) -> anyhow::Result<Exit> {
-    let current_profile = read_profile(current)?;
-    let previous_profile = previous.map(read_profile).transpose()?;
+    explained: Option<&'a Path>,
+    manifest: Option<&'a Path>,
+    record: Option<&'a Path>,
+}
+
+/// The manifest of --manifest or --record, as JSON; an empty map without either.
+fn compare_manifest(inputs: &CompareInputs) -> Result<Value, InputError> {
+    if let Some(path) = inputs.manifest {
+        let (text, origin) = read_text(Some(path))?;
+        let format = runfn_manifest::parse::Format::from_extension(path)
+            .unwrap_or_else(|| runfn_manifest::parse::Format::sniff(&text));
+        return runfn_manifest::parse::parse_manifest(&text, format, &origin)
+            .map_err(|e| InputError::field(e.origin, e.message));
+    }
+    if let Some(path) = inputs.record {
+        let record = Record::read(Some(path), RecordInput::Required)?;
+        return Ok(record
+            .get_path("manifest")
+            .cloned()
+            .unwrap_or(Value::Object(Default::default())));
+    }
+    Ok(Value::Object(Default::default()))
+}
+
+fn compare_command(tool: &Tool, inputs: CompareInputs) -> anyhow::Result<Exit> {
+    let manifest = compare_manifest(&inputs)?;
+    if inputs.manifest.is_some()
+        && let Some(map) = manifest.as_object()
+        && let Some(problem) = runfn_manifest::lint_drift_only(map).first()
+    {
+        return Err(InputError::field(
+            format!("manifest.{}", problem.field),
+            problem.message.clone(),
+        )
+        .into());
+    }
+    let setting = |e: SettingsError| InputError::field(e.field, e.message);
+    let thresholds = Thresholds::from_manifest(manifest.get("validate")).map_err(setting)?;
+    if thresholds.window.is_some() {
+        return Err(InputError::field(
+            "manifest.validate.window",
+            "compares windows of one snapshot: run `ds-validate --record` on the snapshot, not `compare` on two profiles",
+        )
+        .into());
+    }
+    let features = Roles::features_from_manifest(Some(&manifest)).map_err(setting)?;
+    let current_profile = read_profile(inputs.current)?;
+    let previous_profile = inputs.previous.map(read_profile).transpose()?;
+    let spec = DataSpec::from_record(&{
+        let mut holder = Record::new();
+        holder.set_section("manifest", manifest.clone());
+        holder
+    })?;
     let roles = Roles {
-        label: label.or(current_profile.label.clone()),
-        ..Roles::default()
+        label: inputs
+            .label
+            .or(spec.label.clone())
+            .or(current_profile.label.clone()),
+        identifiers: spec.entity.iter().chain(&spec.text).cloned().collect(),
+        reserved: spec
+            .time
+            .iter()
+            .chain(&spec.label_time)
+            .chain(spec.as_of.values())
+            .cloned()
+            .collect(),
+        features,
     };
     let comparison = compare(
         previous_profile.as_ref(),
         &current_profile,
-        &Thresholds::default(),
+        &thresholds,
         &roles,
-        &read_explanations(explained)?,
+        &read_explanations(inputs.explained)?,
+        &today(None),
     );
     report(tool, &comparison);
     let passed = comparison.passed;
@@ -471,11 +663,12 @@ fn compare_command(
     record.set(&Validate {
         passed,
         profile: current_profile.summary(),
-        profile_file: Some(current.display().to_string()),
-        previous: previous.map(|p| p.display().to_string()),
+        profile_file: Some(inputs.current.display().to_string()),
+        previous: inputs.previous.map(|p| p.display().to_string()),
         checks: comparison.checks.iter().map(Check::to_record).collect(),
         previous_model: None,
         no_previous: None,
+        calibration: None,
     })?;
     tool.finish(record, Exit::from_passed(passed))
 }
@@ -511,12 +704,14 @@ fn read_explanations(path: Option<&Path>) -> Result<Vec<Explanation>, InputError
         return Ok(Vec::new());
     };
     let (text, origin) = read_text(Some(path))?;
-    serde_json::from_str(&text).map_err(|e| {
-        InputError::field(
-            origin,
-            format!("expected [{{\"column\": ..., \"check\": ..., \"reason\": ...}}]: {e}"),
-        )
-    })
+    let explanations: Vec<Explanation> = serde_json::from_str(&text)
+        .map_err(|e| InputError::field(&origin, format!("expected {EXPLANATION_FORM}: {e}")))?;
+    for (i, explanation) in explanations.iter().enumerate() {
+        if let Some(problem) = explanation.problem() {
+            return Err(InputError::field(format!("{origin}[{i}]"), problem));
+        }
+    }
+    Ok(explanations)
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ Examples:
   mf-hash manifest.yaml --commit-from-git --data-digest ./lake/churn | ds-validate
   mf-hash manifest.yaml --print snapshot                 # the snapshot's path, one plain line
   mf-hash stops.yaml --lint                              # a template, its snapshot not yet pinned
+  mf-hash weather.yaml --drift-only | ds-validate       # data and validate only: no training
   mf-hash pin manifest.yaml --snapshot ./lake/churn-2026-12-01 --out pinned.yaml
 
 --data-digest verifies a snapshot the manifest pins (`@blake3:<hex>`): one that moved is refused
@@ -85,6 +86,10 @@ struct Args {
     /// Lint only, as a template: the snapshot may be one `pin` fills in (no immutable id yet).
     #[arg(long, conflicts_with_all = ["check", "data_digest", "commit_from_git", "print"])]
     lint: bool,
+    /// A manifest for drift checks alone (ds-validate): `data` and `validate` suffice; code,
+    /// seed, label and splits are checked only where present.
+    #[arg(long)]
+    drift_only: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -175,10 +180,32 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         set_commit(&mut manifest, commit, &origin)?;
     }
     let fields = manifest.as_object().context("the manifest is a mapping")?;
-    if args.lint {
+    if args.lint && !args.drift_only {
         return lint_template(fields, &origin);
     }
-    let mut problems = lint(fields);
+    let mut problems = if args.drift_only {
+        runfn_manifest::lint_drift_only(fields)
+    } else {
+        lint(fields)
+    };
+    if args.lint {
+        if let Some(first) = problems.first() {
+            return Err(InputError::field(
+                format!("{origin}: {}", first.field),
+                first.message.clone(),
+            )
+            .into());
+        }
+        let line = json!({"lint": {"passed": true, "manifest": origin, "drift_only": true}});
+        runfn_core::cli::write_stdout(
+            format!(
+                "{line}
+"
+            )
+            .as_bytes(),
+        )?;
+        return Ok(Exit::Passed);
+    }
     let hash = match manifest_hash(&manifest) {
         Ok(hash) => Some(hash),
         Err(err) => {

@@ -1,12 +1,15 @@
 //! Watching what serves: the rows scored compared with what the model learned from. Each
 //! feature's drift from the training profile stored with the model in the registry (the checks
-//! ds-validate runs between two snapshots, with their noise allowances), and the scores' drift
-//! from the model's test scores (binned at their deciles when it was evaluated).
+//! ds-validate runs between two snapshots, with their noise allowances, and, where the profile
+//! kept its windows, against how far the training period's own windows stood from its whole),
+//! and the scores' drift from the model's test scores (binned at their deciles when it was
+//! evaluated).
 
 use std::path::Path;
 
 use runfn_core::{InputError, Record};
-use runfn_profile::{Profile, Roles, Thresholds, compare};
+use runfn_profile::history::judge_served;
+use runfn_profile::{Profile, Roles, Thresholds};
 use runfn_registry::{ModelRef, Registry};
 use runfn_schema::record::{ScoreBins, ScoreDrift, ServingDrift};
 use runfn_stats::drift::jensen_shannon_histograms;
@@ -99,9 +102,19 @@ pub fn compare_served(
         reserved: Vec::new(),
         features: Some(features.to_vec()),
     };
-    let comparison = compare(Some(&training.profile), served, thresholds, &roles, &[]);
-    let checks: Vec<_> = comparison
-        .checks
+    let (checks, windows) = judge_served(&training.profile, served, thresholds, &roles);
+    let calibration = if windows > 0 {
+        format!(
+            "history: each check also against how far the {windows} windows of the training \
+             snapshot stood from its whole (Holm at alpha {})",
+            thresholds.alpha
+        )
+    } else {
+        "sampling: the training profile kept no windows (set validate.window), so only \
+         sampling noise and the thresholds judge"
+            .to_string()
+    };
+    let checks: Vec<_> = checks
         .iter()
         .filter(|c| FEATURE_DRIFT.contains(&c.name))
         .filter(|c| {
@@ -123,6 +136,7 @@ pub fn compare_served(
         against: training.against.clone(),
         checks,
         score,
+        calibration: Some(calibration),
     }
 }
 

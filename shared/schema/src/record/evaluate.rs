@@ -192,6 +192,10 @@ pub struct ServingDrift {
     pub checks: Vec<super::ValidateCheck>,
     /// Absent when the model's evaluation kept no score bins.
     pub score: Option<ScoreDrift>,
+    /// How the feature checks were judged: against the training snapshot's own windows (how far
+    /// each stood from the whole), or, without them, against sampling noise and the thresholds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
 }
 
 /// The scores served against the test split's, binned at the test scores' deciles.

@@ -37,7 +37,9 @@ pub use train::{
     AlertKind, ResumedFrom, Train, TrainAlert, TrainBest, TrainDistributed, TrainEarlyStopping,
     TrainFeatures, TrainSection, TrainStopped,
 };
-pub use validate::{PreviousModel, Validate, ValidateCheck};
+pub use validate::{
+    Calibration, CheckHistory, PreviousModel, Validate, ValidateCheck, WindowBounds,
+};
 
 use schemars::JsonSchema;
 use serde::Serialize;

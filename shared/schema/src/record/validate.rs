@@ -18,6 +18,51 @@ pub struct Validate {
     /// Why no drift was checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_previous: Option<String>,
+    /// With `validate.window`: which windows were compared, and how the limits were set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+}
+
+/// How drift was judged when the snapshot was cut into windows of `validate.window`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// `validate.window`, as written.
+    pub window: String,
+    /// The newest window, `(start, end]`, compared with `reference`.
+    pub current: WindowBounds,
+    pub reference: WindowBounds,
+    /// Earlier window pairs whose distances make each check's history.
+    pub history_windows: usize,
+    /// `history`: each drift check judged against its own history as well as against sampling
+    /// noise; `sampling`: the history is too short (fewer than `min_history` pairs), so only
+    /// sampling noise and the thresholds judge, as without a window.
+    pub method: String,
+    pub min_history: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WindowBounds {
+    pub start: String,
+    pub end: String,
+    pub rows: u64,
+}
+
+/// A check's history: the same distance between earlier windows and their references.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckHistory {
+    pub windows: usize,
+    pub mean: f64,
+    pub sd: f64,
+    /// The chance an ordinary window reaches this value (one-sided, Student-t prediction).
+    pub p: f64,
+    /// `p` adjusted over every drift check of the run (Holm); the check fails only where it is
+    /// at most `validate.alpha`.
+    pub p_holm: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -45,4 +90,9 @@ pub struct ValidateCheck {
     pub detail: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explained: Option<String>,
+    /// Until when the explanation holds (`until` of the explanation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explained_until: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<CheckHistory>,
 }

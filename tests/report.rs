@@ -1259,7 +1259,8 @@ fn a_history_of_four_nights_has_each_nights_decision_and_alias_move() {
     validate["checks"][1] = json!({"name": "row_count_change", "column": null, "value": 0.6,
         "threshold": 0.5, "passed": false, "detail": "8000 rows, previously 20000"});
     validate["checks"][4] = json!({"name": "categorical_drift", "column": "region", "value": 0.12,
-        "threshold": 0.05, "passed": false, "explained": "campaign in central"});
+        "threshold": 0.05, "passed": false, "explained": "campaign in central",
+        "explained_until": "2026-12-31"});
     let failed = chain.stage("ds-validate", vec![("validate", validate)]);
     write_failure(
         &folder(3),
@@ -1396,8 +1397,8 @@ fn a_history_of_four_nights_has_each_nights_decision_and_alias_move() {
     assert_eq!(
         n4.drift,
         [
-            json!({"check": "row_count_change", "column": null, "value": 0.6, "threshold": 0.5, "explained": null}),
-            json!({"check": "categorical_drift", "column": "region", "value": 0.12, "threshold": 0.05, "explained": "campaign in central"}),
+            json!({"check": "row_count_change", "column": null, "value": 0.6, "threshold": 0.5, "explained": null, "explained_until": null}),
+            json!({"check": "categorical_drift", "column": "region", "value": 0.12, "threshold": 0.05, "explained": "campaign in central", "explained_until": "2026-12-31"}),
         ]
     );
     assert!(
@@ -1445,7 +1446,7 @@ fn a_history_of_four_nights_has_each_nights_decision_and_alias_move() {
             "night {i}: {row}"
         );
     }
-    assert!(html.contains("row_count_change") && html.contains("explained (campaign in central)"));
+    assert!(html.contains("row_count_change") && html.contains("explained (campaign in central) until 2026-12-31"));
     assert!(html.contains("roll back: v2 mis-scores new regions"));
     let (code, stderr) = check_page_showing(
         &page,

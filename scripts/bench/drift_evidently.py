@@ -474,7 +474,8 @@ def main():
             "target": {"wanted": f"runfn flags every planted shift of >= 10% sd on >= 20% of rows in every trial at "
                                  f"{PLANTED_ROWS:,} rows a side",
                        "value": f"{len(big) - len(missed_big)} of {len(big)} shifts caught in every trial",
-                       "met": bool(big) and not missed_big, "missed": missed_big},
+                       "met": bool(big) and not missed_big},
+            "target_missed": missed_big,
         },
         "seconds": round(time.time() - started, 1),
     }

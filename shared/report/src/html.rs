@@ -933,6 +933,30 @@ mod tests {
         &html[start..start + html[start..].find("</figure>").unwrap()]
     }
 
+    /// An explained drift is on the page with its reason and the day it holds until; a
+    /// drift beyond its noise but under its threshold-or-noise limit is drawn under 1.
+    #[test]
+    fn the_page_says_what_is_explained_and_until_when() {
+        let record = serde_json::json!({
+            "manifest": {"run_id": "weather"},
+            "validate": {"passed": true, "checks": [
+                {"name": "numeric_drift", "column": "temp", "value": 0.9, "threshold": 0.02,
+                 "noise": 0.3, "passed": false, "fails_run": true, "explained": "spring",
+                 "explained_until": "2026-06-30"},
+                {"name": "numeric_drift", "column": "wind", "value": 0.2, "threshold": 0.02,
+                 "noise": 0.25, "passed": true, "fails_run": true}
+            ]}
+        });
+        let (html, _) = page_of(&record);
+        assert!(
+            html.contains("Explained: numeric_drift on `temp` at 0.9 (spring), accepted until 2026-06-30"),
+            "{html}"
+        );
+        let bars = drift_bars(&record).unwrap();
+        assert_eq!(bars[0].value, 0.9 / 0.3);
+        assert!(bars[1].value < 1.0, "wind is within its noise: {}", bars[1].value);
+    }
+
     #[test]
     fn a_paired_gate_draws_delta_per_metric_and_lists_gated_underpowered_and_undefined() {
         let (html, names) = page_of(&fixture("paired-gate.json"));

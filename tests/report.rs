@@ -1446,7 +1446,10 @@ fn a_history_of_four_nights_has_each_nights_decision_and_alias_move() {
             "night {i}: {row}"
         );
     }
-    assert!(html.contains("row_count_change") && html.contains("explained (campaign in central) until 2026-12-31"));
+    assert!(
+        html.contains("row_count_change")
+            && html.contains("explained (campaign in central) until 2026-12-31")
+    );
     assert!(html.contains("roll back: v2 mis-scores new regions"));
     let (code, stderr) = check_page_showing(
         &page,

@@ -82,12 +82,14 @@ def serve(name, rows, folder, month):
     path = os.path.join(folder, "served", month)
     os.makedirs(path, exist_ok=True)
     rows.to_csv(os.path.join(path, "rows.csv"), index=False, date_format="%Y-%m-%dT%H:%M:%S")
-    out = tool("predict", ["--model", f"{name}@prod", "--registry", "registry", "--in", path, "--out", os.path.join(path, "scores.parquet")], "{}", ok=(0, 1), cwd=folder)
-    drift = json.loads(out.stdout)["predict"]["serving_drift"]
+    scores = os.path.join(folder, "scores", f"{month}.parquet")
+    os.makedirs(os.path.dirname(scores), exist_ok=True)
+    out = tool("predict", ["--model", f"{name}@prod", "--registry", "registry", "--in", path, "--out", scores], "{}", ok=(0, 1), cwd=folder)
+    drift = json.loads(out.stdout)["predict"]["drift"]
     named = sorted({f"{c['name']}:{c['column']}" for c in drift["checks"] if not c["passed"] and c["fails_run"]})
     if drift.get("score") and not drift["score"]["passed"]:
         named.append("score")
-    return out.returncode, named
+    return out.returncode, named, drift.get("calibration")
 
 
 def main():
@@ -102,9 +104,9 @@ def main():
             served = {}
             for month in sorted(months[frame[time] >= pd.Timestamp(cut) - pd.DateOffset(months=1)].unique()):
                 rows = frame[months == month].drop(columns=[label])
-                code, named = serve(name, rows, folder, str(month))
+                code, named, calibration = serve(name, rows, folder, str(month))
                 served[str(month)] = {"alarm": code == 1, "columns": named}
-            line = {"table": name, "profile": "windows" if windowed else "whole", "test_month": str(pd.Period(cut, "M") - 1), "months": served}
+            line = {"table": name, "profile": "windows" if windowed else "whole", "test_month": str(pd.Period(cut, "M") - 1), "calibration": calibration, "months": served}
             print(json.dumps(line), flush=True)
             alarms = [m for m, s in served.items() if s["alarm"]]
             print(f"{name} ({line['profile']}): {len(alarms)} of {len(served)} months alarm: {alarms}", file=sys.stderr)

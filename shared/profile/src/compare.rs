@@ -549,7 +549,7 @@ fn column_checks(
                 "quantile sketches"
             };
             let mean_shift = (now.moments.n > 0 && then.moments.n > 0)
-                .then(|| now.moments.mean - then.moments.mean);
+                .then_some(now.moments.mean - then.moments.mean);
             checks.push(Pending::with(
                 Check {
                     detail: Some(format!(

@@ -555,6 +555,65 @@ mod tests {
         assert!(temp_drift(&comparison).history.is_none());
     }
 
+    /// What serves, against a training snapshot that kept its windows: one of its own windows
+    /// (the test month) is ordinary, though it differs from the whole beyond sampling noise;
+    /// the same window in Celsius is not. Without the windows the test month alarms.
+    #[test]
+    fn served_rows_are_judged_against_the_training_windows() {
+        let snapshot = year(180, None);
+        let anchor = runfn_data::rolling::latest_time(&snapshot, "time")
+            .unwrap()
+            .unwrap();
+        let windowed =
+            profile_windows(&snapshot, None, None, &[], "time", span(2, "week"), anchor).unwrap();
+        let test_window = windowed.windows[0].profile.clone();
+        let training = windowed.into_profile();
+        assert!(training.windows.len() >= MIN_HISTORY);
+        let roles = Roles {
+            reserved: vec!["time".into()],
+            ..Roles::default()
+        };
+        let thresholds = Thresholds::default();
+        let temp = |checks: &[Check]| {
+            checks
+                .iter()
+                .find(|c| c.name == "numeric_drift" && c.column.as_deref() == Some("temp"))
+                .cloned()
+                .unwrap()
+        };
+        let (checks, windows) = judge_served(&training, &test_window, &thresholds, &roles);
+        assert_eq!(windows, training.windows.len());
+        let own = temp(&checks);
+        assert!(own.passed, "{own:?}");
+        assert!(
+            own.value > own.noise,
+            "the test month differs from the whole: {own:?}"
+        );
+
+        let whole_only = Profile {
+            windows: Vec::new(),
+            ..training.clone()
+        };
+        let (checks, windows) = judge_served(&whole_only, &test_window, &thresholds, &roles);
+        assert_eq!(windows, 0);
+        assert!(
+            !temp(&checks).passed,
+            "without windows the test month alarms"
+        );
+
+        let celsius = year(180, Some(166));
+        let anchor = runfn_data::rolling::latest_time(&celsius, "time")
+            .unwrap()
+            .unwrap();
+        let served = profile_windows(&celsius, None, None, &[], "time", span(2, "week"), anchor)
+            .unwrap()
+            .windows[0]
+            .profile
+            .clone();
+        let (checks, _) = judge_served(&training, &served, &thresholds, &roles);
+        assert!(!temp(&checks).passed);
+    }
+
     #[test]
     fn rows_fall_in_the_window_that_closes_on_or_after_them() {
         let ends = [10.0, 7.0, 4.0];

@@ -949,12 +949,18 @@ mod tests {
         });
         let (html, _) = page_of(&record);
         assert!(
-            html.contains("Explained: numeric_drift on `temp` at 0.9 (spring), accepted until 2026-06-30"),
+            html.contains(
+                "Explained: numeric_drift on `temp` at 0.9 (spring), accepted until 2026-06-30"
+            ),
             "{html}"
         );
         let bars = drift_bars(&record).unwrap();
         assert_eq!(bars[0].value, 0.9 / 0.3);
-        assert!(bars[1].value < 1.0, "wind is within its noise: {}", bars[1].value);
+        assert!(
+            bars[1].value < 1.0,
+            "wind is within its noise: {}",
+            bars[1].value
+        );
     }
 
     #[test]

@@ -208,7 +208,16 @@ pub struct ScoreDrift {
     /// What sampling alone could make it at these sizes (alpha of `validate`).
     pub noise: f64,
     pub passed: bool,
+    /// Whether a failure fails the run. False where the training period's windows judge the
+    /// features: the test scores are one month's, a reference no history calibrates, so a move
+    /// away from them is reported, not decisive.
+    #[serde(default = "fails_run_default")]
+    pub fails_run: bool,
     pub test: ScoreBins,
     /// The served scores' counts in the test bins.
     pub served: Vec<u64>,
+}
+
+fn fails_run_default() -> bool {
+    true
 }

@@ -758,3 +758,106 @@ fn a_window_before_a_fixed_month_holds_its_whole_span() {
     .unwrap_err();
     typo.assert_bad_input("shardify", "`dayss` is not a unit");
 }
+
+/// A snapshot of one row a day through February 2024 and one on 2024-03-31 (a feed that went
+/// quiet for a month), with `splits`; its record.
+fn gappy_record(dir: &Path, splits: &[(&str, &str)]) -> String {
+    let snapshot = dir.join("gappy.csv");
+    let mut text = String::from("id,day,x,y\n");
+    let days: Vec<String> = chrono_like_days()
+        .filter(|d| !d.starts_with("2024-03") || d == "2024-03-31")
+        .collect();
+    for (i, day) in days.iter().enumerate() {
+        text += &format!("r{i},{day},{i},{}\n", i % 2);
+    }
+    std::fs::write(&snapshot, text).unwrap();
+    let splits: serde_json::Map<String, Value> = splits
+        .iter()
+        .map(|(n, r)| (n.to_string(), Value::from(*r)))
+        .collect();
+    serde_json::json!({"manifest": {"run_id": "gappy", "seed": 1, "data": {
+        "snapshot": format!("{}@snapshot=gappy", snapshot.display()),
+        "time": "day", "label": "y", "splits": splits}}})
+    .to_string()
+}
+
+// 15, continued. A rolling window that selects no rows was refused by shardify but passed by
+// leak-check (exit 0, nothing checked); a number compared with a date column was compared with
+// microseconds since 1970.
+#[test]
+fn an_empty_window_or_a_number_against_a_date_is_refused_by_every_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = gappy_record(
+        dir.path(),
+        &[
+            ("test", "last 1 day"),
+            ("val", "1 week before test"),
+            ("train", "before val"),
+        ],
+    );
+    let leaks = tool("leak-check").args(["-q"]).stdin(empty.clone()).run();
+    leaks.assert_bad_input(
+        "leak-check",
+        "manifest.data.splits.val: `1 week before test` selects no rows",
+    );
+    let shards = tool("shardify")
+        .args([
+            "--out".as_ref(),
+            os(&dir.path().join("shards")),
+            "-q".as_ref(),
+        ])
+        .stdin(empty)
+        .run();
+    shards.assert_bad_input("shardify", "`1 week before test` selects no rows");
+
+    let number = gappy_record(
+        dir.path(),
+        &[("test", "day >= 20240301"), ("train", "day < 20240301")],
+    );
+    let message =
+        "`day` is a date column holding dates or times, but the rule compares it with a number";
+    tool("leak-check")
+        .args(["-q"])
+        .stdin(number.clone())
+        .run()
+        .assert_bad_input("leak-check", message);
+    tool("shardify")
+        .args([
+            "--out".as_ref(),
+            os(&dir.path().join("shards2")),
+            "-q".as_ref(),
+        ])
+        .stdin(number)
+        .run()
+        .assert_bad_input("shardify", message);
+}
+
+// 15, continued. A future-dated typo row (2099) became the anchor of `last 1 month`: the test
+// split was its month alone and every stage passed until noise-floor failed.
+#[test]
+fn a_future_dated_row_cannot_anchor_a_rolling_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = gappy_record(
+        dir.path(),
+        &[("test", "last 1 month"), ("train", "before test")],
+    );
+    let snapshot = dir.path().join("gappy.csv");
+    let mut text = std::fs::read_to_string(&snapshot).unwrap();
+    text += "typo,2099-01-05,1,0\n";
+    std::fs::write(&snapshot, text).unwrap();
+    let message = "the newest `day` is 2099-01-05, after today";
+    tool("shardify")
+        .args([
+            "--out".as_ref(),
+            os(&dir.path().join("shards")),
+            "-q".as_ref(),
+        ])
+        .stdin(record.clone())
+        .run()
+        .assert_bad_input("shardify", message);
+    tool("leak-check")
+        .args(["-q"])
+        .stdin(record)
+        .run()
+        .assert_bad_input("leak-check", message);
+}

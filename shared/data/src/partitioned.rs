@@ -50,6 +50,15 @@ impl Partitioned {
         }
     }
 
+    /// Why the snapshot cannot be split as its rules say, given each split's rows: a rolling
+    /// window that selects nothing (shards hold no rules: nothing to say).
+    pub fn empty_window(&self, rows: &[u64]) -> Option<String> {
+        match &self.how {
+            How::Rules(splits) => splits.empty_window(rows),
+            How::FileSplits(_) => None,
+        }
+    }
+
     /// Reads the shard folder `dir` (verifying every shard against its index).
     pub fn from_shards(dir: &Path) -> Result<Partitioned, DataError> {
         let index = ShardIndex::load(dir, true)?;

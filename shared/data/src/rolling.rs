@@ -164,6 +164,24 @@ pub fn latest_time(snapshot: &Snapshot, column: &str) -> Result<Option<f64>, Dat
     Ok(per_file.into_iter().flatten().reduce(f64::max))
 }
 
+/// Why `anchor`, the newest value of the time column, cannot anchor rolling windows: it lies
+/// more than a day after the clock of the run. A snapshot's rows happened; one dated in the future
+/// is a typo (2099 for 2019), and as the anchor it would make `last 1 month` its month alone
+/// while every stage passed.
+pub fn future_anchor(column: &str, column_type: ColumnType, anchor: f64) -> Option<String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_micros() as f64;
+    (anchor > now + MICROS_PER_DAY as f64).then(|| {
+        format!(
+            "the newest `{column}` is {}, after today ({}): rolling windows count back from it, so fix or drop the mistyped row",
+            format_point(anchor, column_type),
+            format_point(now - now % MICROS_PER_DAY as f64, ColumnType::Date)
+        )
+    })
+}
+
 /// A point of a date or timestamp column as a person writes it: `2017-12-01` for a date,
 /// `2017-12-01T05:52:35Z` (with fractions only when present) for a timestamp.
 pub fn format_point(micros: f64, column_type: ColumnType) -> String {

@@ -55,6 +55,9 @@ enum Condition {
         column: String,
         lower: Option<(f64, bool)>,
         upper: Option<(f64, bool)>,
+        /// Whether a bound was written as a plain number (not a date or timestamp): on a date
+        /// column it would be compared with microseconds since 1970.
+        numbers: bool,
     },
     /// `lower <= hash(column) < upper`.
     Hash {
@@ -161,6 +164,7 @@ impl Splits {
                         column: String::new(),
                         lower: None,
                         upper: None,
+                        numbers: false,
                     },
                     window: None,
                 });
@@ -182,6 +186,22 @@ impl Splits {
                     column_type.name()
                 )));
             }
+            if let Condition::Range { numbers, .. } = &condition
+                && column_type.is_temporal() != !numbers
+            {
+                let (holds, written) = if *numbers {
+                    (
+                        "dates or times",
+                        "a number; write a date such as 2024-01-01",
+                    )
+                } else {
+                    ("numbers", "a date or time")
+                };
+                return Err(DataError::Other(format!(
+                    "{field}: `{rule}`: `{column}` is a {} column holding {holds}, but the rule compares it with {written}",
+                    column_type.name()
+                )));
+            }
             condition
                 .resolve(column_type)
                 .map_err(|message| DataError::Other(format!("{field}: `{rule}`: {message}")))?;
@@ -198,6 +218,28 @@ impl Splits {
         Ok(Splits { splits })
     }
 
+    /// Why these splits cannot be used when split `i` holds `rows[i]` rows: a rolling window
+    /// that selects nothing. A fixed range may be empty on purpose; a rolling window that selects
+    /// nothing means the manifest and the data disagree (a window narrower than the gaps in the
+    /// data, a time value far in the future as the anchor).
+    pub fn empty_window(&self, rows: &[u64]) -> Option<String> {
+        let split = self
+            .splits
+            .iter()
+            .enumerate()
+            .find(|(i, split)| split.window.is_some() && rows.get(*i).copied().unwrap_or(0) == 0)?
+            .1;
+        let bounds = self
+            .resolved()
+            .into_iter()
+            .find(|(name, _)| *name == split.name)
+            .map_or(String::new(), |(_, r)| format!(" ({})", r.resolved));
+        Some(format!(
+            "manifest.data.splits.{}: `{}` selects no rows{bounds}",
+            split.name, split.rule
+        ))
+    }
+
     /// The rolling splits as resolved (rule, fixed rule, bounds), in manifest order.
     pub fn resolved(&self) -> Vec<(String, ResolvedSplit)> {
         self.splits
@@ -208,6 +250,7 @@ impl Splits {
                     column,
                     lower,
                     upper,
+                    ..
                 } = &split.condition
                 else {
                     return None;
@@ -332,6 +375,9 @@ fn place_windows(
             field(first)
         )));
     };
+    if let Some(message) = crate::rolling::future_anchor(time, time_type, anchor) {
+        return Err(DataError::Other(format!("{}: {message}", field(first))));
+    }
     let window = Window {
         column: time.to_string(),
         anchor,
@@ -400,6 +446,7 @@ fn place_windows(
                 column: time.to_string(),
                 lower,
                 upper,
+                numbers: false,
             };
             split.window = Some(window.clone());
         }
@@ -540,6 +587,7 @@ impl Condition {
                 column,
                 lower,
                 upper,
+                ..
             } => {
                 let Some(values) = batch.column_by_name(column).map(numeric_values) else {
                     return vec![false; batch.num_rows()];
@@ -695,6 +743,7 @@ fn comparison(column: String, op: Op, rest: &[Token]) -> Result<Condition, Strin
         column,
         lower,
         upper,
+        numbers: parse_point_is_number(&value.text),
     })
 }
 
@@ -757,6 +806,7 @@ fn bare_period(rule: &str, tokens: &[Token], time: Option<&str>) -> Result<Condi
         column: time.to_string(),
         lower: Some((start, true)),
         upper: Some((end, false)),
+        numbers: false,
     })
 }
 
@@ -802,6 +852,13 @@ fn period(text: &str) -> Result<(f64, f64), String> {
 }
 
 /// A date (midnight), timestamp or number.
+/// Whether `text` is read by [`parse_point`] as a plain number rather than a date or timestamp.
+fn parse_point_is_number(text: &str) -> bool {
+    let text = text.trim_matches(|c| c == '"' || c == '\'');
+    !(text.len() == 10 && Date32Type::parse(text).is_some())
+        && !(text.len() > 10 && TimestampMicrosecondType::parse(text).is_some())
+}
+
 fn parse_point(text: &str) -> Option<f64> {
     let text = text.trim_matches(|c| c == '"' || c == '\'');
     if text.len() == 10
@@ -907,6 +964,44 @@ mod tests {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
         Splits::parse(&rules, Some("signup_date"), types)
+    }
+
+    /// A number compared with a date column would be compared with microseconds since 1970:
+    /// `signup_date < 20240101` is a date in 1970, so every row would land on one side.
+    #[test]
+    fn a_number_against_a_date_column_is_refused_and_a_date_against_a_number_too() {
+        let error = splits(&[
+            ("train", "signup_date < 20240101"),
+            ("test", "signup_date >= 20240101"),
+        ])
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            error.contains("`signup_date` is a date column holding dates or times, but the rule compares it with a number; write a date such as 2024-01-01"),
+            "{error}"
+        );
+        let numeric = |name: &str| match name {
+            "age" => Some(ColumnType::Int64),
+            _ => types(name),
+        };
+        let rules = vec![
+            ("train".to_string(), "age < 2024-01-01".to_string()),
+            ("test".to_string(), "age >= 40".to_string()),
+        ];
+        let error = Splits::parse(&rules, Some("signup_date"), numeric)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("holding numbers, but the rule compares it with a date"),
+            "{error}"
+        );
+        let fine = vec![
+            ("train".to_string(), "age < 40".to_string()),
+            ("test".to_string(), "signup_date >= 2024-01-01".to_string()),
+        ];
+        assert!(Splits::parse(&fine, Some("signup_date"), numeric).is_ok());
     }
 
     #[test]

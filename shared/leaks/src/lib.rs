@@ -29,6 +29,11 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         |scan, batch| scan.add(&layout, batch),
     )?;
     let merged = scan::Merged::new(files, &layout);
+    // A rolling window with no rows would check nothing and pass: the manifest and the data
+    // disagree, as shardify says too.
+    if let Some(why) = data.empty_window(&merged.tallies.split_rows) {
+        return Err(DataError::Other(why));
+    }
     if let (Some(label), Some(index)) = (&config.label, layout.label) {
         runfn_data::label::check(
             label,

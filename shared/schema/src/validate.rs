@@ -81,11 +81,11 @@ pub struct Thresholds {
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
-            null_rate_rise: 0.01,
+            null_rate_rise: 0.005,
             out_of_range: 0.01,
             new_categories: 0.01,
-            numeric_drift: 0.02,
-            categorical_drift: 0.02,
+            numeric_drift: 0.01,
+            categorical_drift: 0.01,
             row_count_change: 0.5,
             max_growth: None,
             label_rate_shift: 0.03,

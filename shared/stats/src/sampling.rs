@@ -255,4 +255,41 @@ mod tests {
         assert!(rate <= 0.06, "{rate}");
         assert!(unseen_allowance(0, 0, 1_000_000, 1_000_000, 0.001) < 0.001);
     }
+
+    /// Two samples of one category distribution stay within the total variation allowance at
+    /// α = 0.01 in nearly every draw, and a real move of a tenth of the rows is beyond it.
+    #[test]
+    fn total_variation_of_one_distribution_stays_within_its_allowance() {
+        let shares = [0.5, 0.3, 0.15, 0.05];
+        let mut state = 99u64;
+        let mut draw = |n: usize| -> Vec<f64> {
+            let mut counts = [0.0; 4];
+            for _ in 0..n {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (state >> 11) as f64 / (1u64 << 53) as f64;
+                let mut cumulative = 0.0;
+                let k = shares
+                    .iter()
+                    .position(|s| {
+                        cumulative += s;
+                        u < cumulative
+                    })
+                    .unwrap_or(3);
+                counts[k] += 1.0 / n as f64;
+            }
+            counts.to_vec()
+        };
+        let allowance = total_variation_allowance(&shares, 2000, 1500, 0.01);
+        let mut beyond = 0;
+        for _ in 0..200 {
+            let (a, b) = (draw(2000), draw(1500));
+            let tv: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
+            beyond += (tv > allowance) as usize;
+        }
+        assert!(beyond <= 2, "{beyond} of 200 beyond {allowance}");
+        assert!(allowance < 0.1, "{allowance}");
+        assert_eq!(total_variation_allowance(&shares, 0, 10, 0.01), 1.0);
+    }
 }

@@ -34,10 +34,10 @@ HyperLogLog), top categories, and the label's rate; files in parallel, merged. T
 alone and against --previous, with the thresholds of manifest.validate (defaults in brackets):
 bad_values [0.001 share], label_missing [validate.max_label_missing: 0 share], label_invalid (NaN
 or not 0/1), schema_change, row_count_change [a shrink of 0.5], label_rate_shift [0.03],
-null_rate_rise [0.01], out_of_range [0.01 share], numeric_drift [Wasserstein-1 distance in
-standard deviations: 0.02; exact value counts for a column of up to 1000 distinct values, the
+null_rate_rise [0.005], out_of_range [0.01 share], numeric_drift [Wasserstein-1 distance in
+standard deviations: 0.01; exact value counts for a column of up to 1000 distinct values, the
 t-digest past that], new_categories [0.01 share], categorical_drift [total variation over all
-categories: 0.02].
+categories: 0.01].
 Dates are not range- or drift-checked, nor is a numeric entity id; entity and text columns are not
 category-checked, nor is a column with over 10000 distinct values (an id or free text: its counts
 are given up, only its distinct count kept, and its summary has top_skipped instead of top).
@@ -311,6 +311,13 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
                     .into());
                 }
             };
+            let time_type = snapshot
+                .1
+                .column_type(time)
+                .unwrap_or(runfn_data::ColumnType::Timestamp);
+            if let Some(message) = runfn_data::rolling::future_anchor(time, time_type, anchor) {
+                return Err(InputError::field("manifest.data.time", message).into());
+            }
             let (count, unit) = runfn_schema::validate::window_span(window)
                 .map_err(|m| InputError::field("manifest.validate.window", m))?;
             tool.info(format!(

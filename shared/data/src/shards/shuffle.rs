@@ -184,24 +184,9 @@ pub fn shardify(
         sample.merge(file_sample);
     }
     let unassigned_rows = counts[split_count];
-    // A window of a fixed date range may be empty on purpose; a rolling window that selects
-    // nothing means the manifest and the data disagree (a window narrower than the gaps in the
-    // data, a time value far in the future as the anchor). Refused before the old shards go.
-    if let Some(split) = splits
-        .splits
-        .iter()
-        .zip(&counts)
-        .find_map(|(split, rows)| (*rows == 0 && split.window.is_some()).then_some(split))
-    {
-        let resolved = splits.resolved();
-        let bounds = resolved
-            .iter()
-            .find(|(name, _)| *name == split.name)
-            .map_or(String::new(), |(_, r)| format!(" ({})", r.resolved));
-        return Err(DataError::Other(format!(
-            "manifest.data.splits.{}: `{}` selects no rows{bounds}",
-            split.name, split.rule
-        )));
+    // Refused before the old shards go.
+    if let Some(why) = splits.empty_window(&counts[..split_count]) {
+        return Err(DataError::Other(why));
     }
     let group_rows = options.row_group_rows.min(options.shard_rows) as u64;
 

@@ -187,7 +187,7 @@ impl Splits {
                 )));
             }
             if let Condition::Range { numbers, .. } = &condition
-                && column_type.is_temporal() != !numbers
+                && column_type.is_temporal() == *numbers
             {
                 let (holds, written) = if *numbers {
                     (
@@ -855,8 +855,9 @@ fn period(text: &str) -> Result<(f64, f64), String> {
 /// Whether `text` is read by [`parse_point`] as a plain number rather than a date or timestamp.
 fn parse_point_is_number(text: &str) -> bool {
     let text = text.trim_matches(|c| c == '"' || c == '\'');
-    !(text.len() == 10 && Date32Type::parse(text).is_some())
-        && !(text.len() > 10 && TimestampMicrosecondType::parse(text).is_some())
+    let date = text.len() == 10 && Date32Type::parse(text).is_some();
+    let timestamp = text.len() > 10 && TimestampMicrosecondType::parse(text).is_some();
+    !(date || timestamp)
 }
 
 fn parse_point(text: &str) -> Option<f64> {

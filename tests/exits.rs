@@ -162,3 +162,76 @@ fn the_tools_never_read_the_test_faults() {
     let bytes = std::fs::read(bin("register-with-faults")).unwrap();
     assert!(bytes.windows(11).any(|w| w == b"RUNFN_TEST_"));
 }
+
+/// `command` (a tool and its arguments, `$1` in them standing for a fresh 256 KiB file system)
+/// run in a mount namespace of its own; its exit code and stderr. A CSV writer's error and an
+/// Arrow or Parquet writer's error hid the OS error inside them: a full disk was exit 2.
+fn on_a_full_disk(dir: &std::path::Path, command: &str) -> (i32, String) {
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o size=256k tmpfs \"$1\" || exit 99; {command}"
+        ))
+        .arg("sh")
+        .arg(dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("unshare (util-linux) runs the command in a mount namespace of its own");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let code = out.status.code().unwrap_or(-1);
+    assert_ne!(
+        code, 99,
+        "a tmpfs could not be mounted (the tests run as root): {stderr}"
+    );
+    (code, stderr)
+}
+
+#[test]
+fn a_full_disk_under_the_data_writers_is_exit_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = dir.path().join("tiny");
+    std::fs::create_dir(&tiny).unwrap();
+    let demo = bin("demo-data");
+    let (code, stderr) = on_a_full_disk(
+        &tiny,
+        &format!(
+            "{} --out \"$1/snap\" --rows 20000 --seed 1 -q",
+            demo.display()
+        ),
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("No space left on device")
+            && stderr.contains("may pass when retried (exit 4)"),
+        "{stderr}"
+    );
+
+    let snapshot = dir.path().join("snap");
+    let made = tool("demo-data")
+        .args([
+            "--out".as_ref(),
+            snapshot.as_os_str(),
+            "--rows".as_ref(),
+            "20000".as_ref(),
+            "-q".as_ref(),
+        ])
+        .run();
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let record = tool("mf-hash")
+        .args(["testdata/demo/manifest.yaml", "-q"])
+        .run();
+    assert_eq!(record.code, 0, "{}", record.stderr);
+    let record_file = dir.path().join("record.json");
+    std::fs::write(&record_file, record.stdout).unwrap();
+    let (code, stderr) = on_a_full_disk(
+        &tiny,
+        &format!(
+            "{} --in {} --out \"$1/shards\" -q < {} > /dev/null",
+            bin("shardify").display(),
+            snapshot.display(),
+            record_file.display()
+        ),
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("no space left on the device"), "{stderr}");
+}

@@ -64,7 +64,20 @@ pub fn cause_of_error(error: &(dyn Error + 'static)) -> Option<Cause> {
     if let Some(marked) = error.downcast_ref::<EnvironmentFailed>() {
         return Some(marked.cause);
     }
-    error.downcast_ref::<std::io::Error>().and_then(io_cause)
+    let io = error.downcast_ref::<std::io::Error>()?;
+    io_cause(io).or_else(|| {
+        // An error a writer wrapped into an io::Error (a CSV or compression writer's, kind
+        // Other): the OS error is in its own chain.
+        let mut inner: Option<&(dyn Error + 'static)> =
+            io.get_ref().map(|e| e as &(dyn Error + 'static));
+        while let Some(error) = inner {
+            if let Some(cause) = cause_of_error(error) {
+                return Some(cause);
+            }
+            inner = error.source();
+        }
+        None
+    })
 }
 
 /// Whether an OS error is the environment's. A missing file, a denied permission or bad data
@@ -118,6 +131,29 @@ mod tests {
         ] {
             assert_eq!(io_cause(&IoError::from(input)), None, "{input:?}");
         }
+    }
+
+    /// A CSV writer turns a full disk into `io::Error::other(csv::Error)`: kind Other, no OS
+    /// code. The disk is still full.
+    #[test]
+    fn an_os_error_wrapped_into_another_io_error_is_found() {
+        #[derive(Debug)]
+        struct Wrapper(IoError);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "writing a record: {}", self.0)
+            }
+        }
+        impl Error for Wrapper {
+            fn source(&self) -> Option<&(dyn Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let wrapped = IoError::other(Wrapper(IoError::from_raw_os_error(libc::ENOSPC)));
+        assert_eq!(wrapped.kind(), ErrorKind::Other);
+        assert_eq!(cause_of_error(&wrapped), Some(Cause::DiskFull));
+        let plain = IoError::other(Wrapper(IoError::from(ErrorKind::InvalidData)));
+        assert_eq!(cause_of_error(&plain), None);
     }
 
     #[test]

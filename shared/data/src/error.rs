@@ -26,6 +26,30 @@ impl DataError {
         }
     }
 
+    /// An error a library (Arrow, Parquet) reported about `path`. An OS error in its chain is
+    /// kept as the source, so that a full disk or a failing device stays the environment's
+    /// (exit 4, which a retry may cure) rather than becoming text that reads as bad input.
+    pub fn library(
+        path: impl Into<PathBuf>,
+        error: &(dyn std::error::Error + 'static),
+    ) -> DataError {
+        let mut next = Some(error);
+        while let Some(inner) = next {
+            if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+                let source = match io.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(io.kind(), io.to_string()),
+                };
+                return DataError::Io {
+                    path: path.into(),
+                    source,
+                };
+            }
+            next = inner.source();
+        }
+        DataError::file(path, error)
+    }
+
     pub fn column(column: impl Into<String>, message: impl std::fmt::Display) -> DataError {
         DataError::Column {
             column: column.into(),

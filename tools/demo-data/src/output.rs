@@ -128,11 +128,23 @@ fn values(row: &Row) -> [String; 15] {
 
 fn write_csv(out: &mut dyn Write, columns: &[&str], rows: &[Row]) -> std::io::Result<()> {
     let mut writer = csv::Writer::from_writer(out);
-    writer.write_record(columns)?;
+    writer.write_record(columns).map_err(os_error)?;
     for row in rows {
-        writer.write_record(&values(row)[..columns.len()])?;
+        writer
+            .write_record(&values(row)[..columns.len()])
+            .map_err(os_error)?;
     }
     writer.flush()
+}
+
+/// The I/O error inside a CSV writer's error: csv's own conversion wraps it as kind Other,
+/// which hides a full disk (the environment's, exit 4) as if it were bad input.
+fn os_error(error: csv::Error) -> std::io::Error {
+    let text = error.to_string();
+    match error.into_kind() {
+        csv::ErrorKind::Io(io) => io,
+        _ => std::io::Error::other(text),
+    }
 }
 
 /// One JSON object per line; numbers as JSON numbers except a bad spend, which is a string, and

@@ -171,7 +171,7 @@ impl Slot {
     }
 
     fn append(&mut self, run: &RecordBatch, schema: &SchemaRef) -> Result<(), DataError> {
-        let io = |e: arrow::error::ArrowError| DataError::file(&self.path, e);
+        let io = |e: arrow::error::ArrowError| DataError::library(&self.path, &e);
         if self.spill.is_none() {
             let file = File::create(&self.path).map_err(|source| DataError::Io {
                 path: self.path.clone(),
@@ -203,11 +203,11 @@ impl Slot {
         let Some(mut writer) = self.spill.take() else {
             return Ok(None);
         };
-        let io = |e: arrow::error::ArrowError| DataError::file(&self.path, e);
+        let io = |e: arrow::error::ArrowError| DataError::library(&self.path, &e);
         writer.finish().map_err(io)?;
         let file = writer.into_inner().map_err(io)?;
         file.into_inner()
-            .map_err(|e| DataError::file(&self.path, e.error()))?;
+            .map_err(|e| DataError::library(&self.path, e.error()))?;
         let file = File::open(&self.path).map_err(|source| DataError::Io {
             path: self.path.clone(),
             source,

@@ -144,7 +144,7 @@ impl<'a> SplitWriter<'a> {
             shard
                 .writer
                 .write(&chunk)
-                .map_err(|e| DataError::file(&shard.path, e))?;
+                .map_err(|e| DataError::library(&shard.path, &e))?;
             shard.rows += take;
             if shard.rows == self.options.shard_rows {
                 self.close_current()?;
@@ -161,14 +161,14 @@ impl<'a> SplitWriter<'a> {
             Some(shard) => shard
                 .writer
                 .poll()
-                .map_err(|e| DataError::file(&shard.path, e))?,
+                .map_err(|e| DataError::library(&shard.path, &e))?,
             None => true,
         };
         while let Some(shard) = self.closing.front_mut() {
             let done = shard
                 .writer
                 .poll()
-                .map_err(|e| DataError::file(&shard.path, e))?;
+                .map_err(|e| DataError::library(&shard.path, &e))?;
             if !done {
                 return Ok(false);
             }
@@ -251,7 +251,7 @@ impl<'a> SplitWriter<'a> {
             properties,
             self.options.background.clone(),
         )
-        .map_err(|e| DataError::file(&path, e))?;
+        .map_err(|e| DataError::library(&path, &e))?;
         Ok(OpenShard {
             writer,
             rows: 0,
@@ -268,7 +268,7 @@ impl<'a> SplitWriter<'a> {
         shard
             .writer
             .close_group()
-            .map_err(|e| DataError::file(&shard.path, e))?;
+            .map_err(|e| DataError::library(&shard.path, &e))?;
         self.closing.push_back(shard);
         Ok(())
     }
@@ -283,7 +283,7 @@ impl<'a> SplitWriter<'a> {
         let sink = shard
             .writer
             .into_inner()
-            .map_err(|e| DataError::file(&shard.path, e))?;
+            .map_err(|e| DataError::library(&shard.path, &e))?;
         let (buffered, hasher, bytes) = sink.into_parts();
         let temp = buffered.into_inner().map_err(|e| io(e.into_error()))?;
         temp.as_file().sync_all().map_err(io)?;

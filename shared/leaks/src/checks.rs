@@ -172,8 +172,10 @@ pub const CHANCE_ALPHA: f64 = 0.001;
 /// with a twin among its other rows. A later split compared with `M` earlier rows has a twin by
 /// chance with probability `1 - (1 - rate)^(M / (N - 1))`, `N` the earliest split's rows (exact
 /// for rows of one kind, and no smaller than the truth for a mix, so the test errs towards
-/// passing chance twins). Each later split's count is tested one-sided (binomial), Bonferroni
-/// over the later splits.
+/// passing chance twins). Each later split's count is tested one-sided, Bonferroni over the
+/// later splits: binomially, and where the rate moves between stretches of the earliest split
+/// by more than sampling explains (a schedule that changes with the season), against that
+/// movement too, the larger p-value deciding (see [`overdispersed_p`]).
 fn twins_by_chance(
     merged: &Merged,
     data: &Partitioned,
@@ -201,6 +203,7 @@ fn twins_by_chance(
         .filter(|&s| s != first && rows[s] > 0)
         .collect();
     let tests = later.len().max(1) as f64;
+    let movement = rate_movement(&merged.rows, first, rate);
     let (mut expected, mut p_value) = (0.0, 1.0f64);
     for &split in &later {
         let earlier: u64 = (0..rows.len())
@@ -212,6 +215,12 @@ fn twins_by_chance(
         let p =
             runfn_stats::binomial::at_least(observed[split], rows[split], chance.clamp(0.0, 1.0))
                 .unwrap_or(0.0);
+        let p = p.max(overdispersed_p(
+            observed[split],
+            rows[split],
+            chance,
+            movement,
+        ));
         p_value = p_value.min((p * tests).min(1.0));
     }
     Some(runfn_schema::record::LeakChance {
@@ -221,7 +230,63 @@ fn twins_by_chance(
         observed: observed.iter().sum(),
         p_value,
         alpha: CHANCE_ALPHA,
+        movement: movement.map(|m| m.sd),
     })
+}
+
+/// How far the twin rate moves between the earliest split's stretches beyond what sampling
+/// explains: the standard deviation of the blocks' rates (each block's rows with a twin in the
+/// other blocks) less the binomial variance of a block's size, with the blocks' count as the
+/// evidence behind it. None with too few rows for a block to say anything.
+#[derive(Debug, Clone, Copy)]
+struct Movement {
+    sd: f64,
+    blocks: usize,
+}
+
+fn rate_movement(keys: &crate::keys::Keys, first: usize, rate: f64) -> Option<Movement> {
+    let (rows, twins) = (keys.block_rows.get(first)?, keys.block_twins.get(first)?);
+    let rates: Vec<(f64, u64)> = rows
+        .iter()
+        .zip(twins)
+        .filter(|(n, _)| **n >= 20)
+        .map(|(n, t)| (*t as f64 / *n as f64, *n))
+        .collect();
+    if rates.len() < 4 {
+        return None;
+    }
+    let k = rates.len() as f64;
+    let mean = rates.iter().map(|r| r.0).sum::<f64>() / k;
+    let variance = rates.iter().map(|r| (r.0 - mean).powi(2)).sum::<f64>() / (k - 1.0);
+    let typical = rates.iter().map(|r| r.1 as f64).sum::<f64>() / k;
+    let sampling = rate * (1.0 - rate) / typical;
+    Some(Movement {
+        sd: (variance - sampling).max(0.0).sqrt(),
+        blocks: rates.len(),
+    })
+}
+
+/// The one-sided p-value of `observed` twins in `rows` rows when the chance rate itself moves
+/// from one stretch of data to the next by `movement.sd` (a later split is one more stretch):
+/// the excess over `chance` against the two variances together, Student-t with the blocks'
+/// count less one degrees of freedom. 0 (no say) without movement: the binomial test stands.
+fn overdispersed_p(observed: u64, rows: u64, chance: f64, movement: Option<Movement>) -> f64 {
+    let Some(movement) = movement.filter(|m| m.sd > 0.0) else {
+        return 0.0;
+    };
+    if rows == 0 {
+        return 1.0;
+    }
+    let share = observed as f64 / rows as f64;
+    let spread = (movement.sd.powi(2) + chance * (1.0 - chance) / rows as f64).sqrt();
+    let t = (share - chance) / spread;
+    statrs::distribution::StudentsT::new(0.0, 1.0, (movement.blocks - 1) as f64).map_or(
+        1.0,
+        |dist| {
+            use statrs::distribution::ContinuousCDF;
+            dist.sf(t)
+        },
+    )
 }
 
 /// Counts the rows of a later split whose text is a near twin of an earlier split's; with
@@ -383,4 +448,29 @@ pub fn label_proxies(
         config.train_split
     ));
     check
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Coarse rows whose chance rate moves by two points between stretches of train: a later
+    /// split two points above the mean is one more stretch, not a leak, though a binomial test
+    /// alone calls it impossible; twelve points above is a leak under both.
+    #[test]
+    fn a_twin_rate_that_moves_with_the_data_is_judged_against_its_movement() {
+        let movement = Some(Movement {
+            sd: 0.02,
+            blocks: 10,
+        });
+        let (rows, chance) = (10_000, 0.088);
+        let binomial = runfn_stats::binomial::at_least(1_100, rows, chance).unwrap();
+        assert!(binomial < 1e-9, "{binomial}");
+        let moved = overdispersed_p(1_100, rows, chance, movement);
+        assert!(moved > 0.05, "{moved}");
+        let copied = overdispersed_p(2_000, rows, chance, movement);
+        assert!(copied < 1e-3, "{copied}");
+        // No movement: the binomial test alone decides.
+        assert_eq!(overdispersed_p(1_100, rows, chance, None), 0.0);
+    }
 }

@@ -128,6 +128,37 @@ impl Seen {
 
 /// Adds to `repeated` (per split) the occurrences of one key in each split where it appears
 /// more than once.
+/// Adds a key's rows to their blocks, and to the blocks' twins where the same split holds the
+/// key in another block too.
+fn count_blocks(group: &[Occurrence], block_of: &impl Fn(&Occurrence) -> usize, keys: &mut Keys) {
+    let mut per_split: Vec<(u8, [u64; BLOCKS])> = Vec::new();
+    for occurrence in group {
+        let block = block_of(occurrence);
+        match per_split.iter_mut().find(|(s, _)| *s == occurrence.split) {
+            Some((_, counts)) => counts[block] += 1,
+            None => {
+                let mut counts = [0; BLOCKS];
+                counts[block] = 1;
+                per_split.push((occurrence.split, counts));
+            }
+        }
+    }
+    for (split, counts) in per_split {
+        let split = split as usize;
+        if keys.block_rows.len() <= split {
+            keys.block_rows.resize(split + 1, [0; BLOCKS]);
+            keys.block_twins.resize(split + 1, [0; BLOCKS]);
+        }
+        let total: u64 = counts.iter().sum();
+        for (block, n) in counts.iter().enumerate() {
+            keys.block_rows[split][block] += n;
+            if total > *n {
+                keys.block_twins[split][block] += n;
+            }
+        }
+    }
+}
+
 fn count_repeats(group: &[Occurrence], repeated: &mut Vec<u64>) {
     let mut counts: Vec<(u8, u64)> = Vec::new();
     for occurrence in group {
@@ -157,7 +188,16 @@ pub struct Keys {
     /// Per split (by index): its rows whose key appears again in the same split, that is the
     /// rows with a twin among that split's other rows. The rate chance alone gives.
     pub repeated_within: Vec<u64>,
+    /// Per split, its rows cut into [`BLOCKS`] runs in file order (time order, for a snapshot
+    /// written as it grew): each block's rows, and those with a twin in another block of the
+    /// split. How much the twin rate moves from one stretch of the data to another, beyond
+    /// sampling: what a later split's rate may differ by without a leak.
+    pub block_rows: Vec<[u64; BLOCKS]>,
+    pub block_twins: Vec<[u64; BLOCKS]>,
 }
+
+/// Runs of rows per split for [`Keys::block_twins`].
+pub const BLOCKS: usize = 10;
 
 impl Keys {
     /// Groups the occurrences of `files` (one entry per file, in file order) by key.
@@ -170,6 +210,23 @@ impl Keys {
             file.occurrences.shrink_to_fit();
             values.push(file);
         }
+        // Each occurrence's block: its rank among its split's rows in file order.
+        let mut by_place: Vec<(u8, u32, u64)> = occurrences
+            .iter()
+            .map(|o| (o.split, o.file, o.row))
+            .collect();
+        by_place.par_sort_unstable();
+        let split_rows = |split: u8| {
+            let start = by_place.partition_point(|p| p.0 < split);
+            let end = by_place.partition_point(|p| p.0 <= split);
+            (start, end - start)
+        };
+        let block_of = |o: &Occurrence| {
+            let (start, rows) = split_rows(o.split);
+            let rank =
+                by_place[start..start + rows].partition_point(|p| (p.1, p.2) < (o.file, o.row));
+            rank * BLOCKS / rows.max(1)
+        };
         occurrences.par_sort_unstable();
         let value_at = |loc: Loc| {
             values
@@ -190,6 +247,7 @@ impl Keys {
             if group.len() > 1 {
                 count_repeats(group, &mut keys.repeated_within);
             }
+            count_blocks(group, &block_of, &mut keys);
             let splits = group.iter().fold(0u64, |bits, o| bits | 1 << o.split);
             *keys.by_splits.entry(splits).or_default() += 1;
             if splits.count_ones() > 1 {
@@ -233,6 +291,27 @@ mod tests {
 
     fn loc(file: u32, row: u64) -> Loc {
         Loc { file, row }
+    }
+
+    /// 100 rows of one split in ten blocks of ten: a key repeated inside one block has no twin
+    /// in another block; a key in blocks 0 and 9 has one in each.
+    #[test]
+    fn twins_are_counted_by_block_in_file_order() {
+        let mut file = FileKeys::default();
+        for row in 1..=100u64 {
+            let key = match row {
+                1 | 2 => "inside block 0".to_string(),
+                5 | 95 => "blocks 0 and 9".to_string(),
+                _ => format!("row {row}"),
+            };
+            file.add(hash128(key.as_bytes()), "", 0, loc(0, row));
+        }
+        let keys = Keys::group(vec![file], false);
+        assert_eq!(keys.block_rows[0], [10; BLOCKS]);
+        let mut twins = [0; BLOCKS];
+        (twins[0], twins[9]) = (1, 1);
+        assert_eq!(keys.block_twins[0], twins);
+        assert_eq!(keys.repeated_within, [4]);
     }
 
     #[test]

@@ -35,6 +35,13 @@ Tolerances (manifest.leaks; default: any leak fails): per check {max_count: N} (
 or {off: \"reason\"} (still run and reported, never failing); an optional reason with a
 tolerance. Each check records the setting applied and the reason. The twin checks count the rows
 of a later split (val, test) with a twin in an earlier one.
+Twins by chance: coarse rows (a scheduled event on another day) have twins by chance. By default
+exact_duplicates fails only when a later split has more twins than chance gives: the earliest
+split's own rate (its rows with a twin among its other rows), brought to the later split's size,
+tested one-sided at alpha 0.001 (binomial, Bonferroni over the later splits); where that rate
+moves between ten runs of the earliest split's rows (in file order) by more than sampling, the
+excess is also judged against that movement (Student-t), the larger p-value deciding. The check's
+chance: {reference, rate, expected, observed, p_value, alpha, movement} says so.
   leaks: {exact_duplicates: {max_fraction: 0.02, reason: \"twin listings are distinct sales\"},
           near_duplicates: {off: \"listings repeat their boilerplate by design\"}}
 --pairs-out FILE writes every exact and near twin pair as JSON Lines, atomically:
@@ -43,7 +50,7 @@ of a later split (val, test) with a twin in an earlier one.
 Output: the input record plus
   \"leaks\": {\"passed\": bool, \"bad_values\": n,
             \"checks\": [{\"name\", \"passed\", \"count\", \"of\"?, \"fraction\"?, \"setting\", \"reason\"?,
-                        \"examples\": [...], \"note\"?}]}
+                        \"examples\": [...], \"note\"?, \"chance\"?}]}
 
 Exit: 0 no leak, 1 a leak found (record still on stdout), 2 bad usage or input.
 4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the

@@ -51,4 +51,9 @@ pub struct LeakChance {
     /// The smallest Bonferroni-adjusted one-sided p-value over the later splits.
     pub p_value: f64,
     pub alpha: f64,
+    /// How far the rate moves between stretches of the reference (ten runs of its rows in file
+    /// order) beyond sampling, as a standard deviation; null when too few rows to tell. Where
+    /// it moves, a later split's excess is judged against that movement as well.
+    #[serde(default)]
+    pub movement: Option<f64>,
 }

@@ -6,13 +6,19 @@ departure delay; late = arrival delay > 15 min), one manifest with rolling windo
 2 weeks, train: the 8 weeks before), three seeds a night. Each night:
 - honest: shardify, train three seeds, evaluate, noise-floor, evaluate the serving model
   (flights@prod) as the baseline, gate; a passing night registers and promotes;
-- planted, on a copy of the registry: the same night with the training labels of the largest
-  carrier shuffled among its own rows (the finding that led to the gate's asymmetry), gated and
-  thrown away. The true drop on that carrier's test rows is measured against the honest
+- planted, on a copy of the registry, gated and thrown away, one kind per night in turn (or
+  the kinds KINDS names, comma-separated):
+  shuffle: the training labels of the largest carrier shuffled among its own rows (the finding
+           that led to the gate's asymmetry);
+  drop:    the strongest feature (dep_delay) dropped from the model (config.features);
+  flip:    40% of the training labels flipped;
+  rename:  the largest carrier renamed in the later rows only (val and test: a category the
+           model never saw).
+  The true drop (overall and on that carrier's test rows) is measured against the honest
   candidate.
-Prints one JSON line a night on stdout and the two error rates on stderr.
+Prints one JSON line a night on stdout and the error rates on stderr.
 
-    BIN=target/release scripts/trials/venv.sh scripts/trials/gate_nights.py [NIGHTS] [DIR]
+    BIN=target/release KINDS=drop,flip scripts/trials/venv.sh scripts/trials/gate_nights.py [NIGHTS] [DIR]
 """
 import json
 import os
@@ -38,7 +44,7 @@ data:
 code:
   commit: 9c41be0
   image: registry.example.com/train@sha256:4d2f6a0b8c1e3f5a7b9d0c2e4f6a8b0c1d3e5f7a9b0c2d4e6f8a0b1c3d5e7f9a
-config: {{model: mlp, hidden: [32], lr: 0.01, global_batch: 512, max_steps: 600, eval_every: 600, ckpt_every: 600}}
+config: {{model: mlp, hidden: [32], lr: 0.01, global_batch: 512, max_steps: 600, eval_every: 600, ckpt_every: 600{features}}}
 seed: 7
 eval:
   slices: [carrier, origin]
@@ -62,12 +68,16 @@ def frame():
     return f[["when", "carrier", "origin", "dest", "hour", "distance", "dep_delay", "late"]].sort_values("when")
 
 
-def run_night(night, rows, registry, folder, first):
+KINDS = [k for k in os.environ.get("KINDS", "shuffle,drop,flip,rename").split(",") if k]
+WITHOUT_DEP_DELAY = ", features: {numeric: [distance], categorical: [carrier, origin, dest, hour]}"
+
+
+def run_night(night, rows, registry, folder, first, features=""):
     """One night's chain in `folder`; returns (gate section or None, record after gate)."""
     os.makedirs(os.path.join(folder, "snapshot"), exist_ok=True)
     rows.to_csv(os.path.join(folder, "snapshot", "flights.csv"), index=False)
     with open(os.path.join(folder, "m.yaml"), "w") as f:
-        f.write(MANIFEST.format(night=night))
+        f.write(MANIFEST.format(night=night, features=features))
     cwd = os.getcwd()
     os.chdir(folder)
     try:
@@ -101,7 +111,8 @@ def main():
     os.makedirs(WORK)
     biggest = flights["carrier"].value_counts().index[0]
     start = days.min() + pd.Timedelta(days=70)
-    honest_blocked = honest_nights = planted_caught = planted_nights = 0
+    honest_blocked = honest_nights = 0
+    totals = {}
     for night in range(NIGHTS + 1):
         cut = start + pd.Timedelta(days=7 * night)
         rows = flights[(days < cut) & (days >= cut - pd.Timedelta(days=70))]
@@ -118,28 +129,44 @@ def main():
         print(json.dumps(line), flush=True)
         if night == 0:
             continue
-        # The same night with one carrier's training labels shuffled among its rows, on a copy.
+        kind = KINDS[(night - 1) % len(KINDS)]
         test_start = rows["when"].max().normalize() - pd.Timedelta(days=13)
         planted = rows.copy()
-        in_train = (planted["carrier"] == biggest) & (planted["when"] < test_start)
-        labels = planted.loc[in_train, "late"].tolist()
-        random.Random(night).shuffle(labels)
-        planted.loc[in_train, "late"] = labels
+        in_train = planted["when"] < test_start
+        features = ""
+        if kind == "shuffle":
+            chosen = in_train & (planted["carrier"] == biggest)
+            labels = planted.loc[chosen, "late"].tolist()
+            random.Random(night).shuffle(labels)
+            planted.loc[chosen, "late"] = labels
+        elif kind == "flip":
+            rng = random.Random(night)
+            flip = [rng.random() < 0.4 for _ in range(int(in_train.sum()))]
+            planted.loc[in_train, "late"] = [1 - y if f else y for y, f in zip(planted.loc[in_train, "late"], flip)]
+        elif kind == "drop":
+            features = WITHOUT_DEP_DELAY
+        elif kind == "rename":
+            planted.loc[~in_train & (planted["carrier"] == biggest), "carrier"] = biggest + "-renamed"
         copy = os.path.join(WORK, f"planted-{night:02d}")
         shutil.copytree(registry, os.path.join(copy, "registry"))
-        record_p, _ = run_night(night, planted, os.path.join(copy, "registry"), os.path.join(copy, "run"), False)
+        record_p, _ = run_night(night, planted, os.path.join(copy, "registry"), os.path.join(copy, "run"), False, features)
         caught = not record_p["gate"]["passed"]
-        planted_nights += 1
-        planted_caught += caught
+        totals.setdefault(kind, [0, 0])
+        totals[kind][0] += caught
+        totals[kind][1] += 1
         honest_auc = slice_auc(record, "evaluate", "carrier", biggest)
         planted_auc = slice_auc(record_p, "evaluate", "carrier", biggest)
+        slice_key = biggest + "-renamed" if kind == "rename" else biggest
+        planted_auc = slice_auc(record_p, "evaluate", "carrier", slice_key) or planted_auc
+        overall = lambda r: r.get("evaluate", {}).get("overall", {}).get("auc")
         unstable = record_p["gate"].get("unstable", [])
-        print(json.dumps({"night": night, "kind": f"shuffled {biggest}", "gate": not caught,
+        print(json.dumps({"night": night, "kind": kind, "gate": not caught,
+                          "true_drop": None if overall(record) is None or overall(record_p) is None else overall(record_p) - overall(record),
                           "true_slice_drop": None if honest_auc is None or planted_auc is None else planted_auc - honest_auc,
                           "unstable": unstable, "reasons": record_p["gate"]["reasons"][:3]}), flush=True)
         shutil.rmtree(copy)
-    print(f"flights: honest nights blocked {honest_blocked}/{honest_nights}; "
-          f"shuffled-{biggest} nights caught {planted_caught}/{planted_nights}", file=sys.stderr)
+    caught = ", ".join(f"{kind} caught {c}/{n}" for kind, (c, n) in totals.items())
+    print(f"flights: honest nights blocked {honest_blocked}/{honest_nights}; {caught}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -66,14 +66,7 @@ pub enum Pinning {
 /// by name, `latest` or `current`, is still refused).
 pub fn lint_as(manifest: &Map<String, Value>, pinning: Pinning) -> Vec<Problem> {
     let mut problems = Problems::default();
-    for key in manifest.keys() {
-        if !TOP_LEVEL_FIELDS.contains(&key.as_str()) {
-            problems.add(
-                key,
-                format!("unknown field{}", suggest::hint(key, TOP_LEVEL_FIELDS)),
-            );
-        }
-    }
+    problems.unknown_keys("", manifest, TOP_LEVEL_FIELDS);
     lint_run_id(manifest.get("run_id"), &mut problems);
     lint_data(manifest.get("data"), pinning, &mut problems);
     lint_code(manifest.get("code"), &mut problems);
@@ -104,14 +97,7 @@ pub fn lint_as(manifest: &Map<String, Value>, pinning: Pinning) -> Vec<Problem> 
 /// it does hold is checked as in a run's manifest.
 pub fn lint_drift_only(manifest: &Map<String, Value>) -> Vec<Problem> {
     let mut problems = Problems::default();
-    for key in manifest.keys() {
-        if !TOP_LEVEL_FIELDS.contains(&key.as_str()) {
-            problems.add(
-                key,
-                format!("unknown field{}", suggest::hint(key, TOP_LEVEL_FIELDS)),
-            );
-        }
-    }
+    problems.unknown_keys("", manifest, TOP_LEVEL_FIELDS);
     if manifest.contains_key("run_id") {
         lint_run_id(manifest.get("run_id"), &mut problems);
     }
@@ -154,15 +140,17 @@ pub fn lint_drift_only(manifest: &Map<String, Value>) -> Vec<Problem> {
 struct Problems(Vec<Problem>);
 
 impl Problems {
-    /// `unknown field` for each key of `map` (at `prefix`) that is not in `known`, with the
-    /// close name when there is one.
+    /// `unknown field` for each key of `map` (at `prefix`, empty at the top) that is not in
+    /// `known`, with the close name when there is one.
     fn unknown_keys(&mut self, prefix: &str, map: &Map<String, Value>, known: &[&str]) {
         for key in map.keys() {
             if !known.contains(&key.as_str()) {
-                self.add(
-                    format!("{prefix}.{key}"),
-                    format!("unknown field{}", suggest::hint(key, known)),
-                );
+                let field = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                self.add(field, format!("unknown field{}", suggest::hint(key, known)));
             }
         }
     }

@@ -262,18 +262,7 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
         args.source.input.as_deref(),
         args.source.shards.as_deref(),
     )?;
-    let roles = Roles {
-        label: spec.label.clone(),
-        identifiers: spec.entity.iter().chain(&spec.text).cloned().collect(),
-        reserved: spec
-            .time
-            .iter()
-            .chain(&spec.label_time)
-            .chain(spec.as_of.values())
-            .cloned()
-            .collect(),
-        features,
-    };
+    let roles = roles_of(&spec, spec.label.clone(), features);
     let snapshot = open_source(&source, args.source.schema.as_deref(), &spec)?;
     let newest = match &spec.time {
         Some(time) => runfn_data::rolling::latest_time(&snapshot.1, time)?,
@@ -418,6 +407,23 @@ fn today(newest: Option<f64>) -> String {
         .chars()
         .take(10)
         .collect()
+}
+
+/// What the data spec says the columns are: the label, the identifiers (entity and text, new
+/// by design), the other columns it names, and the model's features when listed.
+fn roles_of(spec: &DataSpec, label: Option<String>, features: Option<Vec<String>>) -> Roles {
+    Roles {
+        label,
+        identifiers: spec.entity.iter().chain(&spec.text).cloned().collect(),
+        reserved: spec
+            .time
+            .iter()
+            .chain(&spec.label_time)
+            .chain(spec.as_of.values())
+            .cloned()
+            .collect(),
+        features,
+    }
 }
 
 fn registry_default() -> PathBuf {
@@ -641,21 +647,11 @@ fn compare_command(tool: &Tool, inputs: CompareInputs) -> anyhow::Result<Exit> {
         holder.set_section("manifest", manifest.clone());
         holder
     })?;
-    let roles = Roles {
-        label: inputs
-            .label
-            .or(spec.label.clone())
-            .or(current_profile.label.clone()),
-        identifiers: spec.entity.iter().chain(&spec.text).cloned().collect(),
-        reserved: spec
-            .time
-            .iter()
-            .chain(&spec.label_time)
-            .chain(spec.as_of.values())
-            .cloned()
-            .collect(),
-        features,
-    };
+    let label = inputs
+        .label
+        .or(spec.label.clone())
+        .or(current_profile.label.clone());
+    let roles = roles_of(&spec, label, features);
     let comparison = compare(
         previous_profile.as_ref(),
         &current_profile,

@@ -115,6 +115,9 @@ def main():
     totals = {}
     for night in range(NIGHTS + 1):
         cut = start + pd.Timedelta(days=7 * night)
+        if cut > days.max() + pd.Timedelta(days=1):
+            print(f"flights: the data ends on {days.max().date()}: {night - 1} nights", file=sys.stderr)
+            break
         rows = flights[(days < cut) & (days >= cut - pd.Timedelta(days=70))]
         folder = os.path.join(WORK, f"night-{night:02d}")
         record, code = run_night(night, rows, registry, folder, first=night == 0)

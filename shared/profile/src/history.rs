@@ -27,7 +27,7 @@ use runfn_stats::holm::holm;
 
 use crate::compare::{Check, Comparison, settled_checks};
 use crate::explain::{Explanation, apply};
-use crate::profile::{PIECE_ROWS, Profile};
+use crate::profile::{PIECE_ROWS, Profile, pieces};
 use crate::scope::Roles;
 use crate::settings::Thresholds;
 
@@ -91,12 +91,7 @@ pub fn profile_windows(
     }
     let windows = ends.len() - 1;
     let empty = || Profile::empty(snapshot, label, positive, identifiers);
-    let pieces = (0..snapshot.files.len())
-        .map(|file| snapshot.pieces(file, PIECE_ROWS))
-        .collect::<Result<Vec<_>, DataError>>()?
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>();
+    let pieces = pieces(snapshot, PIECE_ROWS)?;
     let time_index = snapshot
         .schema
         .index_of(time)
@@ -106,19 +101,11 @@ pub fn profile_windows(
         .map(|piece| {
             let mut whole = empty();
             let mut parts: Vec<Profile> = (0..windows).map(|_| empty()).collect();
-            if piece.first_row == 0 {
-                whole
-                    .sources
-                    .push(snapshot.files[piece.file].path.display().to_string());
-            }
+            whole.open_piece(snapshot, piece);
             for typed in snapshot.read_piece(piece)? {
                 let typed = typed?;
+                whole.add_typed(&typed);
                 let batch = &typed.batch;
-                whole.rows += batch.num_rows() as u64;
-                whole.bad_values.merge(&typed.bad_values);
-                for (column, array) in whole.columns.iter_mut().zip(batch.columns()) {
-                    column.add(array);
-                }
                 let which: Vec<Option<usize>> = numeric_values(batch.column(time_index))
                     .into_iter()
                     .map(|t| t.and_then(|t| window_of(&ends, t)))
@@ -131,11 +118,7 @@ pub fn profile_windows(
                         which.iter().map(|w| Some(*w == Some(k))).collect();
                     let rows = arrow::compute::filter_record_batch(batch, &mask)
                         .map_err(|e| DataError::Other(e.to_string()))?;
-                    let part = &mut parts[k];
-                    part.rows += rows.num_rows() as u64;
-                    for (column, array) in part.columns.iter_mut().zip(rows.columns()) {
-                        column.add(array);
-                    }
+                    parts[k].add_rows(&rows);
                 }
             }
             Ok((whole, parts))

@@ -1,11 +1,12 @@
 //! A snapshot's profile: every column, computed per file (or per run of a large Parquet file's
 //! row groups) in parallel and merged in file order.
 
+use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
 use runfn_core::InputError;
 use runfn_data::DataError;
 use runfn_data::label::Positive;
-use runfn_data::read::{BadValues, Snapshot};
+use runfn_data::read::{BadValues, Piece, Snapshot, TypedBatch};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -189,28 +190,13 @@ fn profile_in_pieces(
 ) -> Result<Profile, DataError> {
     // A label column the snapshot lacks is not an input error here: the label_missing check
     // reports it as a failed validation.
-    let pieces = (0..snapshot.files.len())
-        .map(|file| snapshot.pieces(file, piece_rows))
-        .collect::<Result<Vec<_>, DataError>>()?
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>();
-    let per_piece: Vec<Profile> = pieces
+    let per_piece: Vec<Profile> = pieces(snapshot, piece_rows)?
         .par_iter()
         .map(|piece| {
             let mut profile = Profile::empty(snapshot, label, positive, identifiers);
-            if piece.first_row == 0 {
-                profile
-                    .sources
-                    .push(snapshot.files[piece.file].path.display().to_string());
-            }
+            profile.open_piece(snapshot, piece);
             for typed in snapshot.read_piece(piece)? {
-                let typed = typed?;
-                profile.rows += typed.batch.num_rows() as u64;
-                profile.bad_values.merge(&typed.bad_values);
-                for (column, array) in profile.columns.iter_mut().zip(typed.batch.columns()) {
-                    column.add(array);
-                }
+                profile.add_typed(&typed?);
             }
             Ok(profile)
         })
@@ -223,6 +209,40 @@ fn profile_in_pieces(
         merged.merge(profile).map_err(DataError::Other)?;
     }
     Ok(merged)
+}
+
+/// Every piece of every file (a large Parquet file cut into runs of row groups), in file order.
+pub(crate) fn pieces(snapshot: &Snapshot, piece_rows: u64) -> Result<Vec<Piece>, DataError> {
+    Ok((0..snapshot.files.len())
+        .map(|file| snapshot.pieces(file, piece_rows))
+        .collect::<Result<Vec<_>, DataError>>()?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+impl Profile {
+    /// Starts profiling `piece`: the file it opens becomes a source.
+    pub(crate) fn open_piece(&mut self, snapshot: &Snapshot, piece: &Piece) {
+        if piece.first_row == 0 {
+            self.sources
+                .push(snapshot.files[piece.file].path.display().to_string());
+        }
+    }
+
+    /// Adds a batch as read: its rows, its values that did not parse, every column.
+    pub(crate) fn add_typed(&mut self, typed: &TypedBatch) {
+        self.bad_values.merge(&typed.bad_values);
+        self.add_rows(&typed.batch);
+    }
+
+    /// Adds a batch's rows to the row count and every column.
+    pub(crate) fn add_rows(&mut self, batch: &RecordBatch) {
+        self.rows += batch.num_rows() as u64;
+        for (column, array) in self.columns.iter_mut().zip(batch.columns()) {
+            column.add(array);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ pub struct Windowed {
     /// Newest first; window k holds the rows of `(start, end]`.
     pub windows: Vec<Window>,
     pub time_type: ColumnType,
+    /// The oldest time in the snapshot: a window that starts before it is partial.
+    pub earliest: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,17 +98,22 @@ pub fn profile_windows(
         .schema
         .index_of(time)
         .map_err(|e| DataError::Other(e.to_string()))?;
-    let per_piece: Vec<(Profile, Vec<Profile>)> = pieces
+    let per_piece: Vec<(Profile, Vec<Profile>, Option<f64>)> = pieces
         .par_iter()
         .map(|piece| {
             let mut whole = empty();
             let mut parts: Vec<Profile> = (0..windows).map(|_| empty()).collect();
+            let mut earliest: Option<f64> = None;
             whole.open_piece(snapshot, piece);
             for typed in snapshot.read_piece(piece)? {
                 let typed = typed?;
                 whole.add_typed(&typed);
                 let batch = &typed.batch;
-                let which: Vec<Option<usize>> = numeric_values(batch.column(time_index))
+                let times = numeric_values(batch.column(time_index));
+                for t in times.iter().flatten() {
+                    earliest = Some(earliest.map_or(*t, |e| e.min(*t)));
+                }
+                let which: Vec<Option<usize>> = times
                     .into_iter()
                     .map(|t| t.and_then(|t| window_of(&ends, t)))
                     .collect();
@@ -121,14 +128,15 @@ pub fn profile_windows(
                     parts[k].add_rows(&rows);
                 }
             }
-            Ok((whole, parts))
+            Ok((whole, parts, earliest))
         })
         .collect::<Vec<Result<_, DataError>>>()
         .into_iter()
         .collect::<Result<_, DataError>>()?;
     let mut whole = empty();
     let mut parts: Vec<Profile> = (0..windows).map(|_| empty()).collect();
-    for (piece_whole, piece_parts) in &per_piece {
+    let earliest = per_piece.iter().filter_map(|(_, _, e)| *e).reduce(f64::min);
+    for (piece_whole, piece_parts, _) in &per_piece {
         whole.merge(piece_whole).map_err(DataError::Other)?;
         for (part, piece_part) in parts.iter_mut().zip(piece_parts) {
             part.merge(piece_part).map_err(DataError::Other)?;
@@ -147,6 +155,7 @@ pub fn profile_windows(
         whole,
         windows,
         time_type,
+        earliest,
     })
 }
 
@@ -242,7 +251,7 @@ impl Windowed {
     /// The whole snapshot's profile with its full windows' profiles kept in it, for the
     /// profile file (and so for the registry, and `predict`).
     pub fn into_profile(self) -> Profile {
-        let windows: Vec<Profile> = full_windows(&self.windows)
+        let windows: Vec<Profile> = full_windows(&self.windows, self.earliest)
             .iter()
             .map(|w| w.profile.clone())
             .collect();
@@ -260,24 +269,29 @@ fn window_of(ends: &[f64], t: f64) -> Option<usize> {
     (at_or_after >= 1 && at_or_after < ends.len()).then(|| at_or_after - 1)
 }
 
-/// The windows that take part: the newest ones, up to the first that holds fewer than half
-/// the rows of the median window (the snapshot's partial first window, or a gap in the feed:
-/// the history stops there rather than count a half-empty window as ordinary).
-fn full_windows(windows: &[Window]) -> &[Window] {
+/// The windows that take part, newest first: tonight's window whatever its size, and every
+/// earlier one that covers its whole span of time (the snapshot's first rows, at `earliest`,
+/// came before it opened) and holds at least half the rows of the median window. A partial or
+/// thin window (where the snapshot begins, a gap in the feed, a survey that skipped a month) is
+/// left out rather than counted as ordinary, and the history goes on beyond it: each full
+/// window is compared with the full window before it.
+fn full_windows(windows: &[Window], earliest: Option<f64>) -> Vec<&Window> {
+    let whole = |w: &Window| earliest.is_some_and(|e| e <= w.start);
     let mut sizes: Vec<u64> = windows
         .iter()
+        .filter(|w| w.profile.rows > 0 && whole(w))
         .map(|w| w.profile.rows)
-        .filter(|r| *r > 0)
         .collect();
     sizes.sort_unstable();
     let Some(median) = sizes.get(sizes.len() / 2).copied() else {
-        return &[];
+        return windows.iter().take(1).collect();
     };
-    let end = windows
+    windows
         .iter()
-        .position(|w| w.profile.rows * 2 < median)
-        .unwrap_or(windows.len());
-    &windows[..end]
+        .enumerate()
+        .filter(|(k, w)| *k == 0 || (whole(w) && w.profile.rows * 2 >= median))
+        .map(|(_, w)| w)
+        .collect()
 }
 
 /// Checks a windowed snapshot: its own checks on the whole, drift of the newest window against
@@ -293,8 +307,8 @@ pub fn judge(
     today: &str,
     window_text: &str,
 ) -> Result<(Comparison, Calibration), String> {
-    let full = full_windows(&windowed.windows);
-    let [current, reference, ..] = full else {
+    let full = full_windows(&windowed.windows, windowed.earliest);
+    let [current, reference, ..] = full[..] else {
         return Err(format!(
             "the snapshot holds {} full window{} of {window_text} (`validate.window`); drift needs \
              at least two",
@@ -412,6 +426,16 @@ mod tests {
     /// a day's noise) and a wind speed that does not move; `unit_change_from` converts the
     /// temperature of every day from then on to Celsius.
     fn year(days: usize, unit_change_from: Option<usize>) -> Snapshot {
+        year_with_gap(days, unit_change_from, 0..0, 24)
+    }
+
+    /// `year`, with the days in `gap` keeping only `gap_hours` readings a day (0: none).
+    fn year_with_gap(
+        days: usize,
+        unit_change_from: Option<usize>,
+        gap: std::ops::Range<usize>,
+        gap_hours: usize,
+    ) -> Snapshot {
         let dir = tempfile::tempdir().unwrap().keep();
         let mut text = String::from("time,temp,wind\n");
         let mut state = 7u64;
@@ -429,6 +453,9 @@ mod tests {
                     temp = (temp - 32.0) * 5.0 / 9.0;
                 }
                 let wind = 10.0 + 8.0 * noise();
+                if gap.contains(&day) && hour >= gap_hours {
+                    continue;
+                }
                 let date = chrono_free_date(day);
                 text.push_str(&format!("{date}T{hour:02}:00:00Z,{temp:.1},{wind:.1}\n"));
             }
@@ -495,8 +522,9 @@ mod tests {
         let (comparison, calibration) = judged(&spring, &[]);
         assert!(comparison.passed, "{:?}", comparison.checks);
         assert_eq!(calibration.method, "history");
-        // 150 days: ten windows of two weeks and a partial one of ten days, more than half full.
-        assert_eq!(calibration.history_windows, 9);
+        // 150 days: ten windows of two weeks, and a partial one of ten days where the snapshot
+        // begins, left out: nine pairs of windows, tonight's and eight before it.
+        assert_eq!(calibration.history_windows, 8);
         assert_eq!(calibration.current.rows, 14 * 24);
         let drift = temp_drift(&comparison);
         assert!(drift.value.unwrap() > drift.noise.unwrap(), "{drift:?}");
@@ -527,10 +555,38 @@ mod tests {
         );
     }
 
+    /// A survey that skipped a fortnight mid-history: the empty window is left out and the
+    /// history goes on beyond it (it used to stop there, leaving 2 pairs where 7 remain).
+    #[test]
+    fn a_gap_in_the_history_is_skipped_not_the_end_of_it() {
+        // Days 150 - 14·k close the windows: days 66..80 are the sixth window back, whole.
+        let surveyed = year_with_gap(150, None, 66..80, 0);
+        let (comparison, calibration) = judged(&surveyed, &[]);
+        assert!(comparison.passed, "{:?}", comparison.checks);
+        assert_eq!(calibration.method, "history");
+        assert_eq!(calibration.history_windows, 7);
+    }
+
+    /// Tonight's window with a tenth of its rows (the feed went quiet) is still tonight: its
+    /// drift is judged, the row count with it, instead of the snapshot being refused.
+    #[test]
+    fn a_thin_newest_window_is_judged_not_refused() {
+        let outage = year_with_gap(150, None, 136..150, 2);
+        let (comparison, calibration) = judged(&outage, &[]);
+        assert_eq!(calibration.current.rows, 22 + 13 * 2 + 2);
+        assert_eq!(calibration.history_windows, 8);
+        let rows = comparison
+            .checks
+            .iter()
+            .find(|c| c.name == "row_count_change")
+            .unwrap();
+        assert!(!rows.passed, "{rows:?}");
+    }
+
     /// A history under four window pairs judges by sampling noise alone, and says so.
     #[test]
     fn too_little_history_falls_back_to_sampling_noise_and_says_so() {
-        let short = year(70, None);
+        let short = year(84, None);
         let (comparison, calibration) = judged(&short, &[]);
         assert_eq!(calibration.method, "sampling");
         assert_eq!(calibration.history_windows, 3);

@@ -272,7 +272,7 @@ $(RUN_DIR)/gate.json: $(RUN_DIR)/baseline.json $(BIN)/gate
 
 $(RUN_DIR)/register.json: $(RUN_DIR)/gate.json $(BIN)/register
 	$(call say,"register and promote to $(MODEL)@prod")
-	@$(call stage,$(BIN)/register --name $(MODEL) --promote prod < $<)
+	@$(call stage,$(BIN)/register --name $(MODEL) --promote prod --artifacts '$(STORE)' < $<)
 
 # The run read back: the workflow map, predicted vs measured, and the page to look at
 # (report.html, self-contained) with TensorBoard event files beside it.

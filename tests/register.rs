@@ -296,6 +296,7 @@ fn start_registration(registry: &Path, record: &str, pause: Option<&Path>) -> Ch
         "register"
     }));
     command
+        .env("RUNFN_ARTIFACTS", std::env::temp_dir())
         .args(["--registry".as_ref(), registry.as_os_str()])
         .args(["--name", "churn", "--promote", "prod", "-q"])
         .stdin(Stdio::piped())

@@ -195,6 +195,9 @@ impl Run {
     pub fn new(path: PathBuf) -> Run {
         let mut command = Command::new(path);
         command.current_dir(env!("CARGO_MANIFEST_DIR"));
+        // The tests' runs live in the temporary folder, outside the folder the tools run in:
+        // register may copy models from there.
+        command.env("RUNFN_ARTIFACTS", std::env::temp_dir());
         Run {
             command,
             stdin: None,
@@ -254,6 +257,7 @@ pub fn spawn(
     stdout: Stdio,
 ) -> std::process::Child {
     let mut child = Command::new(bin(tool))
+        .env("RUNFN_ARTIFACTS", std::env::temp_dir())
         .args(args)
         .stdin(Stdio::piped())
         .stdout(stdout)

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_register_global_optspecs
-    string join \n registry= name= promote= allow-ungated reason= record= q/quiet pretty h/help V/version
+    string join \n registry= name= promote= allow-ungated reason= record= artifacts= q/quiet pretty h/help V/version
 end
 
 function __fish_register_needs_command
@@ -29,6 +29,7 @@ complete -c register -n "__fish_register_needs_command" -l name -d 'The model\'s
 complete -c register -n "__fish_register_needs_command" -l promote -d 'Point this alias (for example prod) at the new entry' -r
 complete -c register -n "__fish_register_needs_command" -l reason -d 'Why: stored with an ungated entry, or with an alias move' -r
 complete -c register -n "__fish_register_needs_command" -l record -d 'Read the record from FILE instead of stdin' -r -F
+complete -c register -n "__fish_register_needs_command" -l artifacts -d 'A folder the model or scores file may also come from, besides the working folder (repeatable; a store URL allows nothing more)' -r
 complete -c register -n "__fish_register_needs_command" -l allow-ungated -d 'Register even though the record\'s gate is missing or failed (needs --reason)'
 complete -c register -n "__fish_register_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c register -n "__fish_register_needs_command" -l pretty -d 'Indent the JSON on stdout (default: one line)'

@@ -479,6 +479,64 @@ fn a_background_child_of_the_alert_never_holds_the_retrain_lock() {
     assert_eq!(log.matches("== retrain started").count(), 2, "{log}");
 }
 
+// 9. register copied any readable file a record named as its model (an absolute path, `../`, a
+// symlink: `/etc/shadow` with its blake3) into a world-readable blob.
+#[test]
+fn register_copies_models_only_from_where_the_run_wrote_them() {
+    let here = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    // A private file outside the working folder, with the blake3 the record carries.
+    let private = elsewhere.path().join("private.safetensors");
+    std::fs::copy(weights_of(gated()), &private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = here.path().join("model.safetensors");
+    std::os::unix::fs::symlink(&private, &link).unwrap();
+    let register = |weights: &Path, extra: &[&str]| {
+        let mut record: Value = serde_json::from_str(gated()).unwrap();
+        record["train"]["weights"] = weights.display().to_string().into();
+        tool("register")
+            .current_dir(here.path())
+            .env("RUNFN_ARTIFACTS", "")
+            .args(["--registry", "registry", "--name", "churn", "-q"])
+            .args(extra)
+            .stdin(record.to_string())
+            .run()
+    };
+    register(&private, &[]).assert_bad_input("register", "lies outside the working folder");
+    let through_link = register(&link, &[]);
+    through_link.assert_bad_input("register", "lies outside the working folder");
+    assert!(
+        through_link.stderr.contains("really"),
+        "{}",
+        through_link.stderr
+    );
+    let traversal = here
+        .path()
+        .join("..")
+        .join(elsewhere.path().file_name().unwrap());
+    register(&traversal.join("private.safetensors"), &[])
+        .assert_bad_input("register", "lies outside the working folder");
+    assert!(!here.path().join("registry").join("blobs").exists());
+
+    // Named by the caller, the folder is allowed, and the blob stays as private as its file.
+    let allowed = register(
+        &private,
+        &["--artifacts", elsewhere.path().to_str().unwrap()],
+    );
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    let hash = allowed.json()["register"]["weights_blake3"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let blob = here
+        .path()
+        .join("registry/blobs")
+        .join(&hash[..2])
+        .join(&hash);
+    let mode = std::fs::metadata(&blob).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o400, "the blob of a 0600 file is {mode:o}");
+}
+
 // 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
 // made the interval null; a std of -1 was used as 1).
 #[test]

@@ -2,6 +2,8 @@
 //! binaries are thin: `register` runs [`main`] with no faults; `register-with-faults` (the
 //! tests' build only) with the pause its environment asks for.
 
+mod confine;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -41,6 +43,9 @@ kept in an append-only history (from, to, time, reason).
 
 A record whose `gate` is missing or failed is refused (exit 1) unless --allow-ungated with
 --reason, which is stored with the entry. Names and aliases match [a-z0-9][a-z0-9._-]*.
+The model and scores files are copied only from inside the working folder or an --artifacts
+folder (symlinks resolved; RUNFN_ARTIFACTS may list more, `:`-separated): a record naming any
+other file is refused (exit 2). The blobs keep the read bits their files had.
 
 Output (registering): the input record plus
   \"register\": {\"passed\", \"reason\" (when refused), \"registry\", \"name\", \"version\",
@@ -80,6 +85,10 @@ struct Args {
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// A folder the model or scores file may also come from, besides the working folder
+    /// (repeatable; a store URL allows nothing more).
+    #[arg(long, value_name = "DIR")]
+    artifacts: Vec<String>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -389,6 +398,11 @@ fn register(
         .get("manifest")
         .ok_or_else(|| InputError::field("manifest", "is missing"))?;
 
+    let roots = confine::roots(&args.artifacts)?;
+    confine::check(model.field, &weights_path, &roots)?;
+    if let Some(scores) = evaluation.as_ref().and_then(|e| e.scores.as_ref()) {
+        confine::check("evaluate.scores.path", &scores.path, &roots)?;
+    }
     let mut registry = Registry::open(&dir)?;
     registry.pause_after_blobs = pause_after_blobs;
     let weights = registry

@@ -235,3 +235,28 @@ fn a_full_disk_under_the_data_writers_is_exit_4() {
     assert_eq!(code, 4, "{stderr}");
     assert!(stderr.contains("no space left on the device"), "{stderr}");
 }
+
+/// 11, continued: register on a full disk was exit 2 (its blob write's and SQLite's errors lost
+/// their type on the way out).
+#[test]
+fn a_full_disk_under_the_registry_is_exit_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = dir.path().join("tiny");
+    std::fs::create_dir(&tiny).unwrap();
+    let record = dir.path().join("gated.json");
+    std::fs::write(&record, crate::register::gated_record(dir.path())).unwrap();
+    let (code, stderr) = on_a_full_disk(
+        &tiny,
+        &format!(
+            "head -c 250k /dev/zero > \"$1/fill\"; RUNFN_ARTIFACTS={} {} --registry \"$1/registry\" --name churn -q < {} > /dev/null",
+            std::env::temp_dir().display(),
+            bin("register").display(),
+            record.display()
+        ),
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("may pass when retried (exit 4)"),
+        "{stderr}"
+    );
+}

@@ -537,6 +537,31 @@ fn register_copies_models_only_from_where_the_run_wrote_them() {
     assert_eq!(mode, 0o400, "the blob of a 0600 file is {mode:o}");
 }
 
+// 11, continued. `/dev/zero` on stdin was read for ~4 GB, then "out of memory" (exit 4): stdin is
+// bounded like --record, and a NUL byte (never in JSON text) names it at once.
+#[test]
+fn dev_zero_on_stdin_is_named_at_once() {
+    for name in ["register", "gate", "evaluate", "leak-check"] {
+        let started = std::time::Instant::now();
+        let out = Command::new(crate::util::bin(name))
+            .arg("-q")
+            .stdin(std::fs::File::open("/dev/zero").unwrap())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains("<stdin>: holds a NUL byte at offset 0"),
+            "{name}: {stderr}"
+        );
+        assert!(out.stdout.is_empty());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{name} read on"
+        );
+    }
+}
+
 // 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
 // made the interval null; a std of -1 was used as 1).
 #[test]

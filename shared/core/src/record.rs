@@ -289,24 +289,74 @@ pub fn read_text(path: Option<&Path>) -> Result<(String, String), InputError> {
             let text = crate::side_file::read_bounded_text(path, crate::side_file::JSON_LIMIT)?;
             Ok((text, path.display().to_string()))
         }
-        _ => {
-            let mut text = String::new();
-            std::io::stdin()
-                .lock()
-                .read_to_string(&mut text)
-                .map_err(|source| InputError::Io {
-                    path: "<stdin>".into(),
-                    source,
-                })?;
-            Ok((text, "<stdin>".to_string()))
-        }
+        _ => Ok((
+            read_stdin(&mut std::io::stdin().lock(), crate::side_file::JSON_LIMIT)?,
+            "<stdin>".to_string(),
+        )),
     }
+}
+
+/// Standard input as text, bounded like `--record`: at most `limit` bytes, and refused at the
+/// first NUL byte (JSON text never holds one raw), so `/dev/zero` or a binary file piped in by
+/// mistake is named at once instead of read for ever.
+fn read_stdin(input: &mut impl Read, limit: u64) -> Result<String, InputError> {
+    let io = |source| InputError::Io {
+        path: "<stdin>".into(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        let n = match input.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        if let Some(at) = chunk[..n].iter().position(|&b| b == 0) {
+            return Err(InputError::field(
+                "<stdin>",
+                format!(
+                    "holds a NUL byte at offset {}: not JSON text (a device or a binary file piped in?)",
+                    bytes.len() + at
+                ),
+            ));
+        }
+        if (bytes.len() + n) as u64 > limit {
+            return Err(InputError::field(
+                "<stdin>",
+                format!("is more than the {limit} bytes a run record may hold"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            e.utf8_error(),
+        ))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn stdin_is_bounded_and_a_nul_byte_ends_it_at_once() {
+        let mut zeros = std::io::repeat(0).take(1 << 40);
+        let err = read_stdin(&mut zeros, 1 << 30).unwrap_err().to_string();
+        assert!(
+            err.starts_with("<stdin>: holds a NUL byte at offset 0"),
+            "{err}"
+        );
+        let mut spaces = std::io::repeat(b' ').take(200);
+        let err = read_stdin(&mut spaces, 100).unwrap_err().to_string();
+        assert!(err.contains("more than the 100 bytes"), "{err}");
+        let mut record = &b"{\"a\": 1}"[..];
+        assert_eq!(read_stdin(&mut record, 100).unwrap(), "{\"a\": 1}");
+    }
 
     #[test]
     fn the_seed_comes_from_the_flag_then_the_manifest() {

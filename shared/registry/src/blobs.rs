@@ -120,10 +120,7 @@ impl BlobStore {
         if path.exists() {
             make_writable(&path)?;
         }
-        store
-            .join(&Self::relative(hash))
-            .download(&path)
-            .map_err(|e| RegistryError::Invalid(e.to_string()))?;
+        store.join(&Self::relative(hash)).download(&path)?;
         make_read_only(&path)?;
         self.check_local(hash).map_err(RegistryError::Invalid)?;
         Ok(path)
@@ -143,15 +140,10 @@ impl BlobStore {
                 source,
             })?
             .len();
-        let invalid = |e: runfn_storage::StorageError| RegistryError::Invalid(e.to_string());
-        if object
-            .head()
-            .map_err(invalid)?
-            .is_some_and(|e| e.size == size)
-        {
+        if object.head()?.is_some_and(|e| e.size == size) {
             return Ok(());
         }
-        object.upload_file(&path).map_err(invalid)?;
+        object.upload_file(&path)?;
         Ok(())
     }
 
@@ -172,8 +164,7 @@ impl BlobStore {
         if path.exists() {
             make_writable(&path)?;
         }
-        runfn_core::atomic::write_bytes_atomic(&path, bytes)
-            .map_err(|e| RegistryError::Invalid(e.to_string()))?;
+        runfn_core::atomic::write_bytes_atomic(&path, bytes).map_err(from_input)?;
         make_read_only(&path)?;
         self.publish(&hash)?;
         Ok(hash)
@@ -303,11 +294,12 @@ fn not_a_content_address(name: &str) -> String {
 }
 
 /// A bounded read's error as the registry's: an I/O failure stays one (its kind decides the
-/// exit code), a refused file (a FIFO, a device, too large) is invalid content.
+/// exit code), and so does every other, kept whole (a refused file is bad input, exit 2; a
+/// store's failure inside it may be the environment's).
 fn from_input(error: runfn_core::InputError) -> RegistryError {
     match error {
         runfn_core::InputError::Io { path, source } => RegistryError::Io { path, source },
-        other => RegistryError::Invalid(other.to_string()),
+        other => RegistryError::Input(other),
     }
 }
 

@@ -263,8 +263,7 @@ fn blob_store(dir: &Path, writable: bool) -> Result<BlobStore> {
         (Some(url), _) => Some(url),
         (None, Some(url)) => {
             if writable {
-                runfn_core::atomic::write_bytes_atomic(&file, format!("{url}\n").as_bytes())
-                    .map_err(|e| RegistryError::Invalid(e.to_string()))?;
+                runfn_core::atomic::write_bytes_atomic(&file, format!("{url}\n").as_bytes())?;
             }
             Some(url)
         }
@@ -289,10 +288,7 @@ impl Registry {
             source,
         })?;
         let db_path = dir.join("index.sqlite");
-        let sql = |source| RegistryError::Sql {
-            path: db_path.clone(),
-            source,
-        };
+        let sql = |source| RegistryError::sql(&db_path, source);
         let conn = connect(&db_path).map_err(sql)?;
         Ok(Registry {
             dir: dir.to_path_buf(),
@@ -314,10 +310,8 @@ impl Registry {
                 dir.display()
             )));
         }
-        let conn = read_only_connection(&db_path).map_err(|source| RegistryError::Sql {
-            path: db_path.clone(),
-            source,
-        })?;
+        let conn = read_only_connection(&db_path)
+            .map_err(|source| RegistryError::sql(&db_path, source))?;
         Ok(Registry {
             dir: dir.to_path_buf(),
             blobs: blob_store(dir, false)?,
@@ -351,10 +345,7 @@ impl Registry {
         work: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<Result<T>>,
     ) -> Result<Result<T>> {
         let db_path = self.db_path.clone();
-        let sql = |source| RegistryError::Sql {
-            path: db_path.clone(),
-            source,
-        };
+        let sql = |source| RegistryError::sql(&db_path, source);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -367,10 +358,7 @@ impl Registry {
     }
 
     fn sql(&self) -> impl Fn(rusqlite::Error) -> RegistryError + '_ {
-        |source| RegistryError::Sql {
-            path: self.db_path.clone(),
-            source,
-        }
+        |source| RegistryError::sql(&self.db_path, source)
     }
 
     /// Inserts an entry with the next version of its name and, with `promote`, points that

@@ -562,6 +562,80 @@ fn dev_zero_on_stdin_is_named_at_once() {
     }
 }
 
+// 14. report history held every night's records at once: 4.4 GB over 200 nights, SIGABRT over
+// 2,000 (make draws it every night). It now keeps one night's records at a time.
+#[test]
+fn report_history_holds_one_night_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tools = crate::util::bin("report").parent().unwrap().to_path_buf();
+    let run = make_run(
+        d,
+        "run",
+        &[format!("BIN={}", tools.display()), "ROWS=3000".into()],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let night = std::fs::read_dir(d.join("run/nights"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let nights = d.join("many");
+    for i in 0..200 {
+        let copy = nights.join(format!("2026-01-01T{:02}{:02}00Z", i / 60, i % 60));
+        std::fs::create_dir_all(&copy).unwrap();
+        for file in std::fs::read_dir(&night).unwrap() {
+            let file = file.unwrap().path();
+            if file.is_file() {
+                std::fs::copy(&file, copy.join(file.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    // And a night that failed after its stage printed 300 MB on stderr: the page keeps its end.
+    let failed = nights.join("2026-01-02T000000Z");
+    std::fs::create_dir_all(&failed).unwrap();
+    std::fs::write(failed.join("failed.stage"), "validate 1\n").unwrap();
+    std::fs::write(failed.join("failed.json"), "").unwrap();
+    let err = std::fs::File::create(failed.join("failed.err")).unwrap();
+    err.set_len(300 << 20).unwrap();
+    drop(err);
+    let mut err = std::fs::OpenOptions::new()
+        .append(true)
+        .open(failed.join("failed.err"))
+        .unwrap();
+    std::io::Write::write_all(&mut err, b"\nds-validate: failed: the last words\n").unwrap();
+    // 200 nights' records parsed at once take about 480 MB; one night's, a few.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("ulimit -d 262144 && exec \"$0\" history \"$1\"/*/ --registry \"$2\" --model churn --html \"$3\" -q")
+        .arg(crate::util::bin("report"))
+        .arg(&nights)
+        .arg(d.join("registry"))
+        .arg(d.join("history.html"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let history: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = history["history"]["nights"].as_array().unwrap();
+    assert_eq!(rows.len(), 201);
+    let message = rows[200]["failed"]["message"].as_array().unwrap();
+    assert!(
+        message[0].as_str().unwrap().contains("earlier bytes"),
+        "{message:?}"
+    );
+    assert_eq!(
+        message.last().unwrap(),
+        "ds-validate: failed: the last words"
+    );
+}
+
 // 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
 // made the interval null; a std of -1 was used as 1).
 #[test]

@@ -121,25 +121,73 @@ pub struct Move {
     pub night: Option<String>,
 }
 
-/// Each night with what it came to, an alias move belonging to the night during which it
-/// happened: until the next night's start (`Outcome::of`'s `until`).
-pub fn outcomes(nights: Vec<Night>, log: Option<&AliasLog>) -> Vec<(Night, Outcome)> {
-    let ends: Vec<Option<String>> = (0..nights.len())
-        .map(|i| nights[i + 1..].iter().find_map(|n| n.started_at.clone()))
-        .collect();
-    nights
-        .into_iter()
-        .zip(ends)
-        .map(|(night, until)| {
-            let outcome = Outcome::of(&night, log, until.as_deref());
-            (night, outcome)
-        })
-        .collect()
+/// One night reduced to its row and what it came to. The nights' records are large (a few MB
+/// each, parsed); a history of thousands of nights keeps only these.
+#[derive(Debug)]
+pub struct Summary {
+    row: NightRow,
+    outcome: Outcome,
+    /// The night's own move: the one that pointed the alias at the version it registered.
+    own_move: Option<AliasMove>,
 }
 
-/// The model the nights are of: the newest night's that names one (see `model_name`).
-pub fn model_of(nights: &[Night]) -> Option<String> {
-    nights.iter().rev().find_map(crate::outcome::model_name)
+/// Reduces nights to summaries as they are read, in order, each night's alias moves being
+/// those that happened until the next night's start (`Outcome::of`'s `until`): a night waits
+/// here only until a later one says when it started.
+#[derive(Debug)]
+pub struct Summaries<'a> {
+    log: Option<&'a AliasLog>,
+    waiting: Vec<Night>,
+    done: Vec<Summary>,
+}
+
+impl<'a> Summaries<'a> {
+    pub fn new(log: Option<&'a AliasLog>) -> Summaries<'a> {
+        Summaries {
+            log,
+            waiting: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, night: Night) {
+        if let Some(start) = night.started_at.clone() {
+            for waiting in std::mem::take(&mut self.waiting) {
+                self.settle(waiting, Some(&start));
+            }
+        }
+        self.waiting.push(night);
+    }
+
+    fn settle(&mut self, night: Night, until: Option<&str>) {
+        let outcome = Outcome::of(&night, self.log, until);
+        let own_move = outcome.registered.as_ref().and_then(|r| {
+            let log = self.log?;
+            (r.promoted.as_deref() == Some(log.alias.as_str()))
+                .then(|| log.move_to(r.version).cloned())
+                .flatten()
+        });
+        let row = row(&night, &outcome, own_move.as_ref());
+        self.done.push(Summary {
+            row,
+            outcome,
+            own_move,
+        });
+    }
+
+    /// Every night's summary, the last ones with no later start to wait for.
+    pub fn finish(mut self) -> Vec<Summary> {
+        for waiting in std::mem::take(&mut self.waiting) {
+            self.settle(waiting, None);
+        }
+        self.done
+    }
+}
+
+/// The model a night is of, when it names one (see `model_name`); the nights' model is the
+/// newest night's that names one.
+pub fn model_of(night: &Night) -> Option<String> {
+    crate::outcome::model_name(night)
 }
 
 /// The history of a model's nights.
@@ -195,21 +243,11 @@ pub fn stamp_date(name: &str) -> Option<String> {
 }
 
 impl History {
-    /// The history of `nights` (in the order given) with their outcomes (see `outcomes`); `log`
-    /// is the alias read from the registry, when a model name was known.
-    pub fn build(nights: &[(Night, Outcome)], log: Option<&AliasLog>) -> History {
-        let names: Vec<String> = nights.iter().map(|(n, _)| folder_name(&n.dir)).collect();
-        // Each night's own move: the one that pointed the alias at the version it registered.
-        let own_moves: Vec<Option<AliasMove>> = nights
-            .iter()
-            .map(|(_, o)| {
-                let r = o.registered.as_ref()?;
-                let log = log?;
-                (r.promoted.as_deref() == Some(log.alias.as_str()))
-                    .then(|| log.move_to(r.version).cloned())
-                    .flatten()
-            })
-            .collect();
+    /// The history of the nights `summaries` holds (in their order); `log` is the alias read
+    /// from the registry, when a model name was known.
+    pub fn build(summaries: Vec<Summary>, log: Option<&AliasLog>) -> History {
+        let own_moves: Vec<Option<&AliasMove>> =
+            summaries.iter().map(|s| s.own_move.as_ref()).collect();
         let moves: Vec<Move> = log.map_or_else(Vec::new, |log| {
             log.moves
                 .iter()
@@ -217,35 +255,11 @@ impl History {
                     r#move: m.clone(),
                     night: own_moves
                         .iter()
-                        .position(|own| own.as_ref() == Some(m))
-                        .map(|i| names[i].clone()),
+                        .position(|own| *own == Some(m))
+                        .map(|i| summaries[i].row.night.clone()),
                 })
                 .collect()
         });
-        // A move in a night's window that some other night made is that night's, not by hand.
-        let by_hand_in = |i: usize| -> Vec<AliasMove> {
-            nights[i]
-                .1
-                .prod
-                .moved_since
-                .iter()
-                .filter(|m| !own_moves.iter().flatten().any(|own| own == *m))
-                .cloned()
-                .collect()
-        };
-        let rows = nights
-            .iter()
-            .enumerate()
-            .map(|(i, (night, outcome))| {
-                row(
-                    night,
-                    outcome,
-                    &names[i],
-                    own_moves[i].as_ref(),
-                    by_hand_in(i),
-                )
-            })
-            .collect();
         let versions = log.map_or_else(Vec::new, |log| {
             log.entries
                 .iter()
@@ -260,19 +274,54 @@ impl History {
                     auc: e.lineage.metrics["auc"].as_f64(),
                     ungated_reason: e.lineage.ungated_reason.clone(),
                     aliases: e.aliases.clone(),
-                    night: nights
+                    night: summaries
                         .iter()
-                        .position(|(n, o)| {
-                            o.registered
+                        .find(|s| {
+                            s.outcome
+                                .registered
                                 .as_ref()
                                 .is_some_and(|r| r.version == e.version)
-                                && n.manifest_hash.as_deref()
+                                && s.row.manifest_hash.as_deref()
                                     == Some(e.lineage.manifest_hash.as_str())
                         })
-                        .map(|i| names[i].clone()),
+                        .map(|s| s.row.night.clone()),
                 })
                 .collect()
         });
+        // A move in a night's window that some other night made is that night's, not by hand.
+        let by_hand: Vec<Vec<AliasMove>> = summaries
+            .iter()
+            .map(|s| {
+                s.outcome
+                    .prod
+                    .moved_since
+                    .iter()
+                    .filter(|m| !own_moves.iter().flatten().any(|own| *own == *m))
+                    .cloned()
+                    .collect()
+            })
+            .collect();
+        let rows = summaries
+            .into_iter()
+            .zip(by_hand)
+            .map(|(summary, by_hand)| {
+                let mut row = summary.row;
+                for m in &by_hand {
+                    row.alias.words.push_str(&format!(
+                        "; by hand: {} → {} at {}{}",
+                        version_words(m.from_version),
+                        version_words(Some(m.to_version)),
+                        m.at,
+                        m.reason
+                            .as_deref()
+                            .map(|r| format!(" ({r})"))
+                            .unwrap_or_default()
+                    ));
+                }
+                row.alias.by_hand = by_hand;
+                row
+            })
+            .collect();
         History {
             alias: log.map(AliasLog::name),
             registry: log.map(|l| l.registry.clone()),
@@ -293,13 +342,10 @@ fn folder_name(dir: &Path) -> String {
     )
 }
 
-fn row(
-    night: &Night,
-    outcome: &Outcome,
-    name: &str,
-    own_move: Option<&AliasMove>,
-    by_hand: Vec<AliasMove>,
-) -> NightRow {
+/// The night's row; the moves made by hand in its window are added once every night's own
+/// move is known (`History::build`).
+fn row(night: &Night, outcome: &Outcome, own_move: Option<&AliasMove>) -> NightRow {
+    let name = &folder_name(&night.dir);
     let date = stamp_date(name)
         .or_else(|| night.started_at.clone())
         .unwrap_or_else(|| name.to_string());
@@ -367,7 +413,7 @@ fn row(
         _ => (false, None, None),
     };
     let stayed = (!moved).then_some(prod.before).flatten();
-    let mut words = if moved {
+    let words = if moved {
         format!("{} → {}", version_words(from), version_words(to))
     } else if prod.alias.is_none() {
         "not looked up (no model name)".into()
@@ -377,18 +423,6 @@ fn row(
             None => "unchanged".into(),
         }
     };
-    for m in &by_hand {
-        words.push_str(&format!(
-            "; by hand: {} → {} at {}{}",
-            version_words(m.from_version),
-            version_words(Some(m.to_version)),
-            m.at,
-            m.reason
-                .as_deref()
-                .map(|r| format!(" ({r})"))
-                .unwrap_or_default()
-        ));
-    }
     NightRow {
         night: name.to_string(),
         dir: night.dir.clone(),
@@ -409,7 +443,7 @@ fn row(
             from,
             to,
             stayed,
-            by_hand,
+            by_hand: Vec::new(),
             words,
         },
         failed: outcome.failed.clone(),

@@ -180,10 +180,53 @@ fn file_name(path: &Path) -> String {
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
 }
 
+/// A night's file, bounded like every record a tool reads (a FIFO or a device is refused).
 fn read_text(path: &Path) -> Result<String, InputError> {
-    std::fs::read_to_string(path).map_err(|source| InputError::Io {
+    runfn_core::side_file::read_bounded_text(path, runfn_core::side_file::JSON_LIMIT)
+}
+
+/// The most of `failed.err` a page shows: its end, where the stage's last words are.
+const ERR_TAIL: u64 = 64 << 10;
+
+/// The last [`ERR_TAIL`] bytes of `failed.err`, from the first whole line in them, with a first
+/// line saying how much came before. A stage that printed gigabytes (a loop, a dump) still
+/// ends with the line that says why it stopped.
+fn read_err_tail(path: &Path) -> Result<Vec<String>, InputError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |source| InputError::Io {
         path: path.to_path_buf(),
         source,
+    };
+    let metadata = std::fs::metadata(path).map_err(io)?;
+    if !metadata.is_file() {
+        return Err(InputError::field(
+            path.display().to_string(),
+            "is not a regular file",
+        ));
+    }
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let skipped = metadata.len().saturating_sub(ERR_TAIL);
+    file.seek(SeekFrom::Start(skipped)).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(ERR_TAIL).read_to_end(&mut bytes).map_err(io)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if skipped > 0 && !lines.is_empty() {
+        lines.remove(0);
+    }
+    let kept = lines
+        .into_iter()
+        .map(|l| l.trim_end().to_string())
+        .filter(|l| !l.is_empty());
+    Ok(if skipped > 0 {
+        std::iter::once(format!(
+            "… {skipped} earlier bytes of {} left out",
+            path.display()
+        ))
+        .chain(kept)
+        .collect()
+    } else {
+        kept.collect()
     })
 }
 
@@ -233,11 +276,7 @@ fn read_failure(dir: &Path) -> Result<Option<Failure>, InputError> {
         None
     };
     let message = if err_path.is_file() {
-        read_text(&err_path)?
-            .lines()
-            .map(|l| l.trim_end().to_string())
-            .filter(|l| !l.is_empty())
-            .collect()
+        read_err_tail(&err_path)?
     } else {
         Vec::new()
     };

@@ -370,7 +370,6 @@ fn history(
 ) -> anyhow::Result<Exit> {
     let mut dirs = dirs.to_vec();
     dirs.sort_by(|a, b| a.file_name().cmp(&b.file_name()).then_with(|| a.cmp(b)));
-    let mut nights = Vec::new();
     for dir in &dirs {
         if !dir.is_dir() || !night::holds_night(dir)? {
             return Err(InputError::field(
@@ -379,7 +378,6 @@ fn history(
             )
             .into());
         }
-        nights.push(read_night(tool, dir, true)?);
     }
     let registry = registry_dir(args);
     if args.registry.is_some() && !registry.join("index.sqlite").is_file() {
@@ -392,10 +390,21 @@ fn history(
         )
         .into());
     }
-    let model = args
-        .model
-        .clone()
-        .or_else(|| runfn_report::history::model_of(&nights));
+    // Nights are read one at a time and kept as their rows: a history of thousands of nights
+    // holds one night's records at a time, not all of them.
+    let model = match args.model.clone() {
+        Some(model) => Some(model),
+        None => {
+            let mut named = None;
+            for dir in dirs.iter().rev() {
+                named = runfn_report::history::model_of(&read_night(tool, dir, true)?);
+                if named.is_some() {
+                    break;
+                }
+            }
+            named
+        }
+    };
     let log = model.map(|m| AliasLog::read(&registry, &m, &args.alias));
     match &log {
         None => tool
@@ -410,8 +419,12 @@ fn history(
             }
         }
     }
-    let nights = runfn_report::history::outcomes(nights, log.as_ref());
-    let history = History::build(&nights, log.as_ref());
+    let mut summaries = runfn_report::history::Summaries::new(log.as_ref());
+    for dir in &dirs {
+        summaries.push(read_night(tool, dir, true)?);
+    }
+    let history = History::build(summaries.finish(), log.as_ref());
+    let nights = &history.nights;
     let (page, plots) = runfn_report::history_page::page(&history);
     if let Some(path) = html {
         runfn_core::atomic::write_bytes_atomic(path, page.as_bytes())?;

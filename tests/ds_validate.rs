@@ -769,14 +769,14 @@ fn drift_windows_pass_a_season_and_fail_a_unit_change() {
         "{temp}"
     );
     assert!(
-        out.stderr.contains("judged against 9 earlier window pairs"),
+        out.stderr.contains("judged against 8 earlier window pairs"),
         "{}",
         out.stderr
     );
-    // The profile keeps its windows, for predict.
+    // The profile keeps its full windows, for predict (not the partial one it begins with).
     let profile: Value =
         serde_json::from_slice(&std::fs::read(spring.join("profile.json")).unwrap()).unwrap();
-    assert_eq!(profile["windows"].as_array().unwrap().len(), 11);
+    assert_eq!(profile["windows"].as_array().unwrap().len(), 10);
 
     let explained = dir.path().join("explained.json");
     std::fs::write(
@@ -818,7 +818,7 @@ fn drift_windows_say_when_history_is_short_and_refuse_what_cannot_be_cut() {
     let short = dir.path().join("short");
     let record = drift_only_record(
         &short,
-        &seasonal_csv(70, None),
+        &seasonal_csv(84, None),
         serde_json::json!({"window": "2 weeks"}),
     );
     let out = validate_record(&short, record, &[]);

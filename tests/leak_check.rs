@@ -364,6 +364,12 @@ fn events_snapshot(dir: &std::path::Path, amount: bool, copies: usize) -> std::p
 }
 
 fn events_leaks(snapshot: &std::path::Path) -> (i32, Value) {
+    let (code, leaks) = events_leak_section(snapshot);
+    (code, named_check(&leaks, "exact_duplicates").clone())
+}
+
+/// leak-check's exit and `leaks` section on an events snapshot.
+fn events_leak_section(snapshot: &std::path::Path) -> (i32, Value) {
     let manifest = snapshot.parent().unwrap().join("events.yaml");
     std::fs::write(
         &manifest,
@@ -382,10 +388,46 @@ fn events_leaks(snapshot: &std::path::Path) -> (i32, Value) {
         .stdin(record.stdout)
         .run();
     assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
-    (
-        out.code,
-        named_check(&out.json()["leaks"], "exact_duplicates").clone(),
-    )
+    (out.code, out.json()["leaks"].clone())
+}
+
+/// A category renamed in the test rows only (the gate cannot see it: the serving model never
+/// saw the new name either) fails as unseen beyond chance; the same table as it is passes.
+#[test]
+fn a_category_the_train_split_never_has_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, honest) =
+        events_leak_section(&events_snapshot(&dir.path().join("a/snapshot"), true, 0));
+    assert_eq!(code, 0, "{honest:#}");
+    let unseen = named_check(&honest, "unseen_categories");
+    assert_eq!(unseen["count"], 0, "{unseen:#}");
+
+    let snapshot = events_snapshot(&dir.path().join("b/snapshot"), true, 0);
+    let file = snapshot.join("events.csv");
+    let renamed: Vec<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            if line.contains(",2025-1") && line.contains(",op3,") {
+                line.replace(",op3,", ",op3-renamed,")
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(&file, renamed.join("\n") + "\n").unwrap();
+    let (code, leaks) = events_leak_section(&snapshot);
+    assert_eq!(code, 1, "{leaks:#}");
+    let unseen = named_check(&leaks, "unseen_categories");
+    assert_eq!(unseen["passed"], false, "{unseen:#}");
+    let example = &unseen["examples"][0];
+    assert_eq!(example["column"], "operator", "{unseen:#}");
+    assert_eq!(example["values"][0]["value"], "op3-renamed", "{unseen:#}");
+    assert!(example["share"].as_f64().unwrap() > 0.1, "{unseen:#}");
+    assert!(
+        unseen["chance"]["rate"].as_f64().unwrap() < 0.01,
+        "{unseen:#}"
+    );
 }
 
 /// Twins are judged against chance: coarse rows have twins in train by chance (the same

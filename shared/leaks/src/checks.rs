@@ -239,7 +239,7 @@ fn twins_by_chance(
 /// other blocks) less the binomial variance of a block's size, with the blocks' count as the
 /// evidence behind it. None with too few rows for a block to say anything.
 #[derive(Debug, Clone, Copy)]
-struct Movement {
+pub struct Movement {
     sd: f64,
     blocks: usize,
 }
@@ -249,9 +249,15 @@ fn rate_movement(keys: &crate::keys::Keys, first: usize, rate: f64) -> Option<Mo
     let rates: Vec<(f64, u64)> = rows
         .iter()
         .zip(twins)
-        .filter(|(n, _)| **n >= 20)
-        .map(|(n, t)| (*t as f64 / *n as f64, *n))
+        .map(|(n, t)| (*t as f64 / (*n).max(1) as f64, *n))
         .collect();
+    movement_of(&rates, rate)
+}
+
+/// The movement of blocks' rates (each with its rows) around `rate`: blocks of under 20 rows
+/// say nothing, and under 4 such blocks give no movement.
+pub fn movement_of(blocks: &[(f64, u64)], rate: f64) -> Option<Movement> {
+    let rates: Vec<(f64, u64)> = blocks.iter().copied().filter(|(_, n)| *n >= 20).collect();
     if rates.len() < 4 {
         return None;
     }
@@ -270,7 +276,7 @@ fn rate_movement(keys: &crate::keys::Keys, first: usize, rate: f64) -> Option<Mo
 /// from one stretch of data to the next by `movement.sd` (a later split is one more stretch):
 /// the excess over `chance` against the two variances together, Student-t with the blocks'
 /// count less one degrees of freedom. 0 (no say) without movement: the binomial test stands.
-fn overdispersed_p(observed: u64, rows: u64, chance: f64, movement: Option<Movement>) -> f64 {
+pub fn overdispersed_p(observed: u64, rows: u64, chance: f64, movement: Option<Movement>) -> f64 {
     let Some(movement) = movement.filter(|m| m.sd > 0.0) else {
         return 0.0;
     };
@@ -287,6 +293,60 @@ fn overdispersed_p(observed: u64, rows: u64, chance: f64, movement: Option<Movem
             dist.sf(t)
         },
     )
+}
+
+/// Rows of a later split whose category (a text feature's value) the earliest split never has,
+/// beyond what chance gives (see [`crate::categories`]), Bonferroni over every column and later
+/// split tested. The count and `chance` are the strongest finding's; the examples list each
+/// column and split with unseen rows.
+pub fn unseen_categories(merged: &Merged, data: &Partitioned, layout: &Layout) -> LeakCheck {
+    if layout.train.is_none() {
+        return LeakCheck::skipped("unseen_categories", "no train split to compare with");
+    }
+    if layout.categories.is_empty() {
+        return LeakCheck::skipped("unseen_categories", "no categorical feature");
+    }
+    let findings: Vec<crate::categories::Finding> = layout
+        .categories
+        .iter()
+        .zip(&merged.categories)
+        .flat_map(|((name, _), column)| crate::categories::judge(name, column))
+        .collect();
+    let tested = findings.iter().filter(|f| f.p < 1.0).count().max(1) as f64;
+    let adjusted = |f: &crate::categories::Finding| (f.p * tested).min(1.0);
+    let strongest = findings.iter().min_by(|a, b| {
+        adjusted(a)
+            .total_cmp(&adjusted(b))
+            .then(b.unseen.cmp(&a.unseen))
+    });
+    let examples = findings
+        .iter()
+        .filter(|f| f.unseen > 0)
+        .map(|f| crate::categories::example(f, split_name(data, f.split), adjusted(f)))
+        .collect();
+    let mut check = LeakCheck::counted(
+        "unseen_categories",
+        strongest.map_or(0, |f| f.unseen),
+        examples,
+    );
+    check.of = strongest.map(|f| f.rows);
+    check.note = Some(format!(
+        "rows of a later split whose value of a categorical feature the train split never has (a renamed or new category the model cannot have learned), against what chance gives: the share of each run of train's rows (in file order) with a value no earlier run has; a split is tested when more than {:.0}% of its rows are unseen",
+        crate::categories::MIN_SHARE * 100.0
+    ));
+    check.chance = strongest.map(|f| runfn_schema::record::LeakChance {
+        reference: layout
+            .train
+            .map_or("train", |t| split_name(data, t))
+            .to_string(),
+        rate: f.chance,
+        expected: f.chance * f.rows as f64,
+        observed: f.unseen,
+        p_value: adjusted(f),
+        alpha: CHANCE_ALPHA,
+        movement: f.movement.map(|m| m.sd),
+    });
+    check
 }
 
 /// Counts the rows of a later split whose text is a near twin of an earlier split's; with

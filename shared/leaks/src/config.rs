@@ -32,6 +32,9 @@ pub struct LeakConfig {
     pub decisions: BTreeMap<String, LeakDecision>,
     /// Keep every twin pair (exact and near duplicates) in the report, not only the examples.
     pub collect_pairs: bool,
+    /// The model's features when the manifest lists them (`config.features`): only these can
+    /// have categories the model never learned.
+    pub model_features: Option<Vec<String>>,
 }
 
 impl Default for LeakConfig {
@@ -52,6 +55,7 @@ impl Default for LeakConfig {
             examples: 5,
             decisions: BTreeMap::new(),
             collect_pairs: false,
+            model_features: None,
         }
     }
 }

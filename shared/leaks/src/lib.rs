@@ -3,6 +3,7 @@
 //! The pass ([`scan`]) gathers, per file, what each check needs; the checks then merge those
 //! summaries in file order, so every count and example is the same on every run.
 
+mod categories;
 mod checks;
 mod config;
 mod keys;
@@ -50,6 +51,7 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         checks::time_order(&merged, data, config),
         checks::exact_duplicates(&merged, data, config, &mut pairs),
         checks::near_duplicates(&merged, data, config, &mut pairs),
+        checks::unseen_categories(&merged, data, &layout),
         checks::future_features(&merged, data, config),
         checks::label_proxies(&merged, &layout, data, config),
     ];
@@ -456,6 +458,7 @@ mod tests {
                 "time_order",
                 "exact_duplicates",
                 "near_duplicates",
+                "unseen_categories",
                 "future_features",
                 "label_proxy"
             ]

@@ -7,6 +7,7 @@ use runfn_data::values::{numeric_values, text_array};
 use runfn_data::{ColumnType, DataError};
 use runfn_stats::minhash::normalize_text;
 
+use crate::categories::FileCategories;
 use crate::config::LeakConfig;
 use crate::keys::{FileKeys, Keys, hash128};
 use crate::proxies::{CategoryProxy, NumericProxy};
@@ -36,6 +37,8 @@ pub struct Layout {
     pub features: Vec<usize>,
     /// Candidate label proxies: (name, index, categorical).
     pub proxies: Vec<(String, usize, bool)>,
+    /// Categorical features (text columns that are not free text): (name, index).
+    pub categories: Vec<(String, usize)>,
     /// Keep every row's feature hash and place, to list every exact-twin pair.
     pub collect_pairs: bool,
 }
@@ -94,6 +97,18 @@ impl Layout {
                 )
             })
             .collect();
+        let categories = features
+            .iter()
+            .filter(|&&i| {
+                columns[i].column_type == ColumnType::String
+                    && !config.text.contains(&columns[i].name)
+                    && config
+                        .model_features
+                        .as_ref()
+                        .is_none_or(|f| f.contains(&columns[i].name))
+            })
+            .map(|&i| (columns[i].name.clone(), i))
+            .collect();
         Ok(Layout {
             entity: find(&config.entity, "entity")?,
             time: find(&config.time, "time")?,
@@ -109,6 +124,7 @@ impl Layout {
             as_of,
             features,
             proxies,
+            categories,
             collect_pairs: config.collect_pairs,
         })
     }
@@ -130,6 +146,8 @@ pub struct FileScan {
     pub rows: FileKeys,
     /// Per text column.
     pub texts: Vec<Texts>,
+    /// Per categorical column.
+    pub categories: Vec<FileCategories>,
     pub tallies: Tallies,
 }
 
@@ -205,6 +223,9 @@ impl FileScan {
             entities: FileKeys::with_values(),
             rows: FileKeys::default(),
             texts: (0..layout.text.len()).map(|_| Texts::default()).collect(),
+            categories: (0..layout.categories.len())
+                .map(|_| FileCategories::default())
+                .collect(),
             tallies: Tallies::new(layout),
         }
     }
@@ -253,6 +274,12 @@ impl FileScan {
         }
 
         self.add_row_hashes(layout, batch, &loc);
+
+        if let Some(train) = layout.train {
+            for (slot, (_, column)) in layout.categories.iter().enumerate() {
+                self.categories[slot].add(batch, *column, train);
+            }
+        }
 
         for (slot, (_, column)) in layout.text.iter().enumerate() {
             let values = text_array(&columns[*column]);
@@ -386,6 +413,8 @@ pub struct Merged {
     pub rows: Keys,
     /// Per text column, per file.
     pub texts: Vec<Vec<Texts>>,
+    /// Per categorical column, every file's in file order.
+    pub categories: Vec<FileCategories>,
     pub tallies: Tallies,
 }
 
@@ -395,7 +424,13 @@ impl Merged {
         let mut tallies = Tallies::new(layout);
         let mut entities = Vec::with_capacity(files.len());
         let mut rows = Vec::with_capacity(files.len());
+        let mut categories: Vec<FileCategories> = (0..layout.categories.len())
+            .map(|_| FileCategories::default())
+            .collect();
         for file in files {
+            for (target, column) in categories.iter_mut().zip(file.categories) {
+                target.absorb(column);
+            }
             entities.push(file.entities);
             rows.push(file.rows);
             for (target, file_texts) in texts.iter_mut().zip(file.texts) {
@@ -407,6 +442,7 @@ impl Merged {
             entities: Keys::group(entities, false),
             rows: Keys::group(rows, layout.collect_pairs),
             texts,
+            categories,
             tallies,
         }
     }

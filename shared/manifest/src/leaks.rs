@@ -18,11 +18,12 @@ use serde_json::{Map, Value};
 use crate::suggest;
 
 /// The leak checks, in the order leak-check runs them.
-pub const LEAK_CHECKS: [&str; 6] = [
+pub const LEAK_CHECKS: [&str; 7] = [
     "entity_overlap",
     "time_order",
     "exact_duplicates",
     "near_duplicates",
+    "unseen_categories",
     "future_features",
     "label_proxy",
 ];

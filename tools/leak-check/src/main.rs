@@ -25,6 +25,8 @@ Checks (the columns come from manifest.data, or the flags):
   time_order        with time splits, every train row before every val row, before test
   exact_duplicates  rows equal on all feature columns across splits (text normalized)
   near_duplicates   text columns (manifest.data.text): MinHash LSH, verified Jaccard >= 0.8
+  unseen_categories rows of a later split whose category (a text feature's value; the model's
+                    config.features when listed) train never has, beyond chance, on > 1% of rows
   future_features   manifest.data.as_of {feature: as_of_column}: feature time after the label time
                     (manifest.data.label_time, else manifest.data.time)
   label_proxy       one feature alone predicts the label on train (univariate AUC >= 0.99 or <= 0.01)
@@ -162,6 +164,8 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         near_duplicate_jaccard: args.jaccard,
         decisions,
         collect_pairs: args.pairs_out.is_some(),
+        model_features: runfn_profile::Roles::features_from_manifest(record.get("manifest"))
+            .map_err(|e| runfn_core::InputError::field(e.field, e.message))?,
         ..defaults
     };
     let report = check(&data, &config)?;

@@ -190,10 +190,12 @@ def slice_auc(record, column, value):
 
 
 def detectable(record, slice_name):
-    """The smallest drop the gate's test blocks with 80% power, overall (None) or on a slice."""
+    """The smallest drop the gate's test blocks with 95% power (19 in 20), overall (None) or on a
+    slice: the record's detectable_drop is stated at 80% power, limit + (z_alpha + z_0.80)·se,
+    so 95% adds (z_0.95 - z_0.80)·se."""
     for check in record["gate"].get("checks", []):
         if check.get("slice") == slice_name and check.get("detectable_drop") is not None:
-            return check["detectable_drop"]
+            return check["detectable_drop"] + (1.6449 - 0.8416) * (check.get("se") or 0.0)
     return None
 
 
@@ -278,7 +280,7 @@ def main():
             true_drop = None if overall(record) is None or overall(record_p) is None else overall(record_p) - overall(record)
             true_slice_drop = None if honest_auc is None or planted_auc is None else planted_auc - honest_auc
             # Beyond what the test can see: the true drop reaches the smallest drop it blocks with
-            # 80% power (the limit included), overall or on the planted slice.
+            # 95% power (the limit included), overall or on the planted slice.
             det_overall = detectable(record_p, None) if "gate" in record_p else None
             det_slice = detectable(record_p, f"{slice_column}={slice_key}") if "gate" in record_p else None
             visible = (true_drop is not None and det_overall is not None and -true_drop >= det_overall) or (

@@ -2,7 +2,7 @@
 # Keeps the night's records for the history page (`report history RUN_DIR/nights/*`): copies the
 # stage records and the failed.* files of RUN_DIR into RUN_DIR/nights/<UTC time>/, whole or not
 # at all (copied aside, then renamed). A rerun that changed nothing (the same records as the
-# newest kept night) keeps no second copy. Usage (from the Makefile): archive-night.sh RUN_DIR
+# newest kept night, and the same failed stage and exit code) keeps no second copy. Usage (from the Makefile): archive-night.sh RUN_DIR
 set -euo pipefail
 run_dir=$1
 shopt -s nullglob
@@ -15,7 +15,14 @@ for name in failed.json failed.err failed.stage; do
   [[ -f $run_dir/$name ]] && files+=("$run_dir/$name")
 done
 (( ${#files[@]} > 0 )) || exit 0
-fingerprint=$(for f in "${files[@]}"; do printf '%s ' "${f##*/}"; cksum < "$f"; done)
+# What the night was: its stage records and where it stopped (failed.stage: the stage and its
+# exit code). The failed stage's own record and stderr carry the rerun's times and durations, so
+# a rerun that failed the same way on the same records is the same night, not a second one.
+fingerprint=$(for f in "${files[@]}"; do
+  case ${f##*/} in failed.json | failed.err) continue ;; esac
+  printf '%s ' "${f##*/}"
+  cksum < "$f"
+done)
 nights=$run_dir/nights
 mkdir -p "$nights"
 # Names sort as times: byte order (LC_ALL=C), and a same-second suffix `_NN` sorts after `/`.

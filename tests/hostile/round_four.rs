@@ -636,6 +636,68 @@ fn report_history_holds_one_night_at_a_time() {
     );
 }
 
+// 19. A failed night rerun with nothing changed was archived as a second night: its failed
+// stage's record and stderr carry the rerun's own times.
+#[test]
+fn a_failed_night_rerun_unchanged_is_kept_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("manifest.json"),
+        r#"{"manifest_hash": "a", "timings": []}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        run.join("validate.json"),
+        r#"{"validate": {}, "timings": []}"#,
+    )
+    .unwrap();
+    let archive = |stage: &str, when: &str| {
+        std::fs::write(run.join("failed.stage"), format!("{stage}\n")).unwrap();
+        std::fs::write(
+            run.join("failed.json"),
+            format!(r#"{{"timings": [{{"started_at": "{when}"}}]}}"#),
+        )
+        .unwrap();
+        std::fs::write(
+            run.join("failed.err"),
+            format!("leak-check: failed at {when}\n"),
+        )
+        .unwrap();
+        let out = Command::new(format!("{ROOT}/scripts/archive-night.sh"))
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_dir(run.join("nights"))
+            .unwrap()
+            .filter(|e| {
+                !e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with('.')
+            })
+            .count()
+    };
+    assert_eq!(archive("leaks 1", "2026-12-01T03:00:00Z"), 1);
+    assert_eq!(
+        archive("leaks 1", "2026-12-01T04:00:00Z"),
+        1,
+        "the same failure again"
+    );
+    assert_eq!(
+        archive("leaks 4", "2026-12-01T05:00:00Z"),
+        2,
+        "another exit is another night"
+    );
+}
+
 // 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
 // made the interval null; a std of -1 was used as 1).
 #[test]

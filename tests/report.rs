@@ -1141,6 +1141,7 @@ struct HistorySection {
     registry_found: bool,
     registry_error: Option<String>,
     version: Option<i64>,
+    drawn_at: String,
     nights: Vec<HistoryNight>,
     versions: Vec<Value>,
     moves: Vec<Value>,
@@ -1357,9 +1358,9 @@ fn a_history_of_four_nights_has_each_nights_decision_and_alias_move() {
     assert_eq!(
         n1.splits,
         [
-            json!({"split": "test", "rows": 2600}),
-            json!({"split": "train", "rows": 16038}),
-            json!({"split": "val", "rows": 1362})
+            json!({"split": "test", "rows": 2600, "after": null, "until": null}),
+            json!({"split": "train", "rows": 16038, "after": null, "until": null}),
+            json!({"split": "val", "rows": 1362, "after": null, "until": null})
         ]
     );
     assert_eq!(n1.gate.as_ref().unwrap()["no_baseline"], true);
@@ -1451,6 +1452,12 @@ fn a_history_of_four_nights_has_each_nights_decision_and_alias_move() {
             && html.contains("explained (campaign in central) until 2026-12-31")
     );
     assert!(html.contains("roll back: v2 mis-scores new regions"));
+    // Each gated slice with its Δ and interval; the alias as it was when the page was drawn.
+    assert!(
+        html.contains("tier=smb Δ -0.0120 [-0.0904, +0.0664]"),
+        "the slices' Δ"
+    );
+    assert!(html.contains("churn@prod when this page was drawn"));
     let (code, stderr) = check_page_showing(
         &page,
         &d.join("history.png"),

@@ -19,6 +19,8 @@ use crate::outcome::{Decision, FailedStage, GateView, Outcome, Registered, furth
 /// The snapshot a night read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Snapshot {
+    /// `manifest.data.snapshot` as the night's manifest pinned it (`./lake@snapshot=2017-09`).
+    pub name: Option<String>,
     pub path: Option<String>,
     pub digest: Option<String>,
     pub files: Option<u64>,
@@ -31,6 +33,9 @@ pub struct Snapshot {
 pub struct Split {
     pub split: String,
     pub rows: u64,
+    /// The time range a rolling or ranged split resolved to (`splits_resolved`), when it did.
+    pub after: Option<String>,
+    pub until: Option<String>,
 }
 
 /// A ds-validate check that failed, or failed and was explained.
@@ -198,8 +203,10 @@ pub struct History {
     pub registry: Option<PathBuf>,
     pub registry_found: bool,
     pub registry_error: Option<String>,
-    /// The version the alias points at now.
+    /// The version the alias pointed at when the history was drawn.
     pub version: Option<i64>,
+    /// When the history was drawn (UTC): a move by hand after it is not in it.
+    pub drawn_at: String,
     pub nights: Vec<NightRow>,
     pub versions: Vec<Version>,
     pub moves: Vec<Move>,
@@ -328,6 +335,7 @@ impl History {
             registry_found: log.is_some_and(|l| l.found),
             registry_error: log.and_then(|l| l.error.clone()),
             version: log.and_then(|l| l.version),
+            drawn_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             nights: rows,
             versions,
             moves,
@@ -352,6 +360,9 @@ fn row(night: &Night, outcome: &Outcome, own_move: Option<&AliasMove>) -> NightR
     let digest = night.data_digest.as_ref();
     let validate = furthest_with(night, "validate").map(|r| &r["validate"]);
     let snapshot = Snapshot {
+        name: furthest_with(night, "manifest")
+            .and_then(|r| r["manifest"]["data"]["snapshot"].as_str())
+            .map(str::to_string),
         path: digest.and_then(|d| d["path"].as_str()).map(str::to_string),
         digest: digest
             .and_then(|d| d["digest"].as_str())
@@ -360,14 +371,20 @@ fn row(night: &Night, outcome: &Outcome, own_move: Option<&AliasMove>) -> NightR
         bytes: digest.and_then(|d| d["bytes"].as_u64()),
         rows: validate.and_then(|v| v["profile"]["rows"].as_u64()),
     };
-    let splits = furthest_with(night, "shards")
-        .and_then(|r| r["shards"]["splits"].as_object())
+    let shards = furthest_with(night, "shards").map(|r| &r["shards"]);
+    let splits = shards
+        .and_then(|s| s["splits"].as_object())
         .map(|splits| {
             splits
                 .iter()
-                .map(|(split, s)| Split {
-                    split: split.clone(),
-                    rows: s["rows"].as_u64().unwrap_or(0),
+                .map(|(split, s)| {
+                    let resolved = &shards.map_or(&Value::Null, |s| &s["splits_resolved"])[split];
+                    Split {
+                        split: split.clone(),
+                        rows: s["rows"].as_u64().unwrap_or(0),
+                        after: resolved["after"].as_str().map(str::to_string),
+                        until: resolved["until"].as_str().map(str::to_string),
+                    }
                 })
                 .collect()
         })

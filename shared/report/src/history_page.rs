@@ -48,13 +48,14 @@ pub fn page(history: &History) -> (String, Vec<String>) {
     };
     let _ = write!(
         html,
-        "<header><h1>{}</h1><p>{} · registry {}</p></header><main>",
+        "<header><h1>{}</h1><p>{} · registry {} · drawn {} (a later alias move by hand shows on the next night's page; <code>register resolve</code> says what serves now)</p></header><main>",
         esc(&title),
         esc(&span),
         esc(&history
             .registry
             .as_ref()
             .map_or_else(|| "-".into(), |r| r.display().to_string())),
+        esc(&history.drawn_at),
     );
     cards(&mut html, history);
     if !history.nights.is_empty() {
@@ -108,7 +109,12 @@ fn cards(html: &mut String, history: &History) {
         if failed > 0 { "bad" } else { "ok" },
     );
     if let Some(alias) = &history.alias {
-        card(version_words(history.version), &format!("{alias} now"), "");
+        // The page is drawn after each night: a move by hand since then is not on it.
+        card(
+            version_words(history.version),
+            &format!("{alias} when this page was drawn"),
+            "",
+        );
     }
     html.push_str("</div>");
     if let Some(err) = &history.registry_error {
@@ -217,6 +223,11 @@ fn night_row(html: &mut String, n: &NightRow) {
     let snapshot = {
         let s = &n.snapshot;
         let mut parts: Vec<String> = Vec::new();
+        // The name the manifest pinned (`./lake@snapshot=2017-09`) says which data it was; the
+        // digest proves it.
+        if let Some(name) = &s.name {
+            parts.push(name.clone());
+        }
         if let Some(d) = &s.digest {
             parts.push(d[..d.len().min(19)].to_string());
         }
@@ -235,7 +246,10 @@ fn night_row(html: &mut String, n: &NightRow) {
     let splits: Vec<String> = n
         .splits
         .iter()
-        .map(|s| format!("{}: {}", s.split, s.rows))
+        .map(|s| match (&s.after, &s.until) {
+            (Some(after), Some(until)) => format!("{}: {} ({after} to {until})", s.split, s.rows),
+            _ => format!("{}: {}", s.split, s.rows),
+        })
         .collect();
     let drift: Vec<String> = n
         .drift
@@ -287,8 +301,15 @@ fn night_row(html: &mut String, n: &NightRow) {
             g.slices
                 .iter()
                 .map(|s| {
+                    let delta = match (s.delta, s.interval) {
+                        (Some(d), Some((low, high))) => {
+                            format!(" Δ {d:+.4} [{low:+.4}, {high:+.4}]")
+                        }
+                        (Some(d), None) => format!(" Δ {d:+.4}"),
+                        _ => String::new(),
+                    };
                     format!(
-                        "{} {} / {} ({})",
+                        "{}{delta}, {} rows / {} positives ({})",
                         s.place,
                         s.rows.map_or_else(|| "-".into(), |r| r.to_string()),
                         s.positives.map_or_else(|| "-".into(), |p| p.to_string()),

@@ -117,10 +117,11 @@ The page (--html): a plot of Δ AUC per night with its interval, colored by deci
 the chart), the nights' table, the versions and the alias moves; self-contained.
 
 Output (stdout, JSON):
-  {\"history\": {\"alias\", \"registry\", \"registry_found\", \"registry_error\", \"version\",
+  {\"history\": {\"alias\", \"registry\", \"registry_found\", \"registry_error\", \"version\" (when drawn),
+    \"drawn_at\",
     \"nights\": [{\"night\", \"dir\", \"date\", \"started_at\", \"status\", \"decision\", \"summary\",
-                \"manifest_hash\", \"snapshot\": {\"path\", \"digest\", \"files\", \"bytes\", \"rows\"},
-                \"splits\": [{\"split\", \"rows\"}], \"drift\": [{\"check\", \"column\", \"value\", \"threshold\", \"explained\"}],
+                \"manifest_hash\", \"snapshot\": {\"name\" (as pinned), \"path\", \"digest\", \"files\", \"bytes\", \"rows\"},
+                \"splits\": [{\"split\", \"rows\", \"after\", \"until\"}], \"drift\": [{\"check\", \"column\", \"value\", \"threshold\", \"explained\"}],
                 \"leaks\": [{\"check\", \"count\", \"of\", \"passed\", \"reason\"}], \"gate\": {...as report's}|null,
                 \"registered\": {\"name\", \"version\", \"promoted\"}|null,
                 \"alias\": {\"moved\", \"from\", \"to\", \"stayed\", \"by_hand\": [MOVE], \"words\"},

@@ -1301,6 +1301,11 @@ fn a_history_of_four_nights_has_each_nights_decision_and_alias_move() {
     assert_eq!(h.alias.as_deref(), Some("churn@prod"));
     assert!(h.registry_found && h.registry_error.is_none() && h.registry.is_some());
     assert_eq!(h.version, Some(1), "rolled back");
+    assert!(
+        h.drawn_at.ends_with('Z') && h.drawn_at.len() == 20,
+        "{}",
+        h.drawn_at
+    );
     assert_eq!(h.plots, ["nights"]);
     assert_eq!(h.html.as_deref(), Some(page.to_str().unwrap()));
     let names: Vec<String> = (0..4).map(|i| stamp(&seconds[i])).collect();

@@ -698,6 +698,32 @@ fn a_failed_night_rerun_unchanged_is_kept_once() {
     );
 }
 
+// Low: Parquet compressed with gzip, brotli or lz4 was refused ("disabled at compile time").
+#[test]
+fn parquet_in_every_codec_pyarrow_writes_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::util::python_stdout(
+        "import sys, pyarrow as pa, pyarrow.parquet as pq\n\
+         t = pa.table({'x': [1.5, 2.5, None], 'c': ['a', 'b', 'a']})\n\
+         for codec in ['gzip', 'brotli', 'lz4', 'snappy', 'zstd']:\n\
+         \x20   pq.write_table(t, f'{sys.argv[1]}/{codec}.parquet', compression=codec)\n",
+        &[dir.path().as_os_str()],
+    );
+    for codec in ["gzip", "brotli", "lz4", "snappy", "zstd"] {
+        let file = dir.path().join(format!("{codec}.parquet"));
+        let out = tool("ds-validate")
+            .args([
+                "profile".as_ref(),
+                "--in".as_ref(),
+                file.as_os_str(),
+                "-q".as_ref(),
+            ])
+            .run();
+        assert_eq!(out.code, 0, "{codec}: {}", out.stderr);
+        assert_eq!(out.json()["rows"], 3, "{codec}");
+    }
+}
+
 // 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
 // made the interval null; a std of -1 was used as 1).
 #[test]

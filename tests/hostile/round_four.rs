@@ -724,6 +724,35 @@ fn parquet_in_every_codec_pyarrow_writes_is_read() {
     }
 }
 
+// Low: a register killed while it copied a model left a full-size hidden temp blob that no
+// later registration removed.
+#[test]
+fn a_killed_registrations_temp_blob_goes_with_the_next_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights_hash = {
+        let record: Value = serde_json::from_str(gated()).unwrap();
+        record["train"]["weights_blake3"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let folder = dir.path().join("registry/blobs").join(&weights_hash[..2]);
+    std::fs::create_dir_all(&folder).unwrap();
+    let stale = folder.join(format!(".{}.tmpAbC123", "f".repeat(64)));
+    std::fs::write(&stale, vec![0u8; 4096]).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    registry_with_churn(dir.path());
+    assert!(
+        !stale.exists(),
+        "the killed registration's temp blob is still there"
+    );
+}
+
 // 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
 // made the interval null; a std of -1 was used as 1).
 #[test]

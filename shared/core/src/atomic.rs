@@ -49,6 +49,7 @@ where
             "not a file path",
         ))
     })?;
+    remove_stale_temps(dir, &format!(".{}.tmp", name.to_string_lossy()));
     let mut temp = tempfile::Builder::new()
         .prefix(&format!(".{}.tmp", name.to_string_lossy()))
         // Outputs are data to share, not secrets: the usual 0644 rather than tempfile's 0600.
@@ -65,6 +66,39 @@ where
     File::open(dir)
         .and_then(|dir| dir.sync_all())
         .map_err(io_error)
+}
+
+/// How long a temp file must have gone unwritten before it counts as a killed writer's: a live
+/// writer touches its file with every block it writes.
+pub const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// Removes the files of `dir` whose names start with `prefix` (a temp file of one output, or
+/// of one kind of output) and that nobody has written for [`STALE_TEMP`]: what a process
+/// killed halfway through a write left (a full-size hidden blob, a checkpoint). Best effort: a
+/// file that cannot be removed stays, as it would have.
+pub fn remove_stale_temps(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if !name.starts_with(prefix) || !name.contains(".tmp") {
+            continue;
+        }
+        let idle = entry
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|modified| now.duration_since(modified).ok());
+        if idle.is_some_and(|idle| idle >= STALE_TEMP) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// The file a write to `path` replaces: `path` itself, or the end of its chain of symlinks.
@@ -124,6 +158,32 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), InputError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A killed writer's temp file goes with the next write of the same output once it has sat
+    /// unwritten for the stale age; a fresh one (a writer still at work) stays.
+    #[test]
+    fn a_killed_writers_temp_file_is_removed_by_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join(".out.json.tmpAbC123");
+        let fresh = dir.path().join(".out.json.tmpXyZ789");
+        let other = dir.path().join(".other.json.tmpQqQ000");
+        for file in [&old, &fresh, &other] {
+            std::fs::write(file, b"partial").unwrap();
+        }
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for file in [&old, &other] {
+            File::options()
+                .write(true)
+                .open(file)
+                .unwrap()
+                .set_modified(hour_ago)
+                .unwrap();
+        }
+        write_bytes_atomic(&dir.path().join("out.json"), b"{}").unwrap();
+        assert!(!old.exists(), "the stale temp of out.json stays");
+        assert!(fresh.exists(), "a temp being written was removed");
+        assert!(other.exists(), "another output's temp was removed");
+    }
 
     #[test]
     fn writes_whole_file_and_leaves_no_temp() {

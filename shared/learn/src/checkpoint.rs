@@ -233,6 +233,8 @@ fn prune(dir: &Path, keep: usize) -> Result<()> {
 }
 
 fn remove_orphans(dir: &Path, committed: &[u64]) -> Result<()> {
+    // A checkpoint whose write was killed (preempted mid-save) leaves its hidden temp file.
+    runfn_core::atomic::remove_stale_temps(dir, ".step-");
     for entry in std::fs::read_dir(dir).with_context(|| format!("{}", dir.display()))? {
         let path = entry?.path();
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -466,6 +468,25 @@ pub(crate) mod tests {
             best: None,
             evaluations_since_best: 0,
         }
+    }
+
+    /// A save killed halfway (preempted) left its hidden temp file; the next save's pruning
+    /// removes it once nobody has written it for the stale age.
+    #[test]
+    fn a_killed_saves_temp_file_goes_with_the_next_prune() {
+        let dir = tempfile::tempdir().unwrap();
+        let temp = dir.path().join(".step-0000000238.safetensors.tmpAbCdEf");
+        std::fs::write(&temp, b"half a checkpoint").unwrap();
+        prune(dir.path(), 2).unwrap();
+        assert!(temp.exists(), "a temp still being written was removed");
+        std::fs::File::options()
+            .write(true)
+            .open(&temp)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+            .unwrap();
+        prune(dir.path(), 2).unwrap();
+        assert!(!temp.exists());
     }
 
     #[test]

@@ -186,6 +186,9 @@ impl BlobStore {
             path: parent.to_path_buf(),
             source,
         })?;
+        // A registration killed while it copied a model left a full-size hidden temp file here;
+        // the folder holds only blobs and their temps.
+        runfn_core::atomic::remove_stale_temps(parent, ".");
         if path.exists() {
             make_writable(&path)?;
         }

@@ -38,9 +38,7 @@ import sys
 import pandas as pd
 
 BIN = os.path.abspath(os.environ.get("BIN", "target/release"))
-NIGHTS = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 TABLE = os.environ.get("TABLE", "flights")
-WORK = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else f"runs/trials-gate-{TABLE}")
 KINDS = [k for k in os.environ.get("KINDS", "shuffle,drop,flip,rename").split(",") if k]
 EVERY = os.environ.get("EVERY") == "1"
 SEEDS = [1, 2, 3]
@@ -218,6 +216,8 @@ def plant(kind, rows, night, test_start, biggest, slice_column):
 
 
 def main():
+    nights = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    work = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else f"runs/trials-gate-{TABLE}")
     load, slices, test_span, train_span, window, step, first_cut = TABLES[TABLE]
     spans = (test_span, train_span, window)
     table, numeric, categorical = load()
@@ -230,14 +230,14 @@ def main():
     span_days = int(test_span.split()[0]) * 7 + int(train_span.split()[0]) * 7
     print(f"{TABLE}: {len(table)} rows, strongest feature {strongest}, largest slice {slice_column}={biggest}",
           file=sys.stderr)
-    registry = os.path.join(WORK, "registry")
-    shutil.rmtree(WORK, ignore_errors=True)
-    os.makedirs(WORK)
+    registry = os.path.join(work, "registry")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
     start = days.min() + pd.Timedelta(days=first_cut)
     honest_blocked = honest_nights = 0
     blocked_at = {}
     totals = {}
-    for night in range(NIGHTS + 1):
+    for night in range(nights + 1):
         cut = start + pd.Timedelta(days=step * night)
         if cut > days.max() + pd.Timedelta(days=1):
             print(f"{TABLE}: the data ends on {days.max().date()}: {night - 1} nights", file=sys.stderr)
@@ -245,11 +245,11 @@ def main():
         rows = table[(days < cut) & (days >= cut - pd.Timedelta(days=span_days))]
         # The planted nights start from the registry as tonight found it, before tonight's
         # honest candidate is promoted (else the baseline would be the planted model's twin).
-        before = os.path.join(WORK, "registry-before")
+        before = os.path.join(work, "registry-before")
         shutil.rmtree(before, ignore_errors=True)
         if os.path.isdir(registry):
             shutil.copytree(registry, before)
-        folder = os.path.join(WORK, f"night-{night:02d}")
+        folder = os.path.join(work, f"night-{night:02d}")
         record, stage = run_night(night, rows, registry, folder, night == 0, numeric, categorical, slices, spans)
         line = {"night": night, "cut": str(cut.date()), "rows": len(rows), "kind": "honest", "blocked_at": stage}
         if night > 0:
@@ -268,7 +268,7 @@ def main():
             planted = plant(kind, rows, night, test_start, biggest, slice_column)
             kept = [c for c in numeric if not (kind == "drop" and c == strongest)]
             kept_cat = [c for c in categorical if not (kind == "drop" and c == strongest)]
-            copy = os.path.join(WORK, f"planted-{night:02d}-{kind}")
+            copy = os.path.join(work, f"planted-{night:02d}-{kind}")
             shutil.copytree(before, os.path.join(copy, "registry"))
             record_p, stage_p = run_night(night, planted, os.path.join(copy, "registry"), os.path.join(copy, "run"),
                                           False, kept, kept_cat, slices, spans)
@@ -292,7 +292,7 @@ def main():
             counts["visible"] += visible
             if stage_p:
                 counts["at"][stage_p] = counts["at"].get(stage_p, 0) + 1
-            with open(os.path.join(WORK, f"planted-{night:02d}-{kind}.json"), "w") as f:
+            with open(os.path.join(work, f"planted-{night:02d}-{kind}.json"), "w") as f:
                 json.dump(record_p, f)
             print(json.dumps({"night": night, "kind": kind, "blocked_at": stage_p, "true_drop": true_drop,
                               "true_slice_drop": true_slice_drop, "detectable": det_overall,

@@ -143,10 +143,12 @@ night-page:
 	  || { rm -f $(RUN_DIR)/report-failed.json.new; echo "run: could not draw the failed night's page" >&2; }
 
 # The night's records, kept for the history page: copied once per night (a rerun that changed
-# nothing keeps no second copy). Then the nights side by side: RUN_DIR/history.html.
+# nothing keeps no second copy). Then the nights side by side: RUN_DIR/history.html. The registry
+# goes by RUNFN_REGISTRY, not --registry: before the first registration there is none yet, and
+# the page is still drawn (from the nights' records alone).
 night-archive:
 	@$(ROOT)/scripts/archive-night.sh '$(RUN_DIR)'
-	@$(BIN)/report history $(RUN_DIR)/nights/*/ --registry '$(REGISTRY)' --model $(MODEL) \
+	@RUNFN_REGISTRY='$(REGISTRY)' $(BIN)/report history $(RUN_DIR)/nights/*/ --model $(MODEL) \
 	  --html $(RUN_DIR)/history.html > $(RUN_DIR)/history.json.new \
 	  && mv -f $(RUN_DIR)/history.json.new $(RUN_DIR)/history.json \
 	  || { rm -f $(RUN_DIR)/history.json.new; echo "run: could not draw the history page" >&2; }

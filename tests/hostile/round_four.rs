@@ -753,6 +753,35 @@ fn a_killed_registrations_temp_blob_goes_with_the_next_registration() {
     );
 }
 
+// Low: a night that failed before the first registration drew no history.html (report history
+// was given a --registry that did not exist yet).
+#[test]
+fn a_first_night_that_fails_still_draws_the_history_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tools = crate::util::bin("report").parent().unwrap().to_path_buf();
+    std::fs::write(d.join("explained.json"), "not json").unwrap();
+    let run = make_run(
+        d,
+        "run",
+        &[
+            format!("BIN={}", tools.display()),
+            "ROWS=3000".into(),
+            "EXPLAINED=explained.json".into(),
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(!d.join("registry").exists());
+    assert!(d.join("run/history.html").is_file(), "{}", run.stderr);
+    let history: Value =
+        serde_json::from_slice(&std::fs::read(d.join("run/history.json")).unwrap()).unwrap();
+    assert_eq!(
+        history["history"]["nights"][0]["status"], "failed",
+        "{history}"
+    );
+}
+
 // 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
 // made the interval null; a std of -1 was used as 1).
 #[test]

@@ -408,7 +408,42 @@ fn predict_refuses_booleans_where_the_model_learned_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let model = weights_of(gated());
-    let served = d.join("served");
+    let served = served_with_spend(d, "served", &|_| "true".to_string());
+    let out = predict_into(&d.join("p.parquet"), &model, &served);
+    out.assert_bad_input("predict", "column `monthly_spend` is true/false");
+    assert!(!d.join("p.parquet").exists());
+}
+
+// Low: predict blamed a 1e308 feature value on "the weights" (its scaled value overflows the
+// model's 32-bit inputs), and called a column empty in every row "Utf8".
+#[test]
+fn predict_names_the_row_and_feature_a_score_cannot_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = weights_of(gated());
+    let huge = served_with_spend(d, "huge", &|spend| {
+        if spend == "0" {
+            spend.to_string()
+        } else {
+            "1e308".to_string()
+        }
+    });
+    let out = predict_into(&d.join("p.parquet"), &model, &huge);
+    out.assert_bad_input(
+        "predict",
+        "feature `monthly_spend` is 1e308, beyond what the model takes",
+    );
+    assert!(!out.stderr.contains("weights"), "{}", out.stderr);
+    let empty = served_with_spend(d, "empty", &|_| String::new());
+    let out = predict_into(&d.join("p.parquet"), &model, &empty);
+    out.assert_bad_input("predict", "column `monthly_spend` is empty in every row");
+    assert!(!d.join("p.parquet").exists());
+}
+
+/// The train fixture's snapshot with each row's `monthly_spend` replaced by `change(value)`, in
+/// `d/name`.
+fn served_with_spend(d: &Path, name: &str, change: &dyn Fn(&str) -> String) -> PathBuf {
+    let served = d.join(name);
     std::fs::create_dir_all(&served).unwrap();
     for entry in std::fs::read_dir(fixture().dir.join("snapshot")).unwrap() {
         let path = entry.unwrap().path();
@@ -422,18 +457,16 @@ fn predict_refuses_booleans_where_the_model_learned_numbers() {
         writer.write_record(&header).unwrap();
         for row in reader.records() {
             let row = row.unwrap();
-            let fields: Vec<&str> = row
+            let fields: Vec<String> = row
                 .iter()
                 .enumerate()
-                .map(|(i, f)| if i == at { "true" } else { f })
+                .map(|(i, f)| if i == at { change(f) } else { f.to_string() })
                 .collect();
             writer.write_record(&fields).unwrap();
         }
         writer.flush().unwrap();
     }
-    let out = predict_into(&d.join("p.parquet"), &model, &served);
-    out.assert_bad_input("predict", "column `monthly_spend` is true/false");
-    assert!(!d.join("p.parquet").exists());
+    served
 }
 
 // 8. A background child of the alert command inherited the retrain lock: the next night printed

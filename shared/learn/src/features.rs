@@ -430,7 +430,23 @@ impl Preprocess {
             let values = numeric_values(batch, &feature.name, origin, first_row)?;
             for (i, v) in values.iter().enumerate() {
                 block.numeric[i * n_num + j] = match v {
-                    Some(v) => ((v - feature.mean) / feature.std) as f32,
+                    Some(v) => {
+                        let scaled = ((v - feature.mean) / feature.std) as f32;
+                        // 1e308 is a finite number, but scaled to the model's 32-bit inputs it
+                        // is infinite, and the score NaN: the row is at fault, not the weights.
+                        if !scaled.is_finite() {
+                            bail!(
+                                "{}: row {}: feature `{}` is {v:e}, beyond what the model takes \
+                                 ({:.1e} standard deviations from its training mean overflows its \
+                                 32-bit inputs)",
+                                origin.display(),
+                                first_row + i as u64,
+                                feature.name,
+                                (v - feature.mean) / feature.std
+                            );
+                        }
+                        scaled
+                    }
                     None => 0.0,
                 };
             }
@@ -586,6 +602,16 @@ fn numeric_values(
     first_row: u64,
 ) -> Result<Vec<Option<f64>>> {
     let array = column(batch, name, origin)?;
+    // A CSV column empty in every row comes as text (no value to tell its type by): say so,
+    // rather than call it a text column. A feature missing from every row is an outage of its
+    // feed, not a batch to impute whole.
+    if array.len() > 0 && array.null_count() == array.len() && as_f64(array).is_none() {
+        bail!(
+            "{}: column `{name}` is empty in every row, but the model's preprocessing needs its \
+             numbers (a feed that sent nothing?)",
+            origin.display()
+        );
+    }
     let values = as_f64(array).ok_or_else(|| {
         anyhow!(
             "{}: column `{name}` is {}, but the model's preprocessing treats it as numeric (schema mismatch)",

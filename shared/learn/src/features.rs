@@ -605,7 +605,7 @@ fn numeric_values(
     // A CSV column empty in every row comes as text (no value to tell its type by): say so,
     // rather than call it a text column. A feature missing from every row is an outage of its
     // feed, not a batch to impute whole.
-    if array.len() > 0 && array.null_count() == array.len() && as_f64(array).is_none() {
+    if !array.is_empty() && array.null_count() == array.len() && as_f64(array).is_none() {
         bail!(
             "{}: column `{name}` is empty in every row, but the model's preprocessing needs its \
              numbers (a feed that sent nothing?)",

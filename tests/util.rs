@@ -186,6 +186,17 @@ pub struct Run {
     stdin: Option<Vec<u8>>,
 }
 
+/// Runs `command` to its end, failing the test with its stderr unless it succeeded.
+pub fn output_of_success(command: &mut Command) -> std::process::Output {
+    let out = command.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub fn tool(name: &str) -> Run {
     Run::new(bin(name))
 }

@@ -154,6 +154,14 @@ fn make_run(dir: &Path, target: &str, vars: &[String], env: &[(&str, &str)]) -> 
     }
 }
 
+/// `make run` in `dir` on a 3,000-row demo with the tests' binaries, and `vars`.
+fn make_demo_run(dir: &Path, vars: &[String]) -> Output {
+    let tools = crate::util::bin("report").parent().unwrap().to_path_buf();
+    let mut all = vec![format!("BIN={}", tools.display()), "ROWS=3000".to_string()];
+    all.extend_from_slice(vars);
+    make_run(dir, "run", &all, &[])
+}
+
 // 2. RUN_DIR with a space or a glob made the Makefile delete files outside RUN_DIR.
 #[test]
 fn a_run_dir_with_a_space_or_a_glob_is_refused_and_nothing_outside_it_is_removed() {
@@ -601,13 +609,7 @@ fn dev_zero_on_stdin_is_named_at_once() {
 fn report_history_holds_one_night_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let tools = crate::util::bin("report").parent().unwrap().to_path_buf();
-    let run = make_run(
-        d,
-        "run",
-        &[format!("BIN={}", tools.display()), "ROWS=3000".into()],
-        &[],
-    );
+    let run = make_demo_run(d, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let night = std::fs::read_dir(d.join("run/nights"))
         .unwrap()
@@ -698,14 +700,8 @@ fn a_failed_night_rerun_unchanged_is_kept_once() {
             format!("leak-check: failed at {when}\n"),
         )
         .unwrap();
-        let out = Command::new(format!("{ROOT}/scripts/archive-night.sh"))
-            .arg(&run)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::util::output_of_success(
+            Command::new(format!("{ROOT}/scripts/archive-night.sh")).arg(&run),
         );
         std::fs::read_dir(run.join("nights"))
             .unwrap()
@@ -792,18 +788,8 @@ fn a_killed_registrations_temp_blob_goes_with_the_next_registration() {
 fn a_first_night_that_fails_still_draws_the_history_page() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let tools = crate::util::bin("report").parent().unwrap().to_path_buf();
     std::fs::write(d.join("explained.json"), "not json").unwrap();
-    let run = make_run(
-        d,
-        "run",
-        &[
-            format!("BIN={}", tools.display()),
-            "ROWS=3000".into(),
-            "EXPLAINED=explained.json".into(),
-        ],
-        &[],
-    );
+    let run = make_demo_run(d, &["EXPLAINED=explained.json".into()]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(!d.join("registry").exists());
     assert!(d.join("run/history.html").is_file(), "{}", run.stderr);
@@ -951,15 +937,7 @@ fn a_registry_on_a_read_only_mount_is_read() {
         snapshot = fixture().dir.join("snapshot").display(),
         out = dir.path().display(),
     );
-    let out = Command::new("unshare")
-        .args(["-m", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::util::output_of_success(Command::new("unshare").args(["-m", "sh", "-c", &script]));
     let resolved: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("resolved.json")).unwrap())
             .unwrap();

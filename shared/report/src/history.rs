@@ -12,7 +12,7 @@ use runfn_registry::AliasMove;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::alias::{AliasLog, version_words};
+use crate::alias::{AliasLog, describe_move, version_words};
 use crate::night::Night;
 use crate::outcome::{Decision, FailedStage, GateView, Outcome, Registered, furthest_with};
 
@@ -314,16 +314,8 @@ impl History {
             .map(|(summary, by_hand)| {
                 let mut row = summary.row;
                 for m in &by_hand {
-                    row.alias.words.push_str(&format!(
-                        "; by hand: {} → {} at {}{}",
-                        version_words(m.from_version),
-                        version_words(Some(m.to_version)),
-                        m.at,
-                        m.reason
-                            .as_deref()
-                            .map(|r| format!(" ({r})"))
-                            .unwrap_or_default()
-                    ));
+                    row.alias.words.push_str("; by hand: ");
+                    row.alias.words.push_str(&describe_move(m));
                 }
                 row.alias.by_hand = by_hand;
                 row

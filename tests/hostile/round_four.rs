@@ -801,6 +801,38 @@ fn a_first_night_that_fails_still_draws_the_history_page() {
     );
 }
 
+// Low: a Parquet timestamp beyond the microseconds a snapshot keeps became null uncounted.
+#[test]
+fn a_parquet_timestamp_out_of_range_is_a_counted_bad_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("when.parquet");
+    crate::util::python_stdout(
+        "import sys, pyarrow as pa, pyarrow.parquet as pq\n\
+         when = pa.array([0, 93 * 10**14, 10**12], type=pa.timestamp('ms'))\n\
+         pq.write_table(pa.table({'when': when, 'x': [1.0, 2.0, 3.0]}), sys.argv[1])\n",
+        &[file.as_os_str()],
+    );
+    let out = tool("ds-validate")
+        .args([
+            "profile".as_ref(),
+            "--in".as_ref(),
+            file.as_os_str(),
+            "-q".as_ref(),
+        ])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let bad = &out.json()["bad_values"]["columns"]["when"];
+    assert_eq!(bad["count"], 1, "{}", out.stdout);
+    assert_eq!(bad["examples"][0]["row"], 2);
+    assert!(
+        bad["examples"][0]["value"]
+            .as_str()
+            .unwrap()
+            .starts_with("9300000000000000"),
+        "{bad}"
+    );
+}
+
 // 10. gate passed a large regression when the noise floor held absurd values (a std of 1e308
 // made the interval null; a std of -1 was used as 1).
 #[test]

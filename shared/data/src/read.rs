@@ -479,9 +479,21 @@ fn collect_bad(
     let text = text
         .as_ref()
         .and_then(|t| t.as_any().downcast_ref::<StringArray>());
+    // A value no text can show (a Parquet timestamp beyond the microseconds the snapshot keeps)
+    // is still a bad value: shown as its stored number and type.
+    let stored = cast_with_options(raw, &DataType::Int64, &CastOptions::default()).ok();
+    let stored = stored
+        .as_ref()
+        .and_then(|n| n.as_any().downcast_ref::<arrow::array::Int64Array>());
     for row in 0..raw.len() {
         if raw.is_valid(row) && typed.is_null(row) {
-            let value = text.map(|t| t.value(row).to_string()).unwrap_or_default();
+            let value = match text.filter(|t| t.is_valid(row)) {
+                Some(t) => t.value(row).to_string(),
+                None => match stored.filter(|n| n.is_valid(row)) {
+                    Some(n) => format!("{} (stored as {})", n.value(row), raw.data_type()),
+                    None => format!("a {} value", raw.data_type()),
+                },
+            };
             if value.trim().is_empty() {
                 continue;
             }

@@ -727,6 +727,18 @@ fn a_failed_night_rerun_unchanged_is_kept_once() {
     );
 }
 
+/// `ds-validate profile --in file`.
+fn profiled(file: &Path) -> Output {
+    tool("ds-validate")
+        .args([
+            "profile".as_ref(),
+            "--in".as_ref(),
+            file.as_os_str(),
+            "-q".as_ref(),
+        ])
+        .run()
+}
+
 // Low: Parquet compressed with gzip, brotli or lz4 was refused ("disabled at compile time").
 #[test]
 fn parquet_in_every_codec_pyarrow_writes_is_read() {
@@ -740,14 +752,7 @@ fn parquet_in_every_codec_pyarrow_writes_is_read() {
     );
     for codec in ["gzip", "brotli", "lz4", "snappy", "zstd"] {
         let file = dir.path().join(format!("{codec}.parquet"));
-        let out = tool("ds-validate")
-            .args([
-                "profile".as_ref(),
-                "--in".as_ref(),
-                file.as_os_str(),
-                "-q".as_ref(),
-            ])
-            .run();
+        let out = profiled(&file);
         assert_eq!(out.code, 0, "{codec}: {}", out.stderr);
         assert_eq!(out.json()["rows"], 3, "{codec}");
     }
@@ -812,14 +817,7 @@ fn a_parquet_timestamp_out_of_range_is_a_counted_bad_value() {
          pq.write_table(pa.table({'when': when, 'x': [1.0, 2.0, 3.0]}), sys.argv[1])\n",
         &[file.as_os_str()],
     );
-    let out = tool("ds-validate")
-        .args([
-            "profile".as_ref(),
-            "--in".as_ref(),
-            file.as_os_str(),
-            "-q".as_ref(),
-        ])
-        .run();
+    let out = profiled(&file);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let bad = &out.json()["bad_values"]["columns"]["when"];
     assert_eq!(bad["count"], 1, "{}", out.stdout);

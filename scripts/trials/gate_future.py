@@ -12,22 +12,13 @@ night.
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gate_nights as g  # noqa: E402
-
-BIN = os.path.abspath(os.environ.get("BIN", "target/release"))
-
-
-def tool(name, args, stdin=None, ok=(0,), cwd=None):
-    out = subprocess.run([os.path.join(BIN, name), *args, "-q"], input=stdin, capture_output=True, text=True, cwd=cwd)
-    if out.returncode not in ok:
-        raise RuntimeError(f"{name} {args} exited {out.returncode}: {out.stderr.strip()[-600:]}")
-    return out
+from gate_nights import tool  # noqa: E402
 
 
 def main():

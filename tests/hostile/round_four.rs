@@ -642,20 +642,14 @@ fn report_history_holds_one_night_at_a_time() {
         .unwrap();
     std::io::Write::write_all(&mut err, b"\nds-validate: failed: the last words\n").unwrap();
     // 200 nights' records parsed at once take about 480 MB; one night's, a few.
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg("ulimit -d 262144 && exec \"$0\" history \"$1\"/*/ --registry \"$2\" --model churn --html \"$3\" -q")
-        .arg(crate::util::bin("report"))
-        .arg(&nights)
-        .arg(d.join("registry"))
-        .arg(d.join("history.html"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = crate::util::output_of_success(
+        Command::new("bash")
+            .arg("-c")
+            .arg("ulimit -d 262144 && exec \"$0\" history \"$1\"/*/ --registry \"$2\" --model churn --html \"$3\" -q")
+            .arg(crate::util::bin("report"))
+            .arg(&nights)
+            .arg(d.join("registry"))
+            .arg(d.join("history.html")),
     );
     let history: Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = history["history"]["nights"].as_array().unwrap();

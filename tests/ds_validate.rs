@@ -658,7 +658,7 @@ fn bad_inputs_exit_2() {
 
 /// Hourly readings of `days` days from 2013-01-01: a temperature that follows the seasons and
 /// a wind that does not; from day `celsius_from` on, the temperature is in Celsius.
-fn seasonal_csv(days: usize, celsius_from: Option<usize>) -> String {
+pub(crate) fn seasonal_csv(days: usize, celsius_from: Option<usize>) -> String {
     let mut text = String::from("time,temp,wind,station\n");
     let mut state = 11u64;
     let mut noise = || {

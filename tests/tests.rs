@@ -21,6 +21,7 @@ mod mf_hash;
 mod nights;
 mod noise_floor;
 mod object_store;
+mod parts;
 mod pipeline;
 mod predict;
 mod real_data;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_ds_validate_global_optspecs
-    string join \n in= shards= schema= record= previous= previous-model= registry= profile-out= explained= q/quiet pretty h/help V/version
+    string join \n in= shards= schema= record= previous= previous-model= registry= profile-out= explained= part= parts= q/quiet pretty h/help V/version
 end
 
 function __fish_ds_validate_needs_command
@@ -33,6 +33,8 @@ complete -c ds-validate -n "__fish_ds_validate_needs_command" -l previous-model 
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l registry -d 'The registry for --previous-model (default: RUNFN_REGISTRY, else ./registry)' -r -F
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l profile-out -d 'Where to save this snapshot\'s full profile (default: runs/<run_id>/profile.json)' -r -F
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l explained -d 'Drifts a person has explained: [{"column", "check", "reason"}]' -r -F
+complete -c ds-validate -n "__fish_ds_validate_needs_command" -l part -d 'Do part K of N (0-based: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX) and write its partial into --parts; the merge (the same command without --part) writes the record' -r
+complete -c ds-validate -n "__fish_ds_validate_needs_command" -l parts -d 'The folder of the parts\' partials: written with --part, merged without it' -r -F
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l pretty -d 'Indent the JSON on stdout (default: one line)'
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'

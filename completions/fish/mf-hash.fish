@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_mf_hash_global_optspecs
-    string join \n format= check= commit-from-git data-digest= print= lint drift-only q/quiet pretty h/help V/version
+    string join \n format= check= commit-from-git data-digest= print= lint drift-only part= parts= q/quiet pretty h/help V/version
 end
 
 function __fish_mf_hash_needs_command
@@ -30,6 +30,8 @@ complete -c mf-hash -n "__fish_mf_hash_needs_command" -l check -d 'Exit 1 unless
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -l data-digest -d 'Add a content digest of this data snapshot (folder, file or store URL such as s3://bucket/prefix); verified against a `@blake3:` snapshot id' -r -F
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -l print -d 'Print one field of the manifest as a plain line instead of the record: `snapshot` (the path part of data.snapshot, as the data tools read it) or `alert` (empty when unset)' -r -f -a "snapshot\t''
 alert\t''"
+complete -c mf-hash -n "__fish_mf_hash_needs_command" -l part -d 'Do part K of N (0-based: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX) and write its partial into --parts; the merge (the same command without --part) writes the record' -r
+complete -c mf-hash -n "__fish_mf_hash_needs_command" -l parts -d 'The folder of the parts\' partials: written with --part, merged without it' -r -F
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -l commit-from-git -d 'Set code.commit to the git HEAD of the current folder; refuse a dirty work tree'
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -l lint -d 'Lint only, as a template: the snapshot may be one `pin` fills in (no immutable id yet)'
 complete -c mf-hash -n "__fish_mf_hash_needs_command" -l drift-only -d 'A manifest for drift checks alone (ds-validate): `data` and `validate` suffice; code, seed, label and splits are checked only where present'

@@ -14,6 +14,7 @@ pub mod error;
 pub mod exit;
 pub mod generate;
 pub mod leftovers;
+pub mod parts;
 pub mod paths;
 pub mod record;
 pub mod retryable;

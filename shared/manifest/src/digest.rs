@@ -7,8 +7,11 @@
 //! the size (u64 LE) and the 32-byte content hash. Renaming, adding, removing or editing any file
 //! changes the digest; timestamps and permissions do not.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+
+use runfn_core::parts::{Part, PartHeader};
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -143,6 +146,127 @@ impl Listing {
             })
             .collect();
         Ok((digest, files))
+    }
+}
+
+/// One part's share of a snapshot's digest (`mf-hash --data-digest --part K/N`): its files'
+/// hashes; the merge combines every part's into the digest one process computes.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DigestPart {
+    pub part: PartHeader,
+    pub files: Vec<FileDigest>,
+}
+
+/// The partial's format tag.
+pub const DIGEST_PART_FORMAT: &str = "mf-hash-part-v1";
+
+impl Listing {
+    fn units(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.entries.iter().map(|e| (e.relative.as_str(), e.size))
+    }
+
+    /// Each file's part under `count` parts: contiguous runs of the sorted listing, by bytes.
+    pub fn assignment(&self, count: u32) -> Vec<u32> {
+        let sizes: Vec<u64> = self.entries.iter().map(|e| e.size).collect();
+        runfn_core::parts::assign(&sizes, count)
+    }
+
+    /// Hashes the files of `part` alone.
+    pub fn digest_part(
+        &self,
+        part: Part,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<DigestPart, DigestError> {
+        let assignment = self.assignment(part.count);
+        let mine: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| assignment[i] == part.index)
+            .collect();
+        let hashes: Vec<blake3::Hash> = mine
+            .par_iter()
+            .map(|&i| {
+                let hash = hash_file(&self.entries[i])?;
+                progress(self.entries[i].size);
+                Ok(hash)
+            })
+            .collect::<Result<_, DigestError>>()?;
+        Ok(DigestPart {
+            part: PartHeader {
+                format: DIGEST_PART_FORMAT.into(),
+                part,
+                listing: runfn_core::parts::fingerprint(self.units()),
+                units: self.entries.len() as u64,
+                done: mine.iter().map(|&i| i as u64).collect(),
+            },
+            files: mine
+                .iter()
+                .zip(hashes)
+                .map(|(&i, hash)| FileDigest {
+                    path: self.entries[i].relative.clone(),
+                    bytes: self.entries[i].size,
+                    blake3: hash.to_hex().to_string(),
+                })
+                .collect(),
+        })
+    }
+
+    /// The digest from every part's hashes, without reading a file: the same digest one process
+    /// computes. Refuses parts that cut another listing (the snapshot changed since, or they are
+    /// another snapshot's) or do not cover it file by file as the assignment says.
+    pub fn digest_from_parts(
+        self,
+        parts: &[DigestPart],
+    ) -> Result<(DataDigest, Vec<FileDigest>), String> {
+        let listing = runfn_core::parts::fingerprint(self.units());
+        let count = parts.first().map_or(1, |p| p.part.part.count);
+        if let Some(other) = parts.iter().find(|p| p.part.listing != listing) {
+            return Err(format!(
+                "part {} hashed another listing of the snapshot ({} files listed now): it changed since the parts ran",
+                other.part.part,
+                self.entries.len()
+            ));
+        }
+        if let Some(other) = parts.iter().find(|p| p.part.format != DIGEST_PART_FORMAT) {
+            return Err(format!(
+                "part {}: format `{}`, expected `{DIGEST_PART_FORMAT}`",
+                other.part.part, other.part.format
+            ));
+        }
+        let headers: Vec<&PartHeader> = parts.iter().map(|p| &p.part).collect();
+        runfn_core::parts::check_coverage(&headers, &self.assignment(count))?;
+        let mut known: HashMap<&str, (&str, u64)> = HashMap::new();
+        for part in parts {
+            if part.files.len() != part.part.done.len() {
+                return Err(format!(
+                    "part {} lists {} files for {} done",
+                    part.part.part,
+                    part.files.len(),
+                    part.part.done.len()
+                ));
+            }
+            for (file, &unit) in part.files.iter().zip(&part.part.done) {
+                let entry = &self.entries[unit as usize];
+                if file.path != entry.relative || file.bytes != entry.size {
+                    return Err(format!(
+                        "part {} hashed `{}` ({} bytes) where the listing has `{}` ({} bytes)",
+                        part.part.part, file.path, file.bytes, entry.relative, entry.size
+                    ));
+                }
+                known.insert(entry.relative.as_str(), (file.blake3.as_str(), file.bytes));
+            }
+        }
+        let hashes: HashMap<PathBuf, KnownHash> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let (hex, bytes) = known[e.relative.as_str()];
+                let hash = blake3::Hash::from_hex(hex)
+                    .map_err(|_| format!("`{}`: `{hex}` is not a blake3 hash", e.relative))?;
+                Ok((e.path.clone(), (hash, bytes)))
+            })
+            .collect::<Result<_, String>>()?;
+        self.digest(&|path| hashes.get(path).copied(), &|_| {})
+            .map_err(|e| e.to_string())
     }
 }
 

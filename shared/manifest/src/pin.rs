@@ -102,7 +102,26 @@ fn check(
     since: String,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<DataDigest, PinError> {
-    let (digest, files) = digest_files(root, progress)?;
+    let digested = digest_files(root, progress)?;
+    check_digested(root, pinned, since, digested)
+}
+
+/// Checks a digest already computed (`digested`, e.g. merged from parts) against `pinned`, as
+/// [`verify`] does: the same error, naming the file that changed.
+pub fn verify_digested(
+    root: &Path,
+    pinned: &str,
+    digested: (DataDigest, Vec<FileDigest>),
+) -> Result<DataDigest, PinError> {
+    check_digested(root, pinned, format!("it was pinned as {pinned}"), digested)
+}
+
+fn check_digested(
+    root: &Path,
+    pinned: &str,
+    since: String,
+    (digest, files): (DataDigest, Vec<FileDigest>),
+) -> Result<DataDigest, PinError> {
     if digest.digest == pinned {
         return Ok(digest);
     }

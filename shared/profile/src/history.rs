@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 use runfn_data::label::Positive;
-use runfn_data::read::Snapshot;
+use runfn_data::read::{Piece, Snapshot};
 use runfn_data::rolling::{Span, Unit, format_point};
 use runfn_data::split::numeric_values;
 use runfn_data::{ColumnType, DataError};
@@ -80,34 +80,93 @@ pub fn profile_windows(
     span: Span,
     anchor: f64,
 ) -> Result<Windowed, DataError> {
-    let time_type = snapshot
-        .column_type(time)
-        .ok_or_else(|| DataError::Other(format!("the snapshot has no column `{time}`")))?;
-    // ends[k] closes window k; ends[k + 1] opens it.
-    let mut ends = vec![anchor];
-    while ends.len() <= MAX_WINDOWS {
-        match span.before(*ends.last().unwrap_or(&anchor)) {
-            Some(end) => ends.push(end),
-            None => break,
-        }
-    }
-    let windows = ends.len() - 1;
-    let empty = || Profile::empty(snapshot, label, positive, identifiers);
     let pieces = pieces(snapshot, PIECE_ROWS)?;
-    let time_index = snapshot
-        .schema
-        .index_of(time)
-        .map_err(|e| DataError::Other(e.to_string()))?;
-    let per_piece: Vec<(Profile, Vec<Profile>, Option<f64>)> = pieces
+    let roles = PieceRoles {
+        label,
+        positive,
+        identifiers,
+    };
+    let cut = Some(Cut { time, span, anchor });
+    let per_piece = profile_pieces(snapshot, &roles, cut, &pieces)?;
+    merge_pieces(snapshot, &roles, cut, per_piece)
+}
+
+/// What a profile needs to know of the columns' roles.
+#[derive(Debug, Clone, Copy)]
+pub struct PieceRoles<'a> {
+    pub label: Option<&'a str>,
+    pub positive: Option<&'a Positive>,
+    pub identifiers: &'a [String],
+}
+
+impl PieceRoles<'_> {
+    fn empty(&self, snapshot: &Snapshot) -> Profile {
+        Profile::empty(snapshot, self.label, self.positive, self.identifiers)
+    }
+}
+
+/// How rows are cut into windows: by `time`, windows of `span` back from `anchor`.
+#[derive(Debug, Clone, Copy)]
+pub struct Cut<'a> {
+    pub time: &'a str,
+    pub span: Span,
+    pub anchor: f64,
+}
+
+impl Cut<'_> {
+    /// ends[k] closes window k; ends[k + 1] opens it.
+    fn ends(&self) -> Vec<f64> {
+        let mut ends = vec![self.anchor];
+        while ends.len() <= MAX_WINDOWS {
+            match self.span.before(*ends.last().unwrap_or(&self.anchor)) {
+                Some(end) => ends.push(end),
+                None => break,
+            }
+        }
+        ends
+    }
+}
+
+/// One piece of a snapshot profiled: whole, window by window (none without a cut), and its oldest
+/// time. What a part of a parted run keeps per piece, to be merged in piece order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PieceProfile {
+    pub whole: Profile,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<Profile>,
+    pub earliest: Option<f64>,
+}
+
+/// Profiles each of `pieces` (in parallel), whole and, with `cut`, window by window.
+pub fn profile_pieces(
+    snapshot: &Snapshot,
+    roles: &PieceRoles,
+    cut: Option<Cut>,
+    pieces: &[Piece],
+) -> Result<Vec<PieceProfile>, DataError> {
+    let ends = cut.map(|c| c.ends()).unwrap_or_default();
+    let windows = ends.len().saturating_sub(1);
+    let time_index =
+        match cut {
+            Some(cut) => Some(snapshot.schema.index_of(cut.time).map_err(|_| {
+                DataError::Other(format!("the snapshot has no column `{}`", cut.time))
+            })?),
+            None => None,
+        };
+    pieces
         .par_iter()
         .map(|piece| {
-            let mut whole = empty();
-            let mut parts: Vec<Profile> = (0..windows).map(|_| empty()).collect();
+            let mut whole = roles.empty(snapshot);
+            let mut parts: Vec<Profile> = (0..windows).map(|_| roles.empty(snapshot)).collect();
             let mut earliest: Option<f64> = None;
             whole.open_piece(snapshot, piece);
             for typed in snapshot.read_piece(piece)? {
                 let typed = typed?;
                 whole.add_typed(&typed);
+                let Some(time_index) = time_index else {
+                    continue;
+                };
                 let batch = &typed.batch;
                 let times = numeric_values(batch.column(time_index));
                 for t in times.iter().flatten() {
@@ -128,20 +187,49 @@ pub fn profile_windows(
                     parts[k].add_rows(&rows);
                 }
             }
-            Ok((whole, parts, earliest))
+            Ok(PieceProfile {
+                whole,
+                windows: parts,
+                earliest,
+            })
         })
         .collect::<Vec<Result<_, DataError>>>()
+        // The first failing piece in file order, so the error is the same on every run.
         .into_iter()
-        .collect::<Result<_, DataError>>()?;
-    let mut whole = empty();
-    let mut parts: Vec<Profile> = (0..windows).map(|_| empty()).collect();
-    let earliest = per_piece.iter().filter_map(|(_, _, e)| *e).reduce(f64::min);
-    for (piece_whole, piece_parts, _) in &per_piece {
-        whole.merge(piece_whole).map_err(DataError::Other)?;
-        for (part, piece_part) in parts.iter_mut().zip(piece_parts) {
+        .collect()
+}
+
+/// Merges the pieces' profiles in piece order into the snapshot's windows: the same result
+/// whether the pieces were profiled by one process or by many.
+pub fn merge_pieces(
+    snapshot: &Snapshot,
+    roles: &PieceRoles,
+    cut: Option<Cut>,
+    per_piece: Vec<PieceProfile>,
+) -> Result<Windowed, DataError> {
+    let ends = cut.map(|c| c.ends()).unwrap_or_default();
+    let windows = ends.len().saturating_sub(1);
+    let mut whole = roles.empty(snapshot);
+    let mut parts: Vec<Profile> = (0..windows).map(|_| roles.empty(snapshot)).collect();
+    let earliest = per_piece.iter().filter_map(|p| p.earliest).reduce(f64::min);
+    for piece in &per_piece {
+        whole.merge(&piece.whole).map_err(DataError::Other)?;
+        if piece.windows.len() != windows {
+            return Err(DataError::Other(format!(
+                "a piece was cut into {} windows where {windows} were expected",
+                piece.windows.len()
+            )));
+        }
+        for (part, piece_part) in parts.iter_mut().zip(&piece.windows) {
             part.merge(piece_part).map_err(DataError::Other)?;
         }
     }
+    let time_type = match cut {
+        Some(cut) => snapshot.column_type(cut.time).ok_or_else(|| {
+            DataError::Other(format!("the snapshot has no column `{}`", cut.time))
+        })?,
+        None => ColumnType::Timestamp,
+    };
     let windows = parts
         .into_iter()
         .enumerate()

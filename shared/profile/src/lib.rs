@@ -4,6 +4,7 @@ pub mod column;
 pub mod compare;
 pub mod explain;
 pub mod history;
+pub mod parts;
 pub mod profile;
 pub mod scope;
 pub mod settings;

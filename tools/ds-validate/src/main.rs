@@ -3,14 +3,17 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod parted;
+
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::parts::PartArgs;
 use runfn_core::record::{RecordInput, read_text};
 use runfn_core::{Exit, InputError, Record};
 use runfn_data::partitioned::Partitioned;
 use runfn_data::spec::{DataSource, DataSpec};
 use runfn_profile::compare::Check;
-use runfn_profile::history::{judge, profile_windows, span};
+use runfn_profile::history::judge;
 use runfn_profile::{
     EXPLANATION_FORM, Explanation, Profile, Roles, SettingsError, Thresholds, compare,
     profile_snapshot,
@@ -27,6 +30,8 @@ Examples:
   ds-validate profile --in lake/churn/part-00003.csv --label churned > p3.json   # one file, any machine
   ds-validate merge p*.json > profile.json
   ds-validate compare --previous old.json --current profile.json --manifest drift.yaml
+  ds-validate --part $SLURM_ARRAY_TASK_ID/8 --parts parts/ < record.json   # one of 8 parts
+  ds-validate --parts parts/ --previous old.json < record.json   # their merge: the record
 
 Profiles every column of the snapshot (--in, else manifest.data.snapshot): type, count, nulls,
 min, max, mean, std, quantiles (t-digest), distinct count (exact where values were counted, else
@@ -66,6 +71,16 @@ beyond its threshold, its sampling noise and its history. Under 4 earlier window
 judged by threshold and noise alone, and calibration.note says so. With --previous-model, only
 schema changes are checked against what serves. The profile file keeps each window's profile,
 for predict. The method: docs/drift.md.
+
+In parts (a Slurm job array, a Kubernetes Indexed Job): --part K/N --parts DIR profiles part K
+(0-based) of N of the snapshot's pieces (files, runs of a large Parquet file's row groups, each
+part a contiguous run balanced by bytes) and writes DIR/ds-validate.part-K-of-N.json, printing
+{\"part\": {tool, part, partial, units, of}}; with validate.window each part also reads the time
+column of the whole snapshot, for the newest time the windows count back from. The same command
+with --parts DIR and no --part merges them in piece order and writes what one process writes:
+the same profile file byte for byte, the same section (exactly, not within a sketch's error). A
+missing or doubled part, or a snapshot that changed since the parts ran, is refused (exit 2).
+docs/parts.md.
 
 --explained lists accepted drifts, each bounded by the largest value it explains and its last day:
 [{\"column\": \"temp\", \"check\": \"numeric_drift\", \"reason\": \"spring\", \"max_value\": 0.6,
@@ -179,6 +194,8 @@ struct ValidateArgs {
     /// Drifts a person has explained: [{"column", "check", "reason"}].
     #[arg(long, value_name = "FILE")]
     explained: Option<PathBuf>,
+    #[command(flatten)]
+    parts: PartArgs,
 }
 
 fn main() -> ExitCode {
@@ -264,14 +281,30 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     )?;
     let roles = roles_of(&spec, spec.label.clone(), features);
     let snapshot = open_source(&source, args.source.schema.as_deref(), &spec)?;
-    let newest = match &spec.time {
-        Some(time) => runfn_data::rolling::latest_time(&snapshot.1, time)?,
-        None => None,
+    // --part K/N --parts DIR profiles a part into DIR; --parts DIR alone merges the parts.
+    let parting = args.parts.part.zip(args.parts.parts.clone());
+    let merging = match (&args.parts.part, &args.parts.parts) {
+        (None, Some(dir)) => Some((dir.clone(), parted::read_parts(dir)?)),
+        _ => None,
+    };
+    let newest = match (&merging, &spec.time) {
+        (Some((_, parts)), _) => runfn_profile::parts::newest_of(parts),
+        (None, Some(time)) if parting.is_some() => parted::newest_time(&snapshot.1, time)?,
+        (None, Some(time)) => runfn_data::rolling::latest_time(&snapshot.1, time)?,
+        (None, None) => None,
     };
     let today = today(newest);
     let (current, comparison, calibration) = match &thresholds.window {
         None => {
-            let current = profile_source(tool, &snapshot, &spec, spec.label.clone())?;
+            if let Some((part, dir)) = &parting {
+                return parted::run_part(tool, &snapshot.1, &spec, None, newest, *part, dir);
+            }
+            let current = match merging {
+                Some((dir, parts)) => {
+                    parted::merge(tool, &snapshot.1, &spec, None, parts, &dir)?.whole
+                }
+                None => profile_source(tool, &snapshot, &spec, spec.label.clone())?,
+            };
             let comparison = compare(
                 previous.as_ref(),
                 &current,
@@ -307,22 +340,33 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
             if let Some(message) = runfn_data::rolling::future_anchor(time, time_type, anchor) {
                 return Err(InputError::field("manifest.data.time", message).into());
             }
-            let (count, unit) = runfn_schema::validate::window_span(window)
-                .map_err(|m| InputError::field("manifest.validate.window", m))?;
-            tool.info(format!(
-                "profiling {} by windows of {window}",
-                snapshot.0.display()
-            ));
-            let identifiers: Vec<String> = spec.entity.iter().chain(&spec.text).cloned().collect();
-            let windowed = profile_windows(
-                &snapshot.1,
-                spec.label.as_deref(),
-                spec.label_positive.as_ref(),
-                &identifiers,
-                time,
-                span(count, &unit),
-                anchor,
-            )?;
+            let cut = parted::cut(time, window, anchor)?;
+            let by_window = Some((window.as_str(), cut));
+            if let Some((part, dir)) = &parting {
+                return parted::run_part(tool, &snapshot.1, &spec, by_window, newest, *part, dir);
+            }
+            let windowed = match merging {
+                Some((dir, parts)) => {
+                    parted::merge(tool, &snapshot.1, &spec, by_window, parts, &dir)?
+                }
+                None => {
+                    tool.info(format!(
+                        "profiling {} by windows of {window}",
+                        snapshot.0.display()
+                    ));
+                    parted::with_roles(&spec, |roles| {
+                        runfn_profile::history::profile_windows(
+                            &snapshot.1,
+                            roles.label,
+                            roles.positive,
+                            roles.identifiers,
+                            time,
+                            cut.span,
+                            anchor,
+                        )
+                    })?
+                }
+            };
             let (comparison, calibration) = judge(
                 &windowed,
                 previous.as_ref(),

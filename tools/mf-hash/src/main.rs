@@ -7,11 +7,14 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use runfn_core::canonical::sorted_keys;
 use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::parts::{Part, PartArgs, PartDone, read_partials};
 use runfn_core::record::read_text;
 use runfn_core::{Exit, InputError, Record};
-use runfn_manifest::digest::{DataDigest, DigestError, digest_files, digest_path, total_bytes};
+use runfn_manifest::digest::{
+    DataDigest, DigestError, DigestPart, Listing, digest_files, digest_path, total_bytes,
+};
 use runfn_manifest::hash::is_hash;
-use runfn_manifest::pin::{replace_snapshot, verify, write_listing};
+use runfn_manifest::pin::{replace_snapshot, verify, verify_digested, write_listing};
 use runfn_manifest::snapshot::SnapshotRef;
 use runfn_manifest::{
     FORMAT_TAG, Format, Pinning, Problem, lint, lint_as, manifest_hash, parse_manifest,
@@ -28,6 +31,8 @@ Examples:
   mf-hash stops.yaml --lint                              # a template, its snapshot not yet pinned
   mf-hash weather.yaml --drift-only | ds-validate       # data and validate only: no training
   mf-hash pin manifest.yaml --snapshot ./lake/churn-2026-12-01 --out pinned.yaml
+  mf-hash m.yaml --data-digest lake/churn --part $JOB_COMPLETION_INDEX/8 --parts parts/
+  mf-hash m.yaml --data-digest lake/churn --parts parts/ | ds-validate   # the 8 parts merged
 
 --data-digest verifies a snapshot the manifest pins (`@blake3:<hex>`): one that moved is refused
 (exit 2) naming the file added, removed or changed, from the listing `pin` left beside it.
@@ -35,6 +40,13 @@ Examples:
 `<snapshot>.pin.json` and the manifest with data.snapshot set to `<snapshot>@blake3:<hex>`,
 every other byte unchanged (--out, else the manifest in place), and prints
 {\"pin\": {\"manifest\", \"snapshot\", \"listing\", \"data_digest\": {path, digest, files, bytes}}}.
+
+--part K/N --parts DIR hashes part K (0-based) of N of the snapshot's files (contiguous runs of
+the sorted listing, balanced by bytes), writes their hashes to DIR/mf-hash.part-K-of-N.json and
+prints {\"part\": {tool, part, partial, units, of}}. The same command with --parts DIR and no
+--part merges them: the digest one process computes, bit for bit, checked against the pinned id;
+a missing part, or a snapshot that changed since the parts ran, is refused (exit 2). Local
+snapshots only (a store URL is digested by one process). docs/parts.md.
 
 --lint checks a manifest without hashing it, as a template that `pin` completes each night:
 its data.snapshot may lack the immutable id (`./lake/tonight`); every other rule applies. It
@@ -90,6 +102,8 @@ struct Args {
     /// seed, label and splits are checked only where present.
     #[arg(long)]
     drift_only: bool,
+    #[command(flatten)]
+    parts: PartArgs,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -261,8 +275,20 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             matched,
         });
     }
+    if args.parts.parts.is_some() && args.data_digest.is_none() {
+        return Err(InputError::field("--parts", "cuts --data-digest's work: give it too").into());
+    }
+    if let (Some(path), Some(part), Some(dir)) =
+        (&args.data_digest, args.parts.part, &args.parts.parts)
+    {
+        return digest_part(tool, path, part, dir);
+    }
     if let Some(path) = &args.data_digest {
-        section.data_digest = Some(digest_with_progress(tool, path, pinned_digest(fields))?);
+        let pinned = pinned_digest(fields);
+        section.data_digest = Some(match &args.parts.parts {
+            Some(dir) => digest_from_parts(tool, path, dir, pinned)?,
+            None => digest_with_progress(tool, path, pinned)?,
+        });
     }
     for problem in &problems {
         tool.info(format_args!("problem: {problem}"));
@@ -353,6 +379,89 @@ fn digest_with_progress(
         if pinned.is_some() { ", as pinned" } else { "" }
     ));
     Ok(digest)
+}
+
+/// `--part K/N --parts DIR`: hashes this part's files of the snapshot and writes the partial.
+fn digest_part(tool: &Tool, path: &Path, part: Part, dir: &Path) -> anyhow::Result<Exit> {
+    let in_flag = |e: DigestError| anyhow::anyhow!("--data-digest {e}");
+    refuse_store_url(path)?;
+    let listing = Listing::of(path).map_err(in_flag)?;
+    let partial = listing.digest_part(part, &|_| {}).map_err(in_flag)?;
+    let file = part.path(dir, "mf-hash");
+    std::fs::create_dir_all(dir).map_err(|source| InputError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let text = serde_json::to_string(&partial)?;
+    runfn_core::atomic::write_bytes_atomic(&file, text.as_bytes())?;
+    let bytes: u64 = partial.files.iter().map(|f| f.bytes).sum();
+    tool.info(format!(
+        "part {part}: hashed {} of {} files ({bytes} bytes) into {}",
+        partial.files.len(),
+        partial.part.units,
+        file.display()
+    ));
+    let done = PartDone {
+        tool: "mf-hash".into(),
+        part: part.to_string(),
+        partial: file.display().to_string(),
+        units: partial.files.len() as u64,
+        of: partial.part.units,
+    };
+    runfn_core::cli::write_stdout(done.line().as_bytes())?;
+    Ok(Exit::Passed)
+}
+
+/// `--parts DIR` without `--part`: the digest from every part's hashes, checked against the
+/// snapshot's listing now (and its pin): the digest one process would have computed.
+fn digest_from_parts(
+    tool: &Tool,
+    path: &Path,
+    dir: &Path,
+    pinned: Option<String>,
+) -> anyhow::Result<DataDigest> {
+    refuse_store_url(path)?;
+    let listing = Listing::of(path).map_err(|e| anyhow::anyhow!("--data-digest {e}"))?;
+    let parts = read_partials(
+        dir,
+        "mf-hash",
+        |text, origin| {
+            serde_json::from_str::<DigestPart>(text)
+                .map_err(|e| InputError::field(origin, format!("not an mf-hash partial: {e}")))
+        },
+        |p: &DigestPart| &p.part,
+    )?;
+    let digested = listing
+        .digest_from_parts(&parts)
+        .map_err(|m| InputError::field(dir.display().to_string(), m))?;
+    let digest = match &pinned {
+        Some(pinned) => verify_digested(path, pinned, digested)
+            .map_err(|e| InputError::field("data.snapshot", e.to_string()))?,
+        None => digested.0,
+    };
+    tool.info(format!(
+        "{}: {} ({} files, {} bytes, merged from {} parts{})",
+        digest.path,
+        digest.digest,
+        digest.files,
+        digest.bytes,
+        parts.len(),
+        if pinned.is_some() { ", as pinned" } else { "" }
+    ));
+    Ok(digest)
+}
+
+/// Parts read a local or shared folder; a store URL is staged whole by one process.
+fn refuse_store_url(path: &Path) -> Result<(), InputError> {
+    match path.to_str().filter(|t| runfn_storage::is_remote(t)) {
+        Some(url) => Err(InputError::field(
+            "--part",
+            format!(
+                "{url}: a store URL is digested by one process (no --part/--parts); mount it, or stage it, to cut it in parts"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn print_field(manifest: &Value, field: PrintField, origin: &str) -> Result<String, InputError> {

@@ -1,0 +1,166 @@
+//! A snapshot profiled in parts (`ds-validate --part K/N --parts DIR`) and merged: each part
+//! profiles its pieces (files, runs of a large Parquet file's row groups) and keeps one profile
+//! per piece; the merge puts every piece's profile together in piece order, exactly as one
+//! process does, so the merged profile, its windows and every check on them are identical to a
+//! single process's (no sketch is merged in another order).
+
+use runfn_core::parts::{Part, PartHeader, assign, check_coverage, fingerprint};
+use runfn_data::DataError;
+use runfn_data::read::{Piece, Snapshot};
+use serde::{Deserialize, Serialize};
+
+use crate::history::{Cut, PieceProfile, PieceRoles, Windowed, merge_pieces, profile_pieces};
+use crate::profile::{PIECE_ROWS, pieces};
+
+pub const PROFILE_PART_FORMAT: &str = "ds-validate-part-v1";
+
+/// One part's profiles, piece by piece.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilePart {
+    pub part: PartHeader,
+    /// The newest time value of the whole snapshot (data.time), which windows count back from
+    /// and the explanations' expiry is judged by; every part must find the same.
+    pub newest: Option<f64>,
+    /// `validate.window` when the pieces were cut into windows.
+    pub window: Option<String>,
+    pub pieces: Vec<PieceProfile>,
+}
+
+/// A unit of work's name (file, and its run of row groups) and weight (bytes).
+type Unit = (String, u64);
+
+/// The snapshot's pieces, each with the name and weight the assignment is made from.
+fn listing(snapshot: &Snapshot) -> Result<(Vec<Piece>, Vec<Unit>), DataError> {
+    let pieces = pieces(snapshot, PIECE_ROWS)?;
+    let mut per_file = vec![0u64; snapshot.files.len()];
+    for piece in &pieces {
+        per_file[piece.file] += 1;
+    }
+    let root = &snapshot.root;
+    let units = pieces
+        .iter()
+        .map(|piece| {
+            let file = &snapshot.files[piece.file];
+            let name = file.path.strip_prefix(root).unwrap_or(&file.path);
+            let groups = piece
+                .row_groups
+                .as_ref()
+                .map(|g| format!("#{}..{}", g.start, g.end))
+                .unwrap_or_default();
+            (
+                format!("{}{groups}", name.display()),
+                file.bytes / per_file[piece.file].max(1),
+            )
+        })
+        .collect();
+    Ok((pieces, units))
+}
+
+fn fingerprint_of(units: &[Unit]) -> String {
+    fingerprint(units.iter().map(|(n, w)| (n.as_str(), *w)))
+}
+
+/// Profiles part `part` of `snapshot`: its pieces, cut into windows by `cut`.
+pub fn profile_part(
+    snapshot: &Snapshot,
+    roles: &PieceRoles,
+    cut: Option<Cut>,
+    window: Option<&str>,
+    newest: Option<f64>,
+    part: Part,
+) -> Result<ProfilePart, DataError> {
+    let (pieces, units) = listing(snapshot)?;
+    let weights: Vec<u64> = units.iter().map(|(_, w)| *w).collect();
+    let assignment = assign(&weights, part.count);
+    let mine: Vec<usize> = (0..pieces.len())
+        .filter(|&i| assignment[i] == part.index)
+        .collect();
+    let my_pieces: Vec<Piece> = mine.iter().map(|&i| pieces[i].clone()).collect();
+    let profiles = profile_pieces(snapshot, roles, cut, &my_pieces)?;
+    Ok(ProfilePart {
+        part: PartHeader {
+            format: PROFILE_PART_FORMAT.into(),
+            part,
+            listing: fingerprint_of(&units),
+            units: pieces.len() as u64,
+            done: mine.iter().map(|&i| i as u64).collect(),
+        },
+        newest,
+        window: window.map(String::from),
+        pieces: profiles,
+    })
+}
+
+/// The windowed profile from every part's pieces, merged in piece order: refuses parts of
+/// another listing, another window or another newest time, or that do not cover the pieces as
+/// the assignment says.
+pub fn merge_parts(
+    snapshot: &Snapshot,
+    roles: &PieceRoles,
+    cut: Option<Cut>,
+    window: Option<&str>,
+    parts: Vec<ProfilePart>,
+) -> Result<Windowed, String> {
+    let (pieces, units) = listing(snapshot).map_err(|e| e.to_string())?;
+    let listing = fingerprint_of(&units);
+    let count = parts.first().map_or(1, |p| p.part.part.count);
+    for part in &parts {
+        let at = part.part.part;
+        if part.part.format != PROFILE_PART_FORMAT {
+            return Err(format!(
+                "part {at}: format `{}`, expected `{PROFILE_PART_FORMAT}`",
+                part.part.format
+            ));
+        }
+        if part.part.listing != listing {
+            return Err(format!(
+                "part {at} profiled another listing of the snapshot ({} pieces now): it changed since the parts ran",
+                pieces.len()
+            ));
+        }
+        if part.window.as_deref() != window {
+            return Err(format!(
+                "part {at} was cut by validate.window {:?}, the manifest now says {:?}",
+                part.window, window
+            ));
+        }
+        if part.pieces.len() != part.part.done.len() {
+            return Err(format!(
+                "part {at} holds {} piece profiles for {} pieces done",
+                part.pieces.len(),
+                part.part.done.len()
+            ));
+        }
+    }
+    let newest: Vec<Option<f64>> = parts.iter().map(|p| p.newest).collect();
+    if newest.windows(2).any(|w| w[0] != w[1]) {
+        return Err(format!(
+            "the parts found different newest times ({newest:?}): the snapshot changed while they ran"
+        ));
+    }
+    if let (Some(cut), Some(Some(found))) = (cut, newest.first())
+        && cut.anchor != *found
+    {
+        return Err(format!(
+            "the parts cut windows back from {found}, the merge from {}",
+            cut.anchor
+        ));
+    }
+    let weights: Vec<u64> = units.iter().map(|(_, w)| *w).collect();
+    let headers: Vec<&PartHeader> = parts.iter().map(|p| &p.part).collect();
+    check_coverage(&headers, &assign(&weights, count))?;
+    let mut slots: Vec<Option<PieceProfile>> = vec![None; pieces.len()];
+    for part in parts {
+        for (profile, unit) in part.pieces.into_iter().zip(part.part.done) {
+            slots[unit as usize] = Some(profile);
+        }
+    }
+    let per_piece: Vec<PieceProfile> = slots.into_iter().flatten().collect();
+    merge_pieces(snapshot, roles, cut, per_piece).map_err(|e| e.to_string())
+}
+
+/// The newest time the parts found (all the same: [`merge_parts`] checks it).
+pub fn newest_of(parts: &[ProfilePart]) -> Option<f64> {
+    parts.first().and_then(|p| p.newest)
+}

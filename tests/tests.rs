@@ -32,6 +32,7 @@ mod retrain;
 mod rolling_splits;
 mod schema;
 mod shardify;
+mod slurm;
 mod timings;
 mod train;
 mod util;

@@ -23,7 +23,7 @@ runfn_name_chars := $(runfn_lower) $(runfn_digits) . _ -
 runfn_name_rule := a model name must match [a-z0-9][a-z0-9._-]* as the registry's names do
 runfn_profile_chars := $(runfn_name_chars) $(runfn_upper)
 runfn_profile_rule := a cargo profile is a name of letters, digits and . _ -
-runfn_count_rule := a row count is a whole number
+runfn_count_rule := a count (of rows, parts or ranks) is a whole number
 runfn_seeds_rule := seeds are whole numbers separated by spaces
 runfn_args_rule := retrain's arguments are NAME=VALUE words of the characters a path may hold
 
@@ -63,7 +63,7 @@ endef
 $(foreach v,MANIFEST RUN_DIR REGISTRY BIN PREFIX STORE,$(eval $(call runfn_check,$(v),runfn_path_chars,one,runfn_path_rule)))
 $(foreach v,PREVIOUS EXPLAINED,$(eval $(call runfn_check,$(v),runfn_path_chars,maybe,runfn_path_rule)))
 $(eval $(call runfn_check,MODEL,runfn_name_chars,one,runfn_name_rule))
-$(eval $(call runfn_check,ROWS,runfn_digits,one,runfn_count_rule))
+$(foreach v,ROWS PARTS TRAIN_TASKS,$(eval $(call runfn_check,$(v),runfn_digits,one,runfn_count_rule)))
 $(eval $(call runfn_check,SEEDS,runfn_digits,any,runfn_seeds_rule))
 $(eval $(call runfn_check,BUILD_PROFILE,runfn_profile_chars,one,runfn_profile_rule))
 $(eval $(call runfn_check,RETRAIN_ARGS,runfn_path_chars,any,runfn_args_rule))

@@ -28,6 +28,11 @@ for dir in "$root"/tools/*/; do
   chmod 755 "$tmp"
   mv -f "$tmp" "$prefix/bin/$tool"
 done
+# The stage wrapper the cluster specs run (docs/cluster/): a record in, a record out, atomically.
+tmp=$(mktemp "$prefix/bin/.runfn-stage.XXXXXX")
+cp "$root/scripts/runfn-stage" "$tmp"
+chmod 755 "$tmp"
+mv -f "$tmp" "$prefix/bin/runfn-stage"
 share=$prefix/share
 "$root/scripts/reference-files.sh" "$prefix/bin" "$share/man/man1" \
   "$share/bash-completion/completions" "$share/zsh/site-functions" \

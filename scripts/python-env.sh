@@ -8,14 +8,14 @@
 set -euo pipefail
 CACHE="${RUNFN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runfn}"
 VENV="$CACHE/test-venv"
-PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0 'moto[server]==5.2.5' boto3==1.44.8 jsonschema==4.26.0 safetensors==0.7.0 blake3==1.0.11)
+PACKAGES=(pyarrow==26.0.1 scikit-learn==1.9.1 tensorboard==2.21.0 'moto[server]==5.2.5' boto3==1.44.8 jsonschema==4.26.0 safetensors==0.7.0 blake3==1.0.11 kubernetes-validate==1.37.0)
 
 # Prints the pins the venv lacks (absent, another version, or not importable), one a line.
 missing() {
   "$VENV/bin/python" - "${PACKAGES[@]}" <<'PY'
 import importlib, importlib.metadata, sys
 # moto.server rather than moto: it imports flask, so a venv without the [server] extra fails.
-modules = {"scikit-learn": "sklearn", "moto": "moto.server"}
+modules = {"scikit-learn": "sklearn", "moto": "moto.server", "kubernetes-validate": "kubernetes_validate"}
 for pin in sys.argv[1:]:
     name, version = pin.split("==")
     name = name.split("[")[0]

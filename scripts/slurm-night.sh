@@ -34,7 +34,7 @@ if [[ $# -ne 1 ]]; then
 fi
 MANIFEST=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-stage=$here/slurm/stage.sh
+stage=$here/runfn-stage
 : "${BIN:=$(dirname "$(command -v mf-hash || echo ./mf-hash)")}"
 : "${RUN_DIR:=.}" "${PARTS:=4}" "${TASKS:=2}" "${SEEDS:=7 8}" "${MODEL:=churn}"
 : "${RUNFN_REGISTRY:=registry}"

@@ -183,6 +183,10 @@ fn make_install_puts_tools_man_pages_and_completions_under_the_prefix() {
             assert!(prefix.join(&path).is_file(), "{path}");
         }
     }
+    // The stage wrapper the cluster specs run sits beside the tools.
+    let stage = prefix.join("bin/runfn-stage");
+    let usage = Command::new(&stage).output().unwrap();
+    assert_eq!(usage.status.code(), Some(2), "{}", stage.display());
     // man finds the page under the prefix and renders it (no warnings from the roff).
     if Command::new("man").arg("--version").output().is_ok() {
         let man = Command::new("man")

@@ -3,6 +3,7 @@
 
 mod alerts;
 mod ckpt_interval;
+mod cluster_specs;
 mod daily;
 mod distributed;
 mod docs;

@@ -111,6 +111,7 @@ bench:
 	scripts/bench-profiles.sh
 	scripts/bench-predict.sh
 	scripts/bench-drift.sh
+	scripts/bench-parts.sh
 
 ## The pipeline (by default on the built-in demo): one record per stage under RUN_DIR, each stage
 ## reading the previous stage's record, ending with a registered model. Stages depend on their

@@ -136,6 +136,35 @@ fn parts_and_their_merge_write_what_one_process_writes() {
         "history"
     );
 
+    // A part hashes the files it reads, not the whole snapshot: a byte changed in the last file
+    // (the last part's) stops the last part, naming the file, and not the first.
+    let mut files: Vec<_> = std::fs::read_dir(&snapshot)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let last = files.last().unwrap().clone();
+    let kept_bytes = std::fs::read(&last).unwrap();
+    let mut changed = kept_bytes.clone();
+    let at = changed.len() - 3;
+    changed[at] = if changed[at] == b'1' { b'2' } else { b'1' };
+    std::fs::write(&last, &changed).unwrap();
+    let again = |k: u32| {
+        validate(
+            &dir.path().join("unused.json"),
+            &[
+                "--part".as_ref(),
+                format!("{k}/3").as_ref(),
+                "--parts".as_ref(),
+                dir.path().join("again").as_os_str(),
+            ],
+        )
+    };
+    let name = last.file_name().unwrap().to_string_lossy().into_owned();
+    again(2).assert_bad_input("ds-validate", &format!("{name} changed"));
+    assert_eq!(again(0).code, 0, "part 0 does not read {name}");
+    std::fs::write(&last, &kept_bytes).unwrap();
+
     // A missing part, or a snapshot that changed since the parts ran, is refused by name.
     let missing = profiles.join("ds-validate.part-1-of-3.json");
     let kept = dir.path().join("part-1");

@@ -247,6 +247,18 @@ impl DataSpec {
         path: &Path,
         schema_file: Option<&Path>,
     ) -> Result<Snapshot, DataError> {
+        self.open_snapshot_hashing(path, schema_file, &|_| true)
+    }
+
+    /// [`DataSpec::open_snapshot`], checking a pinned snapshot by hashing only the files
+    /// `hash_these` selects (by their path under the snapshot; the others' hashes come from the
+    /// pin's listing, their paths and sizes checked): a part of a job hashes what it reads.
+    pub fn open_snapshot_hashing(
+        &self,
+        path: &Path,
+        schema_file: Option<&Path>,
+        hash_these: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Snapshot, DataError> {
         let mut types = match schema_file {
             Some(file) => read_schema_file(file)?,
             None => Default::default(),
@@ -280,8 +292,22 @@ impl DataSpec {
                 "is in the schema file but not in the snapshot",
             ));
         }
+        self.verify_snapshot(path, hash_these)?;
+        self.require_columns(|c| snapshot.column_type(c).is_some())
+            .map_err(|e| DataError::Other(e.to_string()))?;
+        Ok(snapshot)
+    }
+
+    /// Refuses the snapshot at `path` unless it is the one the manifest pins (hashing the files
+    /// `hash_these` selects, the others checked by path and size against the pin's listing) or
+    /// the one mf-hash digested earlier in the run (hashed whole: there is no listing).
+    pub fn verify_snapshot(
+        &self,
+        path: &Path,
+        hash_these: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<(), DataError> {
         let checked = match (&self.pinned, &self.recorded) {
-            (Some(pinned), _) => Some(runfn_manifest::pin::verify(path, pinned, &|_| {})),
+            (Some(pinned), _) => Some(runfn_manifest::pin::verify_some(path, pinned, hash_these)),
             (None, Some((recorded, digest))) if same_path(&recorded_local(recorded), path) => {
                 Some(runfn_manifest::pin::verify_recorded(path, digest, &|_| {}))
             }
@@ -290,9 +316,7 @@ impl DataSpec {
         if let Some(Err(err)) = checked {
             return Err(DataError::Other(format!("manifest.data.snapshot: {err}")));
         }
-        self.require_columns(|c| snapshot.column_type(c).is_some())
-            .map_err(|e| DataError::Other(e.to_string()))?;
-        Ok(snapshot)
+        Ok(())
     }
 
     /// The splits, from `--split NAME=RULE` flags when given, else the manifest.

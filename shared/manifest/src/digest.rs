@@ -149,6 +149,32 @@ impl Listing {
     }
 }
 
+impl Listing {
+    /// The digest with only the files `hash_these` selects (by their path under the root) hashed
+    /// now; every other file's hash is taken from `recorded` (a pin's listing) where its path and
+    /// size match, and hashed now where they do not. A part of a job checks its own files this
+    /// way, not the whole snapshot.
+    pub fn digest_some(
+        self,
+        hash_these: &(dyn Fn(&str) -> bool + Sync),
+        recorded: &[FileDigest],
+    ) -> Result<(DataDigest, Vec<FileDigest>), DigestError> {
+        let recorded: HashMap<&str, &FileDigest> =
+            recorded.iter().map(|f| (f.path.as_str(), f)).collect();
+        let trusted: HashMap<PathBuf, KnownHash> = self
+            .entries
+            .iter()
+            .filter(|entry| !hash_these(&entry.relative))
+            .filter_map(|entry| {
+                let file = recorded.get(entry.relative.as_str())?;
+                let hash = blake3::Hash::from_hex(&file.blake3).ok()?;
+                Some((entry.path.clone(), (hash, file.bytes)))
+            })
+            .collect();
+        self.digest(&|path| trusted.get(path).copied(), &|_| {})
+    }
+}
+
 /// One part's share of a snapshot's digest (`mf-hash --data-digest --part K/N`): its files'
 /// hashes; the merge combines every part's into the digest one process computes.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]

@@ -61,6 +61,31 @@ fn fingerprint_of(units: &[Unit]) -> String {
     fingerprint(units.iter().map(|(n, w)| (n.as_str(), *w)))
 }
 
+/// The files part `part` of `snapshot` reads, by their `/`-separated path under the snapshot
+/// (as a pin lists them).
+pub fn files_of_part(
+    snapshot: &Snapshot,
+    part: Part,
+) -> Result<std::collections::BTreeSet<String>, DataError> {
+    let (pieces, units) = listing(snapshot)?;
+    let weights: Vec<u64> = units.iter().map(|(_, w)| *w).collect();
+    let assignment = assign(&weights, part.count);
+    Ok(pieces
+        .iter()
+        .zip(assignment)
+        .filter(|(_, at)| *at == part.index)
+        .map(|(piece, _)| {
+            let file = &snapshot.files[piece.file].path;
+            let relative = file.strip_prefix(&snapshot.root).unwrap_or(file);
+            relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .collect())
+}
+
 /// Profiles part `part` of `snapshot`: its pieces, cut into windows by `cut`.
 pub fn profile_part(
     snapshot: &Snapshot,

@@ -280,9 +280,14 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
         args.source.shards.as_deref(),
     )?;
     let roles = roles_of(&spec, spec.label.clone(), features);
-    let snapshot = open_source(&source, args.source.schema.as_deref(), &spec)?;
     // --part K/N --parts DIR profiles a part into DIR; --parts DIR alone merges the parts.
     let parting = args.parts.part.zip(args.parts.parts.clone());
+    // A part hashes the files it reads (below), the merge none: the parts hashed them all.
+    let hash_all = args.parts.parts.is_none();
+    let snapshot = open_source(&source, args.source.schema.as_deref(), &spec, hash_all)?;
+    if let (Some((part, _)), DataSource::Snapshot(path)) = (&parting, &source) {
+        parted::verify_part(&snapshot.1, &spec, path, *part)?;
+    }
     let merging = match (&args.parts.part, &args.parts.parts) {
         (None, Some(dir)) => Some((dir.clone(), parted::read_parts(dir)?)),
         _ => None,
@@ -515,14 +520,20 @@ fn serving_profile(registry: &Path, reference: &str) -> Result<Served, InputErro
 }
 
 /// The snapshot a source names, with the path it was opened from.
+/// The source opened; a pinned snapshot is checked by hashing every file (`hash_all`), or only
+/// by the paths and sizes its pin lists.
 fn open_source(
     source: &DataSource,
     schema: Option<&Path>,
     spec: &DataSpec,
+    hash_all: bool,
 ) -> anyhow::Result<(PathBuf, runfn_data::Snapshot)> {
     Ok(match source {
         DataSource::Shards(dir) => (dir.clone(), Partitioned::from_shards(dir)?.snapshot),
-        DataSource::Snapshot(path) => (path.clone(), spec.open_snapshot(path, schema)?),
+        DataSource::Snapshot(path) => (
+            path.clone(),
+            spec.open_snapshot_hashing(path, schema, &|_| hash_all)?,
+        ),
     })
 }
 
@@ -609,7 +620,7 @@ fn profile_command(
         Some(dir) => DataSource::Shards(dir.clone()),
         None => DataSource::Snapshot(spec.snapshot_path(source.input.as_deref())?),
     };
-    let snapshot = open_source(&data, source.schema.as_deref(), &spec)?;
+    let snapshot = open_source(&data, source.schema.as_deref(), &spec, true)?;
     let profile = profile_source(tool, &snapshot, &spec, label.or(spec.label.clone()))?;
     emit_profile(&profile, output)
 }

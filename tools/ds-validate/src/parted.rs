@@ -42,6 +42,17 @@ pub fn newest_time(snapshot: &runfn_data::Snapshot, time: &str) -> Result<Option
     runfn_data::rolling::latest_time(&projected, time)
 }
 
+/// Checks the files this part reads against the snapshot's pin, hashing them alone.
+pub fn verify_part(
+    snapshot: &runfn_data::Snapshot,
+    spec: &DataSpec,
+    path: &Path,
+    part: Part,
+) -> Result<(), DataError> {
+    let mine = runfn_profile::parts::files_of_part(snapshot, part)?;
+    spec.verify_snapshot(path, &|relative| mine.contains(relative))
+}
+
 /// Profiles this part's pieces and writes the partial; prints where it went.
 pub fn run_part(
     tool: &Tool,

@@ -38,7 +38,10 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 if ! command -v slurmctld > /dev/null || ! command -v munged > /dev/null; then
   echo "test-cluster: installing slurm-wlm and munge" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge > "$dir/apt.log" 2>&1 || {
+  # A machine whose package lists are old or missing needs them fetched first.
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -q slurm-wlm munge ||
+    { apt-get update -q && apt-get install -y -q slurm-wlm munge; }; } > "$dir/apt.log" 2>&1 || {
     echo "test-cluster: apt-get install slurm-wlm munge failed (see $dir/apt.log)" >&2
     exit 4
   }

@@ -285,15 +285,17 @@ $(RUN_DIR)/report.json: $(RUN_DIR)/register.json $(BIN)/report
 	  --registry '$(REGISTRY)' --model $(MODEL))
 
 ## The night on a Slurm cluster (scripts/slurm-night.sh): the digest and the profile as job arrays
-## of PARTS parts with dependent merges, each seed's training as TRAIN_TASKS ranks under srun, then
-## evaluate, the noise floor, the gate and register, each job started when the one before passed.
-## Run it from a folder every node sees; the records go to RUN_DIR as with `make run`.
+## of PARTS parts with dependent merges, each seed's training as TRAIN_TASKS ranks under srun over
+## TRAIN_NODES nodes, then evaluate, the noise floor, the gate and register, each job started when
+## the one before passed. Run it from a folder every node sees; the records go to RUN_DIR as with
+## `make run`.
 PARTS ?= 4
 TRAIN_TASKS ?= 2
+TRAIN_NODES ?= 1
 cluster-run: $(BUILD)
 	@cd "$$RUNFN_CALLER_DIR" && $(if $(DEMO_SNAPSHOT),$(MAKE) --no-print-directory -f $(ROOT)/Makefile $(DEMO_SNAPSHOT) &&) \
-	  BIN='$(BIN)' RUN_DIR='$(RUN_DIR)' PARTS='$(PARTS)' TASKS='$(TRAIN_TASKS)' SEEDS='$(SEEDS)' \
-	  MODEL='$(MODEL)' $(ROOT)/scripts/slurm-night.sh '$(MANIFEST)'
+	  BIN='$(BIN)' RUN_DIR='$(RUN_DIR)' PARTS='$(PARTS)' TASKS='$(TRAIN_TASKS)' TRAIN_NODES='$(TRAIN_NODES)' \
+	  SEEDS='$(SEEDS)' MODEL='$(MODEL)' $(ROOT)/scripts/slurm-night.sh '$(MANIFEST)'
 
 ## Rewrite the golden files under testdata/ from the current tools; review the diff.
 golden:

@@ -10,10 +10,11 @@
 #
 # Settings, from the environment (defaults in brackets): RUN_DIR, the night's records [.];
 # BIN, the folder of the tools [the PATH's]; PARTS, the parts of each array [4]; TASKS, the
-# ranks of a training [2]; SEEDS, the trainings ["7 8"], the first the candidate; MODEL [churn];
-# RUNFN_REGISTRY [registry]; SBATCH_ARGS, more sbatch options (a partition, an account), split
-# on spaces. --local runs the same stages in this shell instead, one after another (the parts in
-# turn, a training as `train --nproc-per-node TASKS`): what one machine writes, for comparison.
+# ranks of a training [2]; TRAIN_NODES, the nodes they are spread over [1]; SEEDS, the
+# trainings ["7 8"], the first the candidate; MODEL [churn]; RUNFN_REGISTRY [registry];
+# SBATCH_ARGS, more sbatch options (a partition, an account), split on spaces. --local runs
+# the same stages in this shell instead, one after another (the parts in turn, a training as
+# `train --nproc-per-node TASKS`): what one machine writes, for comparison.
 #
 # The records, under RUN_DIR: manifest.json, validate.json (profile.json beside it), leaks.json,
 # shards.json, train-seedS.json, eval-seedS.json, noise.json, gate.json, register.json; the
@@ -36,12 +37,12 @@ MANIFEST=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 stage=$here/runfn-stage
 : "${BIN:=$(dirname "$(command -v mf-hash || echo ./mf-hash)")}"
-: "${RUN_DIR:=.}" "${PARTS:=4}" "${TASKS:=2}" "${SEEDS:=7 8}" "${MODEL:=churn}"
+: "${RUN_DIR:=.}" "${PARTS:=4}" "${TASKS:=2}" "${TRAIN_NODES:=1}" "${SEEDS:=7 8}" "${MODEL:=churn}"
 : "${RUNFN_REGISTRY:=registry}"
 export BIN RUNFN_REGISTRY
-for number in "$PARTS" "$TASKS"; do
+for number in "$PARTS" "$TASKS" "$TRAIN_NODES"; do
   if ! [[ $number =~ ^[1-9][0-9]*$ ]]; then
-    echo "slurm-night: PARTS and TASKS must be whole numbers from 1, not \`$number\`" >&2
+    echo "slurm-night: PARTS, TASKS and TRAIN_NODES are whole numbers from 1, not \`$number\`" >&2
     exit 2
   fi
 done
@@ -62,7 +63,8 @@ mkdir -p "$r/logs" "$r/parts"
 rm -rf "$r/parts/mf-hash" "$r/parts/ds-validate"
 
 # submit NAME AFTER ARRAY TASKS -- STAGE ARGS: a job named NAME, started when the job AFTER
-# (or none: -) passed, ARRAY tasks (0: not an array) of TASKS tasks each; prints its id.
+# (or none: -) passed, ARRAY tasks (0: not an array) of TASKS tasks each (over TRAIN_NODES
+# nodes when TASKS > 1); prints its id.
 read -r -a extra <<< "${SBATCH_ARGS:-}"
 submit() {
   local name=$1 after=$2 array=$3 tasks=$4
@@ -81,6 +83,7 @@ submit() {
   local options=(--parsable --job-name "runfn-$name" --ntasks "$tasks" --chdir "$PWD"
     --output "$r/logs/$name-%A-%a.out" --error "$r/logs/$name-%A-%a.err" "${extra[@]}")
   if [[ $array -gt 0 ]]; then options+=(--array "0-$((array - 1))"); fi
+  if [[ $tasks -gt 1 ]]; then options+=(--nodes "$TRAIN_NODES"); fi
   if [[ $after != - ]]; then options+=(--dependency "afterok:$after" --kill-on-invalid-dep=yes); fi
   sbatch "${options[@]}" "$@" | cut -d';' -f1
 }

@@ -292,7 +292,7 @@ fn one_process_equals_parts(dir: &Path, data: Value, validate: Value, count: u32
 #[test]
 fn parts_equal_one_process_on_the_demo_and_two_real_tables() {
     let dir = tempfile::tempdir().unwrap();
-    // The demo: Parquet files, its label and entity.
+    // The demo: five CSV files, its label and entity.
     let demo = dir.path().join("demo");
     let made = tool("demo-data")
         .args(["--out".as_ref(), demo.as_os_str()])

@@ -1,9 +1,11 @@
-//! The demo night on a real Slurm cluster (Debian's slurm-wlm, started by the test on loopback:
-//! munge, slurmctld and one slurmd): the digest and the profile as job arrays with dependent
-//! merges, each seed's training as two tasks under srun (Gloo), then evaluate, the noise floor,
-//! the gate and register (`scripts/slurm-night.sh`). Its records equal the same night on one
-//! machine (`--local`: the parts in turn, `train --nproc-per-node 2`), and its data stages' records
-//! equal `make`'s. One node: a second slurmd would need its own network namespace and host name.
+//! The demo night on a real Slurm cluster (Debian's slurm-wlm, started by the test: munge,
+//! slurmctld and two slurmd, each node in a network namespace of its own with its own host name,
+//! joined by a bridge; one node on loopback where the kernel refuses that, and the test says so):
+//! the digest and the profile as job arrays with dependent merges, each seed's training as two
+//! ranks under srun, one per node (Gloo over the bridge), then evaluate, the noise floor, the gate
+//! and register (`scripts/slurm-night.sh`). Its records equal the same night on one machine
+//! (`--local`: the parts in turn, `train --nproc-per-node 2`), and its data stages' records equal
+//! `make`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +18,9 @@ use crate::util::{bin, tool};
 struct Cluster {
     dir: PathBuf,
     conf: String,
+    nodes: u32,
+    /// The interface the nodes reach each other by, when there are two.
+    ifname: Option<String>,
 }
 
 impl Cluster {
@@ -23,6 +28,7 @@ impl Cluster {
         let out = Command::new("scripts/slurm/test-cluster.sh")
             .arg("start")
             .arg(dir)
+            .arg("2")
             .output()
             .expect("test-cluster.sh runs");
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -31,14 +37,19 @@ impl Cluster {
             "the test cluster did not start: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let conf = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("SLURM_CONF="))
-            .expect("test-cluster.sh prints SLURM_CONF")
-            .to_string();
+        let said = |key: &str| {
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(String::from)
+        };
+        let conf = said("SLURM_CONF=").expect("test-cluster.sh prints SLURM_CONF");
+        let nodes = said("NODES=").expect("test-cluster.sh prints NODES");
         Cluster {
             dir: dir.to_path_buf(),
             conf,
+            nodes: nodes.parse().expect("NODES is a number"),
+            ifname: said("GLOO_SOCKET_IFNAME="),
         }
     }
 }
@@ -62,14 +73,15 @@ fn is_root() -> bool {
     String::from_utf8_lossy(&out.stdout).trim() == "0"
 }
 
-/// A record without what is measured rather than computed: timings, and the training's clock
-/// figures (seconds, fractions, rates); the losses, weights and scores stay.
+/// A record without what is measured rather than computed: timings, the training's clock
+/// figures (seconds, fractions, rates) and where its ranks were placed (`cpus`: the local
+/// launcher pins ranks that share a machine); the losses, weights and scores stay.
 fn computed(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .filter(|(key, _)| {
-                    key.as_str() != "timings"
+                    !["timings", "cpus"].contains(&key.as_str())
                         && !["_s", "_fraction", "_per_s", "_per_step"]
                             .iter()
                             .any(|end| key.ends_with(end))
@@ -82,7 +94,7 @@ fn computed(value: &Value) -> Value {
     }
 }
 
-fn night(dir: &Path, manifest: &Path, local: bool, conf: Option<&str>) -> String {
+fn night(dir: &Path, manifest: &Path, local: bool, cluster: Option<&Cluster>) -> String {
     std::fs::create_dir_all(dir).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm-night.sh");
     let mut command = Command::new("bash");
@@ -97,8 +109,13 @@ fn night(dir: &Path, manifest: &Path, local: bool, conf: Option<&str>) -> String
         .env("SEEDS", "11 12")
         .env("PARTS", "3")
         .env("TASKS", "2");
-    if let Some(conf) = conf {
-        command.env("SLURM_CONF", conf);
+    if let Some(cluster) = cluster {
+        command
+            .env("SLURM_CONF", &cluster.conf)
+            .env("TRAIN_NODES", cluster.nodes.to_string());
+        if let Some(ifname) = &cluster.ifname {
+            command.env("GLOO_SOCKET_IFNAME", ifname);
+        }
     }
     let out = command.output().expect("slurm-night.sh runs");
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
@@ -129,8 +146,12 @@ fn the_demo_night_on_slurm_writes_the_records_of_one_machine() {
     std::fs::write(&manifest, text).unwrap();
 
     let cluster = Cluster::start(&work.join("cluster"));
-    let stderr = night(&work.join("slurm"), &manifest, false, Some(&cluster.conf));
+    if cluster.nodes < 2 {
+        eprintln!("the kernel refused network namespaces: one Slurm node, both ranks on it");
+    }
+    let stderr = night(&work.join("slurm"), &manifest, false, Some(&cluster));
     assert!(stderr.contains("submitted; waiting"), "{stderr}");
+    let nodes = cluster.nodes;
     drop(cluster);
     night(&work.join("local"), &manifest, true, None);
 
@@ -158,6 +179,19 @@ fn the_demo_night_on_slurm_writes_the_records_of_one_machine() {
         "{}",
         trained["train"]["distributed"]
     );
+    if nodes == 2 {
+        // One rank on each node: srun's log names both.
+        let log: String = logs
+            .iter()
+            .filter(|l| l.starts_with("train-seed11-") && l.ends_with(".err"))
+            .map(|l| std::fs::read_to_string(work.join("slurm/logs").join(l)).unwrap())
+            .collect();
+        let hosts = std::fs::read_to_string(work.join("slurm/train-seed11.nodes")).unwrap();
+        assert!(
+            hosts.contains("node1") && hosts.contains("node2"),
+            "the ranks ran on {hosts:?}: {log}"
+        );
+    }
 
     // Every record of the Slurm night equals one machine's, but for what clocks measured.
     for record in [

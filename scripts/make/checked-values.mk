@@ -63,7 +63,7 @@ endef
 $(foreach v,MANIFEST RUN_DIR REGISTRY BIN PREFIX STORE,$(eval $(call runfn_check,$(v),runfn_path_chars,one,runfn_path_rule)))
 $(foreach v,PREVIOUS EXPLAINED,$(eval $(call runfn_check,$(v),runfn_path_chars,maybe,runfn_path_rule)))
 $(eval $(call runfn_check,MODEL,runfn_name_chars,one,runfn_name_rule))
-$(foreach v,ROWS PARTS TRAIN_TASKS,$(eval $(call runfn_check,$(v),runfn_digits,one,runfn_count_rule)))
+$(foreach v,ROWS PARTS TRAIN_TASKS TRAIN_NODES,$(eval $(call runfn_check,$(v),runfn_digits,one,runfn_count_rule)))
 $(eval $(call runfn_check,SEEDS,runfn_digits,any,runfn_seeds_rule))
 $(eval $(call runfn_check,BUILD_PROFILE,runfn_profile_chars,one,runfn_profile_rule))
 $(eval $(call runfn_check,RETRAIN_ARGS,runfn_path_chars,any,runfn_args_rule))

@@ -30,9 +30,10 @@ pub struct ProfilePart {
 /// A unit of work's name (file, and its run of row groups) and weight (bytes).
 type Unit = (String, u64);
 
-/// The snapshot's pieces, each with the name and weight the assignment is made from.
-fn listing(snapshot: &Snapshot) -> Result<(Vec<Piece>, Vec<Unit>), DataError> {
-    let pieces = pieces(snapshot, PIECE_ROWS)?;
+/// The snapshot's pieces (runs of at least `piece_rows` rows of a Parquet file's row groups, or
+/// whole files), each with the name and weight the assignment is made from.
+fn listing(snapshot: &Snapshot, piece_rows: u64) -> Result<(Vec<Piece>, Vec<Unit>), DataError> {
+    let pieces = pieces(snapshot, piece_rows)?;
     let mut per_file = vec![0u64; snapshot.files.len()];
     for piece in &pieces {
         per_file[piece.file] += 1;
@@ -67,7 +68,7 @@ pub fn files_of_part(
     snapshot: &Snapshot,
     part: Part,
 ) -> Result<std::collections::BTreeSet<String>, DataError> {
-    let (pieces, units) = listing(snapshot)?;
+    let (pieces, units) = listing(snapshot, PIECE_ROWS)?;
     let weights: Vec<u64> = units.iter().map(|(_, w)| *w).collect();
     let assignment = assign(&weights, part.count);
     Ok(pieces
@@ -95,7 +96,18 @@ pub fn profile_part(
     newest: Option<f64>,
     part: Part,
 ) -> Result<ProfilePart, DataError> {
-    let (pieces, units) = listing(snapshot)?;
+    profile_part_in(snapshot, roles, (cut, window), newest, part, PIECE_ROWS)
+}
+
+fn profile_part_in(
+    snapshot: &Snapshot,
+    roles: &PieceRoles,
+    (cut, window): (Option<Cut>, Option<&str>),
+    newest: Option<f64>,
+    part: Part,
+    piece_rows: u64,
+) -> Result<ProfilePart, DataError> {
+    let (pieces, units) = listing(snapshot, piece_rows)?;
     let weights: Vec<u64> = units.iter().map(|(_, w)| *w).collect();
     let assignment = assign(&weights, part.count);
     let mine: Vec<usize> = (0..pieces.len())
@@ -127,7 +139,17 @@ pub fn merge_parts(
     window: Option<&str>,
     parts: Vec<ProfilePart>,
 ) -> Result<Windowed, String> {
-    let (pieces, units) = listing(snapshot).map_err(|e| e.to_string())?;
+    merge_parts_in(snapshot, roles, (cut, window), parts, PIECE_ROWS)
+}
+
+fn merge_parts_in(
+    snapshot: &Snapshot,
+    roles: &PieceRoles,
+    (cut, window): (Option<Cut>, Option<&str>),
+    parts: Vec<ProfilePart>,
+    piece_rows: u64,
+) -> Result<Windowed, String> {
+    let (pieces, units) = listing(snapshot, piece_rows).map_err(|e| e.to_string())?;
     let listing = fingerprint_of(&units);
     let count = parts.first().map_or(1, |p| p.part.part.count);
     for part in &parts {
@@ -188,4 +210,63 @@ pub fn merge_parts(
 /// The newest time the parts found (all the same: [`merge_parts`] checks it).
 pub fn newest_of(parts: &[ProfilePart]) -> Option<f64> {
     parts.first().and_then(|p| p.newest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::profile_in_pieces;
+    use crate::profile::tests::telco_parquet;
+
+    /// A Parquet file's runs of row groups spread over parts, profiled and merged: the profile
+    /// one process makes of the same pieces, exactly.
+    #[test]
+    fn row_groups_in_parts_merge_to_the_profile_of_one_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let snapshot = telco_parquet(dir.path());
+        let roles = PieceRoles {
+            label: Some("churned"),
+            positive: None,
+            identifiers: &[],
+        };
+        let count = 3;
+        let parts: Vec<ProfilePart> = (0..count)
+            .map(|index| {
+                let part = Part { index, count };
+                profile_part_in(&snapshot, &roles, (None, None), None, part, 1200).unwrap()
+            })
+            .collect();
+        let done: Vec<Vec<u64>> = parts.iter().map(|p| p.part.done.clone()).collect();
+        assert_eq!(
+            done,
+            vec![vec![0, 1], vec![2], vec![3, 4]],
+            "contiguous, by bytes"
+        );
+        let one = profile_in_pieces(&snapshot, Some("churned"), None, &[], 1200).unwrap();
+        let mut reversed = parts.clone();
+        reversed.reverse();
+        for parts in [parts, reversed] {
+            let merged = merge_parts_in(&snapshot, &roles, (None, None), parts, 1200).unwrap();
+            assert!(
+                merged.whole == one,
+                "the merged profile differs from one process's"
+            );
+        }
+        // A part missing, or a part of another cut of the file, is refused.
+        let mut short = Vec::new();
+        for index in [0, 2] {
+            let part = Part { index, count };
+            short.push(profile_part_in(&snapshot, &roles, (None, None), None, part, 1200).unwrap());
+        }
+        let err = merge_parts_in(&snapshot, &roles, (None, None), short, 1200).unwrap_err();
+        assert!(err.contains("part 1"), "{err}");
+        let other = (0..count)
+            .map(|index| {
+                let part = Part { index, count };
+                profile_part_in(&snapshot, &roles, (None, None), None, part, 2000).unwrap()
+            })
+            .collect();
+        let err = merge_parts_in(&snapshot, &roles, (None, None), other, 1200).unwrap_err();
+        assert!(err.contains("another listing"), "{err}");
+    }
 }

@@ -181,7 +181,7 @@ pub fn profile_snapshot(
 }
 
 /// [`profile_snapshot`] with pieces of at least `piece_rows` rows.
-fn profile_in_pieces(
+pub(crate) fn profile_in_pieces(
     snapshot: &Snapshot,
     label: Option<&str>,
     positive: Option<&Positive>,
@@ -333,7 +333,7 @@ pub(crate) mod tests {
     }
 
     /// The real telco table (testdata/real/telco) as one Parquet file of 500-row groups.
-    fn telco_parquet(dir: &std::path::Path) -> Snapshot {
+    pub(crate) fn telco_parquet(dir: &std::path::Path) -> Snapshot {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../testdata/real/telco/snapshot");
         let csv = Snapshot::open(&root, &BTreeMap::new()).unwrap();

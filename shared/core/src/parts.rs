@@ -54,6 +54,31 @@ impl PartDone {
     }
 }
 
+/// Writes `tool`'s partial for `part` into `dir` (made when missing) atomically, and what the
+/// part prints: it did `units` of `of` units of work.
+pub fn write_partial<T: Serialize>(
+    dir: &Path,
+    tool: &str,
+    part: Part,
+    partial: &T,
+    (units, of): (u64, u64),
+) -> Result<PartDone, InputError> {
+    std::fs::create_dir_all(dir).map_err(|source| InputError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let file = part.path(dir, tool);
+    let text = serde_json::to_string(partial).expect("a partial serializes");
+    crate::atomic::write_bytes_atomic(&file, text.as_bytes())?;
+    Ok(PartDone {
+        tool: tool.into(),
+        part: part.to_string(),
+        partial: file.display().to_string(),
+        units,
+        of,
+    })
+}
+
 /// The most parts a run may be cut into.
 pub const MAX_PARTS: u32 = 100_000;
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use runfn_core::cli::Tool;
-use runfn_core::parts::{Part, PartDone, read_partials};
+use runfn_core::parts::{Part, read_partials, write_partial};
 use runfn_core::{Exit, InputError};
 use runfn_data::DataError;
 use runfn_data::spec::DataSpec;
@@ -73,27 +73,13 @@ pub fn run_part(
             part,
         )
     })?;
-    std::fs::create_dir_all(dir).map_err(|source| InputError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let file = part.path(dir, TOOL);
-    let text = serde_json::to_string(&partial)?;
-    runfn_core::atomic::write_bytes_atomic(&file, text.as_bytes())?;
+    let units = (partial.pieces.len() as u64, partial.part.units);
+    let done = write_partial(dir, TOOL, part, &partial, units)?;
     let rows: u64 = partial.pieces.iter().map(|p| p.whole.rows).sum();
     tool.info(format!(
         "part {part}: profiled {} of {} pieces ({rows} rows) into {}",
-        partial.pieces.len(),
-        partial.part.units,
-        file.display()
+        units.0, units.1, done.partial
     ));
-    let done = PartDone {
-        tool: TOOL.into(),
-        part: part.to_string(),
-        partial: file.display().to_string(),
-        units: partial.pieces.len() as u64,
-        of: partial.part.units,
-    };
     runfn_core::cli::write_stdout(done.line().as_bytes())?;
     Ok(Exit::Passed)
 }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use runfn_core::canonical::sorted_keys;
 use runfn_core::cli::{CommonArgs, Tool};
-use runfn_core::parts::{Part, PartArgs, PartDone, read_partials};
+use runfn_core::parts::{Part, PartArgs, read_partials, write_partial};
 use runfn_core::record::read_text;
 use runfn_core::{Exit, InputError, Record};
 use runfn_manifest::digest::{
@@ -387,27 +387,13 @@ fn digest_part(tool: &Tool, path: &Path, part: Part, dir: &Path) -> anyhow::Resu
     refuse_store_url(path)?;
     let listing = Listing::of(path).map_err(in_flag)?;
     let partial = listing.digest_part(part, &|_| {}).map_err(in_flag)?;
-    let file = part.path(dir, "mf-hash");
-    std::fs::create_dir_all(dir).map_err(|source| InputError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let text = serde_json::to_string(&partial)?;
-    runfn_core::atomic::write_bytes_atomic(&file, text.as_bytes())?;
+    let units = (partial.files.len() as u64, partial.part.units);
+    let done = write_partial(dir, "mf-hash", part, &partial, units)?;
     let bytes: u64 = partial.files.iter().map(|f| f.bytes).sum();
     tool.info(format!(
         "part {part}: hashed {} of {} files ({bytes} bytes) into {}",
-        partial.files.len(),
-        partial.part.units,
-        file.display()
+        units.0, units.1, done.partial
     ));
-    let done = PartDone {
-        tool: "mf-hash".into(),
-        part: part.to_string(),
-        partial: file.display().to_string(),
-        units: partial.files.len() as u64,
-        of: partial.part.units,
-    };
     runfn_core::cli::write_stdout(done.line().as_bytes())?;
     Ok(Exit::Passed)
 }

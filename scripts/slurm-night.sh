@@ -36,6 +36,7 @@ fi
 MANIFEST=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 stage=$here/runfn-stage
+export RUNFN_STAGE=$stage
 : "${BIN:=$(dirname "$(command -v mf-hash || echo ./mf-hash)")}"
 : "${RUN_DIR:=.}" "${PARTS:=4}" "${TASKS:=2}" "${TRAIN_NODES:=1}" "${SEEDS:=7 8}" "${MODEL:=churn}"
 : "${RUNFN_REGISTRY:=registry}"

@@ -86,3 +86,61 @@ fn the_cluster_specs_pass_their_published_schemas_and_broken_ones_do_not() {
         assert!(stderr.contains(named), "{to}: {stderr}");
     }
 }
+
+/// `runfn-stage`, which every cluster spec runs: the record appears only when the stage passed,
+/// a symlink's target is written and the link kept, a FIFO is refused and left alone, and `%K`
+/// without an index is refused.
+#[test]
+fn runfn_stage_writes_atomically_and_refuses_special_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let stage = |out: &Path, program: &[&str]| {
+        Command::new("scripts/runfn-stage")
+            .arg(out)
+            .arg("-")
+            .args(program)
+            .output()
+            .unwrap()
+    };
+    let out = dir.path().join("record.json");
+    let passed = stage(&out, &["echo", "{}"]);
+    assert!(passed.status.success(), "{passed:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "{}\n");
+    let failed = stage(&out, &["sh", "-c", "echo partial; exit 3"]);
+    assert_eq!(failed.status.code(), Some(3));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "{}\n",
+        "a failed stage kept the old record"
+    );
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink("record.json", &link).unwrap();
+    assert!(stage(&link, &["echo", "[1]"]).status.success());
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "[1]\n");
+    let fifo = dir.path().join("pipe");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let refused = stage(&fifo, &["echo", "{}"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not a regular file"));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    let unindexed = stage(&out, &["echo", "%K/4"]);
+    assert_eq!(unindexed.status.code(), Some(2));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}

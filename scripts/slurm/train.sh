@@ -13,13 +13,14 @@ first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 MASTER_ADDR=$(scontrol show node "$first" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')
 MASTER_ADDR=${MASTER_ADDR:-$first}
 export MASTER_ADDR MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
+# runfn-stage writes the record (rank 0's stdout) atomically; slurm-night.sh says where it is.
 # The ranks on this node: --ntasks-per-node when the job gave it, else this node's count from
 # SLURM_TASKS_PER_NODE ("2", "2(x3)" or "2,1").
-srun --kill-on-bad-exit=1 bash -c 'per_node=${SLURM_TASKS_PER_NODE%%[(,]*}
+"${RUNFN_STAGE:-runfn-stage}" "$result" - srun --kill-on-bad-exit=1 bash -c \
+  'per_node=${SLURM_TASKS_PER_NODE%%[(,]*}
   RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID \
   LOCAL_WORLD_SIZE=${SLURM_NTASKS_PER_NODE:-$per_node} \
   exec "$BIN/train" --record "$TRAIN_RECORD" --seed "$TRAIN_SEED" --out "$TRAIN_OUT" \
-    --threads 1 -q' > "$result.next" || { code=$?; rm -f "$result.next"; exit "$code"; }
-mv -f "$result.next" "$result"
+    --threads 1 -q'
 # The nodes the ranks ran on, beside the record.
 scontrol show hostnames "$SLURM_JOB_NODELIST" > "${result%.json}.nodes"

@@ -1,14 +1,13 @@
 //! Each leak check, from the merged scan.
 
-use std::collections::BTreeMap;
-
 use arrow::temporal_conversions::timestamp_us_to_datetime;
+use runfn_data::DataError;
 use runfn_data::partitioned::Partitioned;
-use runfn_stats::minhash::{MinHashParams, NearDuplicateIndex};
 use serde_json::{Value, json};
 
 use crate::config::LeakConfig;
 use crate::keys::Seen;
+use crate::near_twins::{ColumnSearch, read_text};
 use crate::report::{LeakCheck, Pair};
 use crate::scan::{Layout, Loc, Merged};
 
@@ -352,48 +351,40 @@ pub fn unseen_categories(merged: &Merged, data: &Partitioned, layout: &Layout) -
 /// Counts the rows of a later split whose text is a near twin of an earlier split's; with
 /// `collect_pairs`, every such pair.
 pub fn near_duplicates(
+    searches: Vec<ColumnSearch>,
     merged: &Merged,
     data: &Partitioned,
     config: &LeakConfig,
     pairs: &mut Vec<Pair>,
-) -> LeakCheck {
+) -> Result<LeakCheck, DataError> {
     if config.text.is_empty() {
-        return LeakCheck::skipped("near_duplicates", "manifest.data.text names no text column");
+        return Ok(LeakCheck::skipped(
+            "near_duplicates",
+            "manifest.data.text names no text column",
+        ));
     }
     let rank = ranks(data, config);
     let mut later_twins = std::collections::BTreeSet::new();
     let mut skipped_buckets = 0;
     let mut examples = Vec::new();
-    for (column, texts) in config.text.iter().zip(&merged.texts) {
-        let mut index = match NearDuplicateIndex::new(MinHashParams::default()) {
-            Ok(index) => index,
-            Err(err) => return LeakCheck::skipped("near_duplicates", err.to_string()),
+    for ((column, search), stores) in config.text.iter().zip(searches).zip(&merged.texts) {
+        let root = search.root().to_path_buf();
+        let spilled = |source| DataError::Io {
+            path: root.clone(),
+            source,
         };
-        let mut by_split: BTreeMap<u16, Vec<(u64, &str)>> = BTreeMap::new();
-        for (split, id, text) in texts.iter().flat_map(|file| file.iter()) {
-            by_split.entry(split).or_default().push((id, text));
-        }
-        for (split, texts) in &by_split {
-            index.add_batch(*split, texts);
-        }
-        let found = index.cross_group_pairs(config.near_duplicate_jaccard);
+        let found = search
+            .search(stores, config.near_duplicate_jaccard)
+            .map_err(spilled)?;
         skipped_buckets += found.skipped_buckets;
-        // A scan for each of the few examples, rather than a map over every text.
-        let text_of = |id: u64| {
-            texts
-                .iter()
-                .flat_map(|file| file.iter())
-                .find(|(_, text_id, _)| *text_id == id)
-                .map(|(_, _, text)| text)
-        };
         let loc = |id: u64| Loc {
             file: (id >> 40) as u32,
             row: (id & ((1 << 40) - 1)) + 1,
         };
         for pair in &found.pairs {
             let (a, b) = (
-                (pair.group_a as u8, loc(pair.id_a)),
-                (pair.group_b as u8, loc(pair.id_b)),
+                (pair.a.split as u8, loc(pair.a.id)),
+                (pair.b.split as u8, loc(pair.b.id)),
             );
             let (earlier, later) = if rank[a.0 as usize] <= rank[b.0 as usize] {
                 (a, b)
@@ -416,11 +407,12 @@ pub fn near_duplicates(
             .iter()
             .take(config.examples.saturating_sub(examples.len()))
         {
+            let text_of = |text| read_text(stores, text).map_err(spilled);
             examples.push(json!({
                 "column": column,
                 "jaccard": (pair.jaccard * 1000.0).round() / 1000.0,
-                "a": {"split": split_name(data, pair.group_a as u8), "at": place(data, loc(pair.id_a)), "text": text_of(pair.id_a)},
-                "b": {"split": split_name(data, pair.group_b as u8), "at": place(data, loc(pair.id_b)), "text": text_of(pair.id_b)},
+                "a": {"split": split_name(data, pair.a.split as u8), "at": place(data, loc(pair.a.id)), "text": text_of(&pair.a)?},
+                "b": {"split": split_name(data, pair.b.split as u8), "at": place(data, loc(pair.b.id)), "text": text_of(&pair.b)?},
             }));
         }
     }
@@ -437,7 +429,7 @@ pub fn near_duplicates(
         );
     }
     check.note = Some(note);
-    check
+    Ok(check)
 }
 
 pub fn future_features(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {

@@ -35,6 +35,11 @@ pub struct LeakConfig {
     /// The model's features when the manifest lists them (`config.features`): only these can
     /// have categories the model never learned.
     pub model_features: Option<Vec<String>>,
+    /// Memory the checks may hold; what does not fit (texts, their band keys, candidate pairs)
+    /// is spilled to `spill_dir`.
+    pub memory_bytes: u64,
+    /// Where to spill (default: the system's temporary folder, `TMPDIR`).
+    pub spill_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for LeakConfig {
@@ -56,6 +61,8 @@ impl Default for LeakConfig {
             decisions: BTreeMap::new(),
             collect_pairs: false,
             model_features: None,
+            memory_bytes: 1 << 30,
+            spill_dir: None,
         }
     }
 }
@@ -81,6 +88,18 @@ impl LeakConfig {
             split_order,
             ..LeakConfig::default()
         }
+    }
+
+    /// A folder of this run's own for what it spills, removed when dropped.
+    pub fn spill_root(&self) -> Result<tempfile::TempDir, runfn_data::DataError> {
+        let parent = self.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+        tempfile::Builder::new()
+            .prefix(".leak-check-spill")
+            .tempdir_in(&parent)
+            .map_err(|source| runfn_data::DataError::Io {
+                path: parent,
+                source,
+            })
     }
 
     pub fn decision(&self, check: &str) -> LeakDecision {

@@ -7,10 +7,11 @@ mod categories;
 mod checks;
 mod config;
 mod keys;
+mod near_twins;
 mod proxies;
 mod report;
 mod scan;
-mod texts;
+mod spill;
 
 pub use config::{LeakConfig, conventional_order};
 pub use report::{LeakCheck, LeakReport, Pair};
@@ -25,11 +26,13 @@ use runfn_manifest::leaks::LeakDecision;
 /// Runs every leak check over `data`.
 pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, DataError> {
     let layout = scan::Layout::new(data, config)?;
+    let spill = config.spill_root()?;
+    let searches = near_twins_searches(&layout, config, spill.path())?;
     let (files, bad_values) = data.fold(
         || scan::FileScan::new(&layout),
-        |scan, batch| scan.add(&layout, batch),
+        |scan, batch| scan.add(&layout, &searches, batch),
     )?;
-    let merged = scan::Merged::new(files, &layout);
+    let merged = scan::Merged::new(files, &layout, &searches)?;
     // A rolling window with no rows would check nothing and pass: the manifest and the data
     // disagree, as shardify says too.
     if let Some(why) = data.empty_window(&merged.tallies.split_rows) {
@@ -50,7 +53,7 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         checks::entity_overlap(&merged, data, config),
         checks::time_order(&merged, data, config),
         checks::exact_duplicates(&merged, data, config, &mut pairs),
-        checks::near_duplicates(&merged, data, config, &mut pairs),
+        checks::near_duplicates(searches, &merged, data, config, &mut pairs)?,
         checks::unseen_categories(&merged, data, &layout),
         checks::future_features(&merged, data, config),
         checks::label_proxies(&merged, &layout, data, config),
@@ -63,6 +66,31 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         check.apply(&decision, configured);
     }
     Ok(LeakReport::new(checks, bad_values.total(), pairs))
+}
+
+/// One near-twin search per text column, each with an equal share of a quarter of the budget
+/// for its sorted band keys (the key occurrences and the per-file summaries take the rest).
+fn near_twins_searches(
+    layout: &scan::Layout,
+    config: &LeakConfig,
+    root: &std::path::Path,
+) -> Result<Vec<near_twins::ColumnSearch>, DataError> {
+    let sketcher =
+        runfn_stats::minhash::Sketcher::new(runfn_stats::minhash::MinHashParams::default())
+            .map_err(|e| DataError::Other(e.to_string()))?;
+    let share = config.memory_bytes / 4 / layout.text.len().max(1) as u64;
+    layout
+        .text
+        .iter()
+        .map(|_| {
+            near_twins::ColumnSearch::new(sketcher.clone(), root, share).map_err(|source| {
+                DataError::Io {
+                    path: root.to_path_buf(),
+                    source,
+                }
+            })
+        })
+        .collect()
 }
 
 /// One twin pair as a line of `leak-check --pairs-out`: the check, both rows by split, file and

@@ -10,8 +10,8 @@ use runfn_stats::minhash::normalize_text;
 use crate::categories::FileCategories;
 use crate::config::LeakConfig;
 use crate::keys::{FileKeys, Keys, hash128};
+use crate::near_twins::{ColumnSearch, FileTexts};
 use crate::proxies::{CategoryProxy, NumericProxy};
-use crate::texts::Texts;
 
 /// Where a row is: file index and 1-based data row within the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -145,7 +145,7 @@ pub struct FileScan {
     pub entities: FileKeys,
     pub rows: FileKeys,
     /// Per text column.
-    pub texts: Vec<Texts>,
+    pub texts: Vec<FileTexts>,
     /// Per categorical column.
     pub categories: Vec<FileCategories>,
     pub tallies: Tallies,
@@ -222,7 +222,9 @@ impl FileScan {
         FileScan {
             entities: FileKeys::with_values(),
             rows: FileKeys::default(),
-            texts: (0..layout.text.len()).map(|_| Texts::default()).collect(),
+            texts: (0..layout.text.len())
+                .map(|_| FileTexts::default())
+                .collect(),
             categories: (0..layout.categories.len())
                 .map(|_| FileCategories::default())
                 .collect(),
@@ -230,7 +232,13 @@ impl FileScan {
         }
     }
 
-    pub fn add(&mut self, layout: &Layout, batch: &SplitBatch) -> Result<(), DataError> {
+    /// Adds a batch; its texts go to `searches` (one per text column).
+    pub fn add(
+        &mut self,
+        layout: &Layout,
+        searches: &[ColumnSearch],
+        batch: &SplitBatch,
+    ) -> Result<(), DataError> {
         let file = batch.file_index as u32;
         let rows = batch.batch.num_rows();
         let loc = |row: usize| Loc {
@@ -283,12 +291,19 @@ impl FileScan {
 
         for (slot, (_, column)) in layout.text.iter().enumerate() {
             let values = text_array(&columns[*column]);
-            for row in 0..rows {
-                if let (Some(split), true) = (batch.splits[row], values.is_valid(row)) {
-                    let id = (file as u64) << 40 | (batch.first_row + row as u64);
-                    self.texts[slot].add(split as u16, id, values.value(row));
-                }
-            }
+            let texts: Vec<(u16, u64, &str)> = (0..rows)
+                .filter_map(|row| match (batch.splits[row], values.is_valid(row)) {
+                    (Some(split), true) => Some((
+                        split as u16,
+                        (file as u64) << 40 | (batch.first_row + row as u64),
+                        values.value(row),
+                    )),
+                    _ => None,
+                })
+                .collect();
+            self.texts[slot]
+                .add(&searches[slot], &texts)
+                .map_err(|source| spill_error(&searches[slot], source))?;
         }
 
         if let Some(label_time) = layout.label_time {
@@ -411,16 +426,21 @@ fn train_label(batch: &SplitBatch, row: usize, train: u8, labels: &[Label]) -> O
 pub struct Merged {
     pub entities: Keys,
     pub rows: Keys,
-    /// Per text column, per file.
-    pub texts: Vec<Vec<Texts>>,
+    /// Per text column, per file: the file's texts, to read the examples' and candidates' back.
+    pub texts: Vec<Vec<Option<std::fs::File>>>,
     /// Per categorical column, every file's in file order.
     pub categories: Vec<FileCategories>,
     pub tallies: Tallies,
 }
 
 impl Merged {
-    pub fn new(files: Vec<FileScan>, layout: &Layout) -> Merged {
-        let mut texts: Vec<Vec<Texts>> = (0..layout.text.len()).map(|_| Vec::new()).collect();
+    pub fn new(
+        files: Vec<FileScan>,
+        layout: &Layout,
+        searches: &[ColumnSearch],
+    ) -> Result<Merged, DataError> {
+        let mut texts: Vec<Vec<Option<std::fs::File>>> =
+            (0..layout.text.len()).map(|_| Vec::new()).collect();
         let mut tallies = Tallies::new(layout);
         let mut entities = Vec::with_capacity(files.len());
         let mut rows = Vec::with_capacity(files.len());
@@ -433,17 +453,29 @@ impl Merged {
             }
             entities.push(file.entities);
             rows.push(file.rows);
-            for (target, file_texts) in texts.iter_mut().zip(file.texts) {
-                target.push(file_texts);
+            for ((target, file_texts), search) in texts.iter_mut().zip(file.texts).zip(searches) {
+                target.push(
+                    file_texts
+                        .finish(search)
+                        .map_err(|source| spill_error(search, source))?,
+                );
             }
             tallies.absorb(file.tallies);
         }
-        Merged {
+        Ok(Merged {
             entities: Keys::group(entities, false),
             rows: Keys::group(rows, layout.collect_pairs),
             texts,
             categories,
             tallies,
-        }
+        })
+    }
+}
+
+/// A failure to write or read the spilled texts, named by the folder they spill to.
+pub fn spill_error(search: &ColumnSearch, source: std::io::Error) -> DataError {
+    DataError::Io {
+        path: search.root().to_path_buf(),
+        source,
     }
 }

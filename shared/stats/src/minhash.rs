@@ -292,10 +292,6 @@ impl<'t> NearDuplicateIndex<'t> {
             .collect()
     }
 
-    /// The most cross-group pairs a bucket may have and still be searched, given how many
-    /// buckets of each size (within `max_bucket_pairs`) every band has: `max_bucket_pairs`, or
-    /// less, so that the searched buckets give at most `max_candidates` pairs in all (the
-    /// buckets with the most pairs go first; buckets of one size go together).
     fn bucket_cap(&self, bands: impl Iterator<Item = HashMap<usize, usize>>) -> usize {
         let mut all: HashMap<usize, usize> = HashMap::new();
         for band in bands {
@@ -303,18 +299,7 @@ impl<'t> NearDuplicateIndex<'t> {
                 *all.entry(pairs).or_insert(0) += buckets;
             }
         }
-        let mut sizes: Vec<(usize, usize)> = all.into_iter().collect();
-        sizes.sort_unstable();
-        let mut total = 0usize;
-        let mut fits = 0;
-        for (pairs, buckets) in sizes {
-            total = total.saturating_add(pairs.saturating_mul(buckets));
-            if total > self.params.max_candidates {
-                return fits;
-            }
-            fits = pairs;
-        }
-        self.params.max_bucket_pairs
+        bucket_cap(&self.params, all)
     }
 
     /// Cross-group pairs (lower index first) sharing a bucket in `band`, of buckets with at most
@@ -387,6 +372,58 @@ impl<'t> NearDuplicateIndex<'t> {
             id_b: self.ids[second],
             jaccard,
         }
+    }
+}
+
+/// The most cross-group pairs a bucket may have and still be searched, given how many buckets
+/// of each size (cross-group pairs, within `max_bucket_pairs`) all bands have:
+/// `max_bucket_pairs`, or less, so that the searched buckets give at most `max_candidates`
+/// pairs in all (the buckets with the most pairs go first; buckets of one size go together).
+pub fn bucket_cap(params: &MinHashParams, sizes: HashMap<usize, usize>) -> usize {
+    let mut sizes: Vec<(usize, usize)> = sizes.into_iter().collect();
+    sizes.sort_unstable();
+    let mut total = 0usize;
+    let mut fits = 0;
+    for (pairs, buckets) in sizes {
+        total = total.saturating_add(pairs.saturating_mul(buckets));
+        if total > params.max_candidates {
+            return fits;
+        }
+        fits = pairs;
+    }
+    params.max_bucket_pairs
+}
+
+/// A text's band keys and shingles as the index computes them, for a search that keeps its
+/// index elsewhere (on disk, sorted by band key): the same keys give the same buckets, the
+/// same shingles the same Jaccard values, bit for bit.
+#[derive(Debug, Clone)]
+pub struct Sketcher {
+    params: MinHashParams,
+    hasher: Hasher,
+}
+
+impl Sketcher {
+    pub fn new(params: MinHashParams) -> Result<Sketcher, MinHashError> {
+        let index = NearDuplicateIndex::new(params)?;
+        Ok(Sketcher {
+            params,
+            hasher: index.hasher,
+        })
+    }
+
+    pub fn params(&self) -> &MinHashParams {
+        &self.params
+    }
+
+    /// The band keys of a text, or None when it has no shingles (it is then only counted).
+    pub fn band_keys(&self, text: &str) -> Option<Vec<u64>> {
+        let shingles = self.shingles(text);
+        (!shingles.is_empty()).then(|| self.hasher.band_keys(&shingles))
+    }
+
+    pub fn shingles(&self, text: &str) -> Vec<u64> {
+        shingle_hashes(&normalize_text(text), self.params.shingle_chars)
     }
 }
 

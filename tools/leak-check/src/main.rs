@@ -50,7 +50,7 @@ chance: {reference, rate, expected, observed, p_value, alpha, movement} says so.
   {\"check\", \"column\"?, \"jaccard\"?, \"earlier\": {\"split\", \"file\", \"row\"}, \"later\": {...}}
 
 Output: the input record plus
-  \"leaks\": {\"passed\": bool, \"bad_values\": n,
+  \"leaks\": {\"passed\": bool, \"bad_values\": n, \"memory\": {\"budget_bytes\", \"peak_bytes\"},
             \"checks\": [{\"name\", \"passed\", \"count\", \"of\"?, \"fraction\"?, \"setting\", \"reason\"?,
                         \"examples\": [...], \"note\"?, \"chance\"?}]}
 
@@ -92,6 +92,10 @@ struct Args {
     /// Schema file fixing column types (raw snapshots only).
     #[arg(long, value_name = "FILE")]
     schema: Option<PathBuf>,
+    /// Memory the checks may hold (default: a quarter of the machine's); texts, their band
+    /// keys and candidate pairs beyond it are spilled to TMPDIR.
+    #[arg(long, value_name = "SIZE", value_parser = runfn_data::spec::parse_size)]
+    memory: Option<u64>,
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
@@ -166,6 +170,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         collect_pairs: args.pairs_out.is_some(),
         model_features: runfn_profile::Roles::features_from_manifest(record.get("manifest"))
             .map_err(|e| runfn_core::InputError::field(e.field, e.message))?,
+        memory_bytes: args.memory.unwrap_or_else(quarter_of_the_machine),
         ..defaults
     };
     let report = check(&data, &config)?;
@@ -197,8 +202,22 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         ));
     }
     let passed = report.passed;
-    record.set(&report.to_record())?;
+    let mut section = report.to_record();
+    section.memory = Some(runfn_schema::record::MemoryUse {
+        budget_bytes: config.memory_bytes,
+        peak_bytes: runfn_core::timings::peak_of_this_program().unwrap_or(0),
+    });
+    record.set(&section)?;
     tool.finish(record, Exit::from_passed(passed))
+}
+
+/// A quarter of the machine's memory (1 GiB where /proc/meminfo cannot be read).
+fn quarter_of_the_machine() -> u64 {
+    runfn_core::environment::of_this_machine()
+        .get("memory_bytes")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|&bytes| bytes > 0)
+        .map_or(1 << 30, |bytes| bytes / 4)
 }
 
 /// A failed check in one line, for the log and the alert: the check, the columns it read, how

@@ -457,17 +457,24 @@ fn exact_twins_are_judged_against_what_chance_gives() {
     assert!(!copied["examples"].as_array().unwrap().is_empty());
 }
 
-/// Within `--memory` the texts, their band keys and the candidate pairs go to disk: on 200k
-/// demo rows with a text column the checks held 345 MB before; with `--memory 64M` they hold
-/// about 90 MB, and report exactly what a budget that holds everything reports. What they
-/// spilled is gone afterwards.
+/// Within `--memory` the key occurrences, texts, band keys, candidate pairs and numbers go to
+/// disk: on 200k demo rows with a text column the checks held 345 MB before; with `--memory
+/// 64M` they hold under 100 MB, and report exactly what a budget that holds everything reports,
+/// examples included. What they spilled is gone afterwards.
 #[test]
 fn a_small_memory_budget_spills_and_finds_the_same_leaks() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = demo_snapshot(
         &dir.path().join("snapshot"),
         200_000,
-        &["--trap-duplicate-notes", "200"],
+        &[
+            "--trap-duplicate-notes",
+            "200",
+            "--trap-entity-overlap",
+            "40",
+            "--trap-exact-duplicates",
+            "30",
+        ],
     );
     let spill = dir.path().join("tmp");
     std::fs::create_dir(&spill).unwrap();
@@ -483,12 +490,15 @@ fn a_small_memory_budget_spills_and_finds_the_same_leaks() {
     };
     let (small, large) = (run("64M"), run("8G"));
     assert_eq!(small["checks"], large["checks"]);
-    assert!(
-        named_check(&small, "near_duplicates")["count"]
-            .as_u64()
-            .unwrap()
-            >= 250
-    );
+    for (check, least) in [
+        ("near_duplicates", 250),
+        ("entity_overlap", 40),
+        ("exact_duplicates", 30),
+    ] {
+        let found = named_check(&small, check);
+        assert!(found["count"].as_u64().unwrap() >= least, "{found}");
+        assert!(!found["examples"].as_array().unwrap().is_empty(), "{found}");
+    }
     let peak = small["memory"]["peak_bytes"].as_u64().unwrap();
     eprintln!("leak-check --memory 64M: peak {} MiB", peak >> 20);
     assert_eq!(small["memory"]["budget_bytes"], 64 << 20);

@@ -8,7 +8,7 @@ complete -c leak-check -l text -d 'Text column for near-duplicates (default: man
 complete -c leak-check -l jaccard -d 'Jaccard similarity at which two texts count as near-duplicates' -r
 complete -c leak-check -l pairs-out -d 'Write every exact and near twin pair found to FILE (JSON Lines)' -r -F
 complete -c leak-check -l schema -d 'Schema file fixing column types (raw snapshots only)' -r -F
-complete -c leak-check -l memory -d 'Memory the checks may hold (default: a quarter of the machine\'s); texts, their band keys and candidate pairs beyond it are spilled to TMPDIR' -r
+complete -c leak-check -l memory -d 'Memory the checks may hold (default: a quarter of the machine\'s); key occurrences, texts, band keys, candidate pairs and numbers beyond it are spilled to TMPDIR' -r
 complete -c leak-check -l record -d 'Read the record from FILE instead of stdin' -r -F
 complete -c leak-check -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c leak-check -l pretty -d 'Indent the JSON on stdout (default: one line)'

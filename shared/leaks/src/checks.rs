@@ -6,7 +6,6 @@ use runfn_data::partitioned::Partitioned;
 use serde_json::{Value, json};
 
 use crate::config::LeakConfig;
-use crate::keys::Seen;
 use crate::near_twins::{ColumnSearch, read_text};
 use crate::report::{LeakCheck, Pair};
 use crate::scan::{Layout, Loc, Merged};
@@ -62,16 +61,16 @@ pub fn entity_overlap(merged: &Merged, data: &Partitioned, config: &LeakConfig) 
     let Some(entity) = &config.entity else {
         return LeakCheck::skipped("entity_overlap", "manifest.data.entity is not set");
     };
-    let shared = merged.entities.shared_in_order();
-    let examples = shared
+    let examples = merged
+        .entities
+        .examples
         .iter()
-        .take(config.examples)
         .map(|seen| {
             json!({entity.as_str(): seen.value, "splits": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()})
         })
         .collect();
     let first = first_split(&ranks(data, config));
-    let mut check = LeakCheck::counted("entity_overlap", shared.len() as u64, examples);
+    let mut check = LeakCheck::counted("entity_overlap", merged.entities.shared, examples);
     check.of = Some(merged.entities.outside(first));
     check
 }
@@ -121,44 +120,24 @@ pub fn exact_duplicates(
     pairs: &mut Vec<Pair>,
 ) -> LeakCheck {
     let rank = ranks(data, config);
-    let earliest = |seen: &Seen| seen.first.iter().map(|(s, _)| rank[*s as usize]).min();
-    let shared = merged.rows.shared_in_order();
-    let count: u64 = shared
+    let count: u64 = merged.rows.later.iter().sum();
+    pairs.extend(merged.rows.pairs.iter().map(|&(earlier, later)| Pair {
+        check: "exact_duplicates",
+        column: None,
+        jaccard: None,
+        earlier,
+        later,
+    }));
+    let examples = merged
+        .rows
+        .examples
         .iter()
-        .map(|seen| {
-            let earliest = earliest(seen);
-            seen.counts
-                .iter()
-                .filter(|(split, _)| Some(rank[*split as usize]) != earliest)
-                .map(|(_, n)| n)
-                .sum::<u64>()
-        })
-        .sum();
-    for (hash, split, loc) in &merged.rows.shared_occurrences {
-        let Some(seen) = merged.rows.shared.get(hash) else {
-            continue;
-        };
-        for (other, first) in &seen.first {
-            if rank[*other as usize] < rank[*split as usize] {
-                pairs.push(Pair {
-                    check: "exact_duplicates",
-                    column: None,
-                    jaccard: None,
-                    earlier: (*other, *first),
-                    later: (*split, *loc),
-                });
-            }
-        }
-    }
-    let examples = shared
-        .iter()
-        .take(config.examples)
         .map(|seen| json!({"rows": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()}))
         .collect();
     let mut check = LeakCheck::counted("exact_duplicates", count, examples);
     check.of = Some(later_rows(merged, &rank));
     check.note = Some("rows of a later split equal to a row of an earlier split on every feature column (entity, time, label and as-of columns left out; text normalized)".into());
-    check.chance = twins_by_chance(merged, data, &rank, &shared);
+    check.chance = twins_by_chance(merged, data, &rank);
     check
 }
 
@@ -179,7 +158,6 @@ fn twins_by_chance(
     merged: &Merged,
     data: &Partitioned,
     rank: &[usize],
-    shared: &[&Seen],
 ) -> Option<runfn_schema::record::LeakChance> {
     let first = first_split(rank)? as usize;
     let rows = &merged.tallies.split_rows;
@@ -190,12 +168,9 @@ fn twins_by_chance(
     let repeated = merged.rows.repeated_within.get(first).copied().unwrap_or(0);
     let rate = repeated as f64 / reference_rows as f64;
     let mut observed = vec![0u64; rows.len()];
-    for seen in shared {
-        let earliest = seen.first.iter().map(|(s, _)| rank[*s as usize]).min();
-        for (split, n) in &seen.counts {
-            if Some(rank[*split as usize]) != earliest {
-                observed[*split as usize] += n;
-            }
+    for (split, n) in merged.rows.later.iter().enumerate() {
+        if let Some(slot) = observed.get_mut(split) {
+            *slot += n;
         }
     }
     let later: Vec<usize> = (0..rows.len())
@@ -298,19 +273,32 @@ pub fn overdispersed_p(observed: u64, rows: u64, chance: f64, movement: Option<M
 /// beyond what chance gives (see [`crate::categories`]), Bonferroni over every column and later
 /// split tested. The count and `chance` are the strongest finding's; the examples list each
 /// column and split with unseen rows.
-pub fn unseen_categories(merged: &Merged, data: &Partitioned, layout: &Layout) -> LeakCheck {
+pub fn unseen_categories(
+    merged: &Merged,
+    data: &Partitioned,
+    layout: &Layout,
+) -> Result<LeakCheck, DataError> {
     if layout.train.is_none() {
-        return LeakCheck::skipped("unseen_categories", "no train split to compare with");
+        return Ok(LeakCheck::skipped(
+            "unseen_categories",
+            "no train split to compare with",
+        ));
     }
     if layout.categories.is_empty() {
-        return LeakCheck::skipped("unseen_categories", "no categorical feature");
+        return Ok(LeakCheck::skipped(
+            "unseen_categories",
+            "no categorical feature",
+        ));
     }
-    let findings: Vec<crate::categories::Finding> = layout
-        .categories
-        .iter()
-        .zip(&merged.categories)
-        .flat_map(|((name, _), column)| crate::categories::judge(name, column))
-        .collect();
+    let mut findings: Vec<crate::categories::Finding> = Vec::new();
+    for ((name, _), column) in layout.categories.iter().zip(&merged.categories) {
+        findings.extend(crate::categories::judge(name, column).map_err(|source| {
+            DataError::Io {
+                path: std::env::temp_dir(),
+                source,
+            }
+        })?);
+    }
     let tested = findings.iter().filter(|f| f.p < 1.0).count().max(1) as f64;
     let adjusted = |f: &crate::categories::Finding| (f.p * tested).min(1.0);
     let strongest = findings.iter().min_by(|a, b| {
@@ -330,8 +318,9 @@ pub fn unseen_categories(merged: &Merged, data: &Partitioned, layout: &Layout) -
     );
     check.of = strongest.map(|f| f.rows);
     check.note = Some(format!(
-        "rows of a later split whose value of a categorical feature the train split never has (a renamed or new category the model cannot have learned), against what chance gives: the share of each run of train's rows (in file order) with a value no earlier run has; a split is tested when more than {:.0}% of its rows are unseen",
-        crate::categories::MIN_SHARE * 100.0
+        "rows of a later split whose value of a categorical feature the train split never has (a renamed or new category the model cannot have learned), against what chance gives: the share of each run of train's rows (in file order) with a value no earlier run has; a split is tested when more than {:.0}% of its rows are unseen; a column with more than {} distinct values is an identifier and is not tested",
+        crate::categories::MIN_SHARE * 100.0,
+        crate::categories::MAX_DISTINCT
     ));
     check.chance = strongest.map(|f| runfn_schema::record::LeakChance {
         reference: layout
@@ -345,7 +334,7 @@ pub fn unseen_categories(merged: &Merged, data: &Partitioned, layout: &Layout) -
         alpha: CHANCE_ALPHA,
         movement: f.movement.map(|m| m.sd),
     });
-    check
+    Ok(check)
 }
 
 /// Counts the rows of a later split whose text is a near twin of an earlier split's; with
@@ -480,7 +469,7 @@ pub fn label_proxies(
                 None => continue,
             }
         } else {
-            merged.tallies.proxy_numeric[slot].auc()
+            merged.tallies.proxy_numeric_auc[slot].clone()
         };
         if let Ok(value) = value
             && (value >= config.proxy_auc || value <= 1.0 - config.proxy_auc)

@@ -1,16 +1,21 @@
-//! Keys seen across splits (entity ids, row hashes), in little memory.
+//! Keys seen across splits (entity ids, row hashes), in bounded memory.
 //!
-//! While the files are read, each occurrence of a key is kept as 32 bytes (its 128-bit hash,
-//! split and place); at the end every file's occurrences are sorted once by key, so the rows
-//! with the same key sit together and only keys found in several splits are kept in full.
-//! A hash map holding a record per key, with its small vectors on the heap, took about a
-//! kilobyte a row and ran out of memory on ten million rows.
+//! While the files are read, each occurrence of a key (its 128-bit hash, split and place, and
+//! for entity ids where its text is in the file's value store) goes to a sorter that spills
+//! sorted runs past its budget. Read back sorted by key, the rows with the same key come
+//! together, and each key is counted as it passes; only the example keys are kept whole. A hash
+//! map holding a record per key took about a kilobyte a row and ran out of memory on ten
+//! million rows; a vector of occurrences sorted in memory, 48 bytes a row, still grew with the
+//! rows.
 
-use std::collections::{BTreeMap, HashMap};
-
-use rayon::slice::ParallelSliceMut;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::scan::Loc;
+use crate::spill::{Record, Sorted, SpillSorter, u32_at, u64_at};
 
 /// A key's 128-bit hash.
 pub fn hash128(bytes: &[u8]) -> u128 {
@@ -19,21 +24,23 @@ pub fn hash128(bytes: &[u8]) -> u128 {
     u128::from_le_bytes(first)
 }
 
-/// One occurrence of a key. Field order is sort order: by key, then where it is; the hash is
-/// two words so the struct stays 32 bytes (a u128 would align it to 48).
+/// One occurrence of a key. Field order is sort order: by key, then where it is (a place holds
+/// one occurrence, so the order is total).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Occurrence {
     hash: [u64; 2],
     file: u32,
     row: u64,
     split: u8,
+    /// Occurrences of the same split before this one in its file: with the counts of the
+    /// files before, its rank among its split's rows in file order.
+    ordinal: u64,
+    /// The key's text in its file's value store (entity ids), else empty.
+    value_at: u64,
+    value_len: u32,
 }
 
 impl Occurrence {
-    fn hash(&self) -> u128 {
-        (self.hash[0] as u128) << 64 | self.hash[1] as u128
-    }
-
     fn loc(&self) -> Loc {
         Loc {
             file: self.file,
@@ -42,52 +49,138 @@ impl Occurrence {
     }
 }
 
-/// One file's key occurrences, with the keys' text where it is wanted in examples.
+impl Record for Occurrence {
+    const BYTES: usize = 49;
+
+    fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.hash[0].to_le_bytes());
+        out.extend_from_slice(&self.hash[1].to_le_bytes());
+        out.extend_from_slice(&self.file.to_le_bytes());
+        out.extend_from_slice(&self.row.to_le_bytes());
+        out.push(self.split);
+        out.extend_from_slice(&self.ordinal.to_le_bytes());
+        out.extend_from_slice(&self.value_at.to_le_bytes());
+        out.extend_from_slice(&self.value_len.to_le_bytes());
+    }
+
+    fn read_from(bytes: &[u8]) -> Occurrence {
+        Occurrence {
+            hash: [u64_at(bytes, 0), u64_at(bytes, 8)],
+            file: u32_at(bytes, 16),
+            row: u64_at(bytes, 20),
+            split: bytes[28],
+            ordinal: u64_at(bytes, 29),
+            value_at: u64_at(bytes, 37),
+            value_len: u32_at(bytes, 45),
+        }
+    }
+}
+
+/// Where one kind of key goes while the files are read, shared by the reading threads.
+pub struct KeySink {
+    sorter: Mutex<SpillSorter<Occurrence>>,
+    root: PathBuf,
+    /// Keep each key's text (entity ids, shown in examples).
+    values: bool,
+}
+
+/// Occurrences a file's reader gathers before taking the shared sorter's lock.
+const LOCAL_OCCURRENCES: usize = 1 << 13;
+
+impl KeySink {
+    pub fn new(root: &Path, budget: u64, values: bool) -> io::Result<KeySink> {
+        Ok(KeySink {
+            sorter: Mutex::new(SpillSorter::new(root, budget)?),
+            root: root.to_path_buf(),
+            values,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// One file's key occurrences on their way to the sink.
 #[derive(Debug, Default)]
 pub struct FileKeys {
-    occurrences: Vec<Occurrence>,
-    /// Every key's text, one after another, and where each data row's text ends (a row not
-    /// counted adds an empty one), so the text of a row is found from its place alone.
-    values: Option<(String, Vec<u64>)>,
+    local: Vec<Occurrence>,
+    /// Occurrences per split so far.
+    per_split: Vec<u64>,
+    store: Option<BufWriter<File>>,
+    written: u64,
+}
+
+/// What a file's keys leave once read: occurrences per split, and the store of their texts.
+#[derive(Debug)]
+pub struct FileKeyCounts {
+    per_split: Vec<u64>,
+    store: Option<File>,
 }
 
 impl FileKeys {
-    /// Keys whose text is kept (entity ids, shown in examples).
-    pub fn with_values() -> FileKeys {
-        FileKeys {
-            occurrences: Vec::new(),
-            values: Some((String::new(), Vec::new())),
-        }
-    }
-
     /// Counts `hash` in `split` at `loc`; `value` is the key's text.
-    pub fn add(&mut self, hash: u128, value: &str, split: u8, loc: Loc) {
-        self.occurrences.push(Occurrence {
+    pub fn add(
+        &mut self,
+        sink: &KeySink,
+        hash: u128,
+        value: &str,
+        split: u8,
+        loc: Loc,
+    ) -> io::Result<()> {
+        let split_index = split as usize;
+        if self.per_split.len() <= split_index {
+            self.per_split.resize(split_index + 1, 0);
+        }
+        let ordinal = self.per_split[split_index];
+        self.per_split[split_index] += 1;
+        let (value_at, value_len) = if sink.values {
+            let store = match &mut self.store {
+                Some(store) => store,
+                None => self
+                    .store
+                    .insert(BufWriter::new(tempfile::tempfile_in(&sink.root)?)),
+            };
+            store.write_all(value.as_bytes())?;
+            let at = self.written;
+            self.written += value.len() as u64;
+            (at, value.len() as u32)
+        } else {
+            (0, 0)
+        };
+        self.local.push(Occurrence {
             hash: [(hash >> 64) as u64, hash as u64],
             file: loc.file,
             row: loc.row,
             split,
+            ordinal,
+            value_at,
+            value_len,
         });
-        if let Some((text, ends)) = &mut self.values {
-            // Rows before this one that were not counted (no split, a missing key).
-            ends.resize((loc.row - 1) as usize, text.len() as u64);
-            text.push_str(value);
-            ends.push(text.len() as u64);
+        if self.local.len() >= LOCAL_OCCURRENCES {
+            self.hand_over(sink)?;
         }
+        Ok(())
     }
 
-    /// The text kept for the key at `row` (1-based) of this file.
-    fn value(&self, row: u64) -> String {
-        let Some((text, ends)) = &self.values else {
-            return String::new();
-        };
-        let index = (row - 1) as usize;
-        let start = if index == 0 { 0 } else { ends[index - 1] };
-        text[start as usize..ends[index] as usize].to_string()
+    fn hand_over(&mut self, sink: &KeySink) -> io::Result<()> {
+        let mut sorter = sink
+            .sorter
+            .lock()
+            .map_err(|_| io::Error::other("a reading thread panicked"))?;
+        sorter.extend(self.local.drain(..))
     }
 
-    pub fn len(&self) -> usize {
-        self.occurrences.len()
+    pub fn finish(mut self, sink: &KeySink) -> io::Result<FileKeyCounts> {
+        self.hand_over(sink)?;
+        Ok(FileKeyCounts {
+            per_split: self.per_split,
+            store: self
+                .store
+                .take()
+                .map(|store| store.into_inner().map_err(|e| e.into_error()))
+                .transpose()?,
+        })
     }
 }
 
@@ -104,12 +197,12 @@ pub struct Seen {
 }
 
 impl Seen {
-    fn new(value: String) -> Seen {
+    fn new() -> Seen {
         Seen {
             splits: 0,
             first: Vec::new(),
             counts: Vec::new(),
-            value,
+            value: String::new(),
         }
     }
 
@@ -124,67 +217,49 @@ impl Seen {
             None => self.counts.push((split, 1)),
         }
     }
-}
 
-/// Adds to `repeated` (per split) the occurrences of one key in each split where it appears
-/// more than once.
-/// Adds a key's rows to their blocks, and to the blocks' twins where the same split holds the
-/// key in another block too.
-fn count_blocks(group: &[Occurrence], block_of: &impl Fn(&Occurrence) -> usize, keys: &mut Keys) {
-    let mut per_split: Vec<(u8, [u64; BLOCKS])> = Vec::new();
-    for occurrence in group {
-        let block = block_of(occurrence);
-        match per_split.iter_mut().find(|(s, _)| *s == occurrence.split) {
-            Some((_, counts)) => counts[block] += 1,
-            None => {
-                let mut counts = [0; BLOCKS];
-                counts[block] = 1;
-                per_split.push((occurrence.split, counts));
-            }
-        }
-    }
-    for (split, counts) in per_split {
-        let split = split as usize;
-        if keys.block_rows.len() <= split {
-            keys.block_rows.resize(split + 1, [0; BLOCKS]);
-            keys.block_twins.resize(split + 1, [0; BLOCKS]);
-        }
-        let total: u64 = counts.iter().sum();
-        for (block, n) in counts.iter().enumerate() {
-            keys.block_rows[split][block] += n;
-            if total > *n {
-                keys.block_twins[split][block] += n;
-            }
-        }
+    fn place(&self) -> Loc {
+        self.first[0].1
     }
 }
 
-fn count_repeats(group: &[Occurrence], repeated: &mut Vec<u64>) {
-    let mut counts: Vec<(u8, u64)> = Vec::new();
-    for occurrence in group {
-        match counts.iter_mut().find(|(s, _)| *s == occurrence.split) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((occurrence.split, 1)),
-        }
+/// An example key ordered by where it first appears, for the heap of the earliest ones.
+struct Example {
+    seen: Seen,
+    value: (u64, u32),
+}
+
+impl PartialEq for Example {
+    fn eq(&self, other: &Self) -> bool {
+        self.seen.place() == other.seen.place()
     }
-    for (split, n) in counts.into_iter().filter(|(_, n)| *n > 1) {
-        if repeated.len() <= split as usize {
-            repeated.resize(split as usize + 1, 0);
-        }
-        repeated[split as usize] += n;
+}
+impl Eq for Example {}
+impl PartialOrd for Example {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Example {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.seen.place().cmp(&other.seen.place())
     }
 }
 
-/// Every file's keys grouped.
+/// Every file's keys, counted.
 #[derive(Debug, Default)]
 pub struct Keys {
-    /// The keys found in several splits.
-    pub shared: HashMap<u128, Seen>,
+    /// Keys found in several splits.
+    pub shared: u64,
+    /// The first such keys by where they first appear, at most the examples asked for.
+    pub examples: Vec<Seen>,
+    /// Per split: its rows whose key is also in a split ranked before it.
+    pub later: Vec<u64>,
     /// Distinct keys by the set of splits they were found in (bit i: split i).
     pub by_splits: BTreeMap<u64, u64>,
-    /// With `keep_occurrences`: every occurrence of a shared key (hash, split, place), in file
-    /// order.
-    pub shared_occurrences: Vec<(u128, u8, Loc)>,
+    /// With `keep_pairs`: each row of a shared key paired with the key's first row in every
+    /// split ranked before its own, (earlier, later), by the later row's place.
+    pub pairs: Vec<((u8, Loc), (u8, Loc))>,
     /// Per split (by index): its rows whose key appears again in the same split, that is the
     /// rows with a twin among that split's other rows. The rate chance alone gives.
     pub repeated_within: Vec<u64>,
@@ -199,79 +274,155 @@ pub struct Keys {
 /// Runs of rows per split for [`Keys::block_twins`].
 pub const BLOCKS: usize = 10;
 
-impl Keys {
-    /// Groups the occurrences of `files` (one entry per file, in file order) by key.
-    pub fn group(files: Vec<FileKeys>, keep_occurrences: bool) -> Keys {
-        let total = files.iter().map(FileKeys::len).sum();
-        let mut occurrences = Vec::with_capacity(total);
-        let mut values = Vec::with_capacity(files.len());
-        for mut file in files {
-            occurrences.append(&mut file.occurrences);
-            file.occurrences.shrink_to_fit();
-            values.push(file);
-        }
-        // Each occurrence's block: its rank among its split's rows in file order.
-        let mut by_place: Vec<(u8, u32, u64)> = occurrences
-            .iter()
-            .map(|o| (o.split, o.file, o.row))
-            .collect();
-        by_place.par_sort_unstable();
-        let split_rows = |split: u8| {
-            let start = by_place.partition_point(|p| p.0 < split);
-            let end = by_place.partition_point(|p| p.0 <= split);
-            (start, end - start)
-        };
-        let block_of = |o: &Occurrence| {
-            let (start, rows) = split_rows(o.split);
-            let rank =
-                by_place[start..start + rows].partition_point(|p| (p.1, p.2) < (o.file, o.row));
-            rank * BLOCKS / rows.max(1)
-        };
-        occurrences.par_sort_unstable();
-        let value_at = |loc: Loc| {
-            values
-                .get(loc.file as usize)
-                .map_or_else(String::new, |file| file.value(loc.row))
-        };
+/// One key's occurrences as they pass: per split its count and its count per block.
+#[derive(Default)]
+struct Group {
+    hash: Option<[u64; 2]>,
+    per_split: Vec<(u8, u64, [u64; BLOCKS])>,
+    seen: Option<Seen>,
+    value: (u64, u32),
+    /// With pairs kept: the key's occurrences (split, place).
+    occurrences: Vec<(u8, Loc)>,
+}
 
-        let mut keys = Keys::default();
-        let mut start = 0;
-        while start < occurrences.len() {
-            let hash = occurrences[start].hash;
-            let end = start
-                + occurrences[start..]
-                    .iter()
-                    .take_while(|o| o.hash == hash)
-                    .count();
-            let group = &occurrences[start..end];
-            if group.len() > 1 {
-                count_repeats(group, &mut keys.repeated_within);
+impl Keys {
+    /// Counts the keys `sink` received; `files` in file order; `rank` orders the splits in time;
+    /// keeps `examples` example keys and, with `keep_pairs`, every twin pair.
+    pub fn group(
+        sink: KeySink,
+        files: Vec<FileKeyCounts>,
+        rank: &[usize],
+        examples: usize,
+        keep_pairs: bool,
+    ) -> io::Result<Keys> {
+        let splits = files.iter().map(|f| f.per_split.len()).max().unwrap_or(0);
+        // offsets[split][file]: the split's rows in the files before.
+        let mut offsets = vec![Vec::with_capacity(files.len()); splits];
+        let mut totals = vec![0u64; splits];
+        for file in &files {
+            for split in 0..splits {
+                offsets[split].push(totals[split]);
+                totals[split] += file.per_split.get(split).copied().unwrap_or(0);
             }
-            count_blocks(group, &block_of, &mut keys);
-            let splits = group.iter().fold(0u64, |bits, o| bits | 1 << o.split);
-            *keys.by_splits.entry(splits).or_default() += 1;
-            if splits.count_ones() > 1 {
-                let mut seen = Seen::new(value_at(group[0].loc()));
-                for occurrence in group {
-                    seen.add(occurrence.split, occurrence.loc());
-                }
-                if keep_occurrences {
-                    keys.shared_occurrences
-                        .extend(group.iter().map(|o| (o.hash(), o.split, o.loc())));
-                }
-                keys.shared.insert(group[0].hash(), seen);
-            }
-            start = end;
         }
-        keys.shared_occurrences.sort_by_key(|(_, _, loc)| *loc);
-        keys
+        let block_of = |o: &Occurrence| {
+            let split = o.split as usize;
+            let rank = offsets[split][o.file as usize] + o.ordinal;
+            (rank as u128 * BLOCKS as u128 / totals[split].max(1) as u128) as usize
+        };
+        let sorted: Sorted<Occurrence> = sink
+            .sorter
+            .into_inner()
+            .map_err(|_| io::Error::other("a reading thread panicked"))?
+            .sorted()?;
+        let mut keys = Keys::default();
+        let mut heap: BinaryHeap<Example> = BinaryHeap::new();
+        let mut group = Group::default();
+        for occurrence in sorted {
+            let occurrence = occurrence?;
+            if group.hash != Some(occurrence.hash) {
+                keys.close(&mut group, rank, examples, &mut heap);
+                group.hash = Some(occurrence.hash);
+                group.value = (occurrence.value_at, occurrence.value_len);
+            }
+            let block = block_of(&occurrence).min(BLOCKS - 1);
+            match group
+                .per_split
+                .iter_mut()
+                .find(|(s, _, _)| *s == occurrence.split)
+            {
+                Some((_, n, blocks)) => {
+                    *n += 1;
+                    blocks[block] += 1;
+                }
+                None => {
+                    let mut blocks = [0; BLOCKS];
+                    blocks[block] = 1;
+                    group.per_split.push((occurrence.split, 1, blocks));
+                }
+            }
+            group
+                .seen
+                .get_or_insert_with(Seen::new)
+                .add(occurrence.split, occurrence.loc());
+            if keep_pairs {
+                group.occurrences.push((occurrence.split, occurrence.loc()));
+            }
+        }
+        keys.close(&mut group, rank, examples, &mut heap);
+        keys.pairs.sort_by_key(|(_, later)| later.1);
+        let stores: Vec<Option<File>> = files.into_iter().map(|f| f.store).collect();
+        let mut chosen = heap.into_sorted_vec();
+        for example in &mut chosen {
+            example.seen.value = read_value(&stores, example.seen.place(), example.value)?;
+        }
+        keys.examples = chosen.into_iter().map(|e| e.seen).collect();
+        Ok(keys)
     }
 
-    /// Shared keys sorted by where they first appear, so examples are stable.
-    pub fn shared_in_order(&self) -> Vec<&Seen> {
-        let mut shared: Vec<&Seen> = self.shared.values().collect();
-        shared.sort_by_key(|s| s.first.iter().map(|(_, loc)| *loc).min());
-        shared
+    /// Counts the key that just passed and starts afresh.
+    fn close(
+        &mut self,
+        group: &mut Group,
+        rank: &[usize],
+        examples: usize,
+        heap: &mut BinaryHeap<Example>,
+    ) {
+        let Some(seen) = group.seen.take() else {
+            return;
+        };
+        let mut splits = 0u64;
+        for &(split, n, blocks) in &group.per_split {
+            let index = split as usize;
+            splits |= 1 << split;
+            if self.block_rows.len() <= index {
+                self.block_rows.resize(index + 1, [0; BLOCKS]);
+                self.block_twins.resize(index + 1, [0; BLOCKS]);
+            }
+            for (block, count) in blocks.iter().enumerate() {
+                self.block_rows[index][block] += count;
+                if n > *count {
+                    self.block_twins[index][block] += count;
+                }
+            }
+            if n > 1 {
+                if self.repeated_within.len() <= index {
+                    self.repeated_within.resize(index + 1, 0);
+                }
+                self.repeated_within[index] += n;
+            }
+        }
+        *self.by_splits.entry(splits).or_default() += 1;
+        if splits.count_ones() > 1 {
+            self.shared += 1;
+            let earliest = seen.first.iter().map(|(s, _)| rank[*s as usize]).min();
+            for &(split, n) in &seen.counts {
+                if Some(rank[split as usize]) != earliest {
+                    if self.later.len() <= split as usize {
+                        self.later.resize(split as usize + 1, 0);
+                    }
+                    self.later[split as usize] += n;
+                }
+            }
+            for &(split, loc) in &group.occurrences {
+                for &(other, first) in &seen.first {
+                    if rank[other as usize] < rank[split as usize] {
+                        self.pairs.push(((other, first), (split, loc)));
+                    }
+                }
+            }
+            if examples > 0 {
+                heap.push(Example {
+                    seen,
+                    value: group.value,
+                });
+                if heap.len() > examples {
+                    heap.pop();
+                }
+            }
+        }
+        group.per_split.clear();
+        group.occurrences.clear();
     }
 
     /// Distinct keys found in a split other than `first`.
@@ -285,6 +436,17 @@ impl Keys {
     }
 }
 
+/// The text of the key at `loc` from its file's value store ("" where none was kept).
+fn read_value(stores: &[Option<File>], loc: Loc, (at, len): (u64, u32)) -> io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let Some(store) = stores.get(loc.file as usize).and_then(Option::as_ref) else {
+        return Ok(String::new());
+    };
+    let mut bytes = vec![0; len as usize];
+    store.read_exact_at(&mut bytes, at)?;
+    String::from_utf8(bytes).map_err(io::Error::other)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,20 +455,45 @@ mod tests {
         Loc { file, row }
     }
 
+    fn grouped(
+        files: Vec<Vec<(&str, u8, Loc)>>,
+        values: bool,
+        budget: u64,
+        keep_pairs: bool,
+    ) -> Keys {
+        let root = tempfile::tempdir().unwrap();
+        let sink = KeySink::new(root.path(), budget, values).unwrap();
+        let counts = files
+            .into_iter()
+            .map(|rows| {
+                let mut file = FileKeys::default();
+                for (key, split, at) in rows {
+                    file.add(&sink, hash128(key.as_bytes()), key, split, at)
+                        .unwrap();
+                }
+                file.finish(&sink).unwrap()
+            })
+            .collect();
+        Keys::group(sink, counts, &[0, 1, 2], 5, keep_pairs).unwrap()
+    }
+
     /// 100 rows of one split in ten blocks of ten: a key repeated inside one block has no twin
     /// in another block; a key in blocks 0 and 9 has one in each.
     #[test]
     fn twins_are_counted_by_block_in_file_order() {
-        let mut file = FileKeys::default();
-        for row in 1..=100u64 {
-            let key = match row {
+        let keys: Vec<String> = (1..=100u64)
+            .map(|row| match row {
                 1 | 2 => "inside block 0".to_string(),
                 5 | 95 => "blocks 0 and 9".to_string(),
                 _ => format!("row {row}"),
-            };
-            file.add(hash128(key.as_bytes()), "", 0, loc(0, row));
-        }
-        let keys = Keys::group(vec![file], false);
+            })
+            .collect();
+        let rows = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_str(), 0, loc(0, i as u64 + 1)))
+            .collect();
+        let keys = grouped(vec![rows], false, 1 << 20, false);
         assert_eq!(keys.block_rows[0], [10; BLOCKS]);
         let mut twins = [0; BLOCKS];
         (twins[0], twins[9]) = (1, 1);
@@ -315,60 +502,71 @@ mod tests {
     }
 
     #[test]
-    fn an_occurrence_takes_32_bytes() {
-        assert_eq!(std::mem::size_of::<Occurrence>(), 32);
-    }
-
-    #[test]
-    fn keys_in_several_splits_are_kept_with_their_first_places_and_counts() {
-        let mut a = FileKeys::with_values();
-        a.add(hash128(b"x"), "x", 0, loc(0, 1));
-        a.add(hash128(b"y"), "y", 0, loc(0, 3));
-        a.add(hash128(b"x"), "x", 1, loc(0, 4));
-        let mut b = FileKeys::with_values();
-        b.add(hash128(b"x"), "x", 1, loc(1, 2));
-        b.add(hash128(b"z"), "z", 1, loc(1, 5));
-        b.add(hash128(b"y"), "y", 2, loc(1, 6));
-        let keys = Keys::group(vec![a, b], true);
-
-        let x = &keys.shared[&hash128(b"x")];
-        assert_eq!(x.value, "x");
-        assert_eq!(x.first, [(0, loc(0, 1)), (1, loc(0, 4))]);
-        assert_eq!(x.counts, [(0, 1), (1, 2)]);
-        let y = &keys.shared[&hash128(b"y")];
-        assert_eq!(y.value, "y");
-        assert_eq!(y.first, [(0, loc(0, 3)), (2, loc(1, 6))]);
-        assert!(!keys.shared.contains_key(&hash128(b"z")));
-
-        let order: Vec<&str> = keys
-            .shared_in_order()
-            .iter()
-            .map(|s| s.value.as_str())
-            .collect();
-        assert_eq!(order, ["x", "y"]);
-        // x in {0,1}, y in {0,2}, z in {1}.
-        assert_eq!(
-            keys.by_splits,
-            BTreeMap::from([(0b10, 1), (0b11, 1), (0b101, 1)])
-        );
-        assert_eq!(keys.outside(Some(0)), 3);
-        assert_eq!(keys.outside(Some(1)), 2);
-        // x twice in split 1 (once in file a, once in b): two rows with a twin there.
-        assert_eq!(keys.repeated_within, [0, 2]);
-        let places: Vec<Loc> = keys.shared_occurrences.iter().map(|o| o.2).collect();
-        assert_eq!(
-            places,
-            [loc(0, 1), loc(0, 3), loc(0, 4), loc(1, 2), loc(1, 6)]
-        );
+    fn keys_in_several_splits_are_counted_with_their_first_places_and_counts() {
+        let a = vec![
+            ("x", 0, loc(0, 1)),
+            ("y", 0, loc(0, 3)),
+            ("x", 1, loc(0, 4)),
+        ];
+        let b = vec![
+            ("x", 1, loc(1, 2)),
+            ("z", 1, loc(1, 5)),
+            ("y", 2, loc(1, 6)),
+        ];
+        // Held in memory, and spilled a record at a time.
+        for budget in [1 << 20, 1] {
+            let keys = grouped(vec![a.clone(), b.clone()], true, budget, true);
+            assert_eq!(keys.shared, 2);
+            let x = &keys.examples[0];
+            assert_eq!(x.value, "x");
+            assert_eq!(x.first, [(0, loc(0, 1)), (1, loc(0, 4))]);
+            assert_eq!(x.counts, [(0, 1), (1, 2)]);
+            let y = &keys.examples[1];
+            assert_eq!(y.value, "y");
+            assert_eq!(y.first, [(0, loc(0, 3)), (2, loc(1, 6))]);
+            // x in {0,1}, y in {0,2}, z in {1}.
+            assert_eq!(
+                keys.by_splits,
+                BTreeMap::from([(0b10, 1), (0b11, 1), (0b101, 1)])
+            );
+            assert_eq!(keys.outside(Some(0)), 3);
+            assert_eq!(keys.outside(Some(1)), 2);
+            // x twice in split 1 (once in file a, once in b): two rows with a twin there.
+            assert_eq!(keys.repeated_within, [0, 2]);
+            // Rows whose key is in an earlier split: x twice in split 1, y once in split 2.
+            assert_eq!(keys.later, [0, 2, 1]);
+            let later: Vec<Loc> = keys.pairs.iter().map(|p| p.1.1).collect();
+            assert_eq!(later, [loc(0, 4), loc(1, 2), loc(1, 6)]);
+            assert_eq!(keys.pairs[0].0, (0, loc(0, 1)));
+        }
     }
 
     #[test]
     fn a_key_without_kept_text_has_none() {
-        let mut a = FileKeys::default();
-        a.add(hash128(b"x"), "x", 0, loc(0, 1));
-        a.add(hash128(b"x"), "x", 1, loc(0, 2));
-        let keys = Keys::group(vec![a], false);
-        assert_eq!(keys.shared[&hash128(b"x")].value, "");
-        assert!(keys.shared_occurrences.is_empty());
+        let keys = grouped(
+            vec![vec![("x", 0, loc(0, 1)), ("x", 1, loc(0, 2))]],
+            false,
+            1 << 20,
+            false,
+        );
+        assert_eq!(keys.examples[0].value, "");
+        assert!(keys.pairs.is_empty());
+    }
+
+    #[test]
+    fn an_occurrence_is_49_bytes_on_disk() {
+        let o = Occurrence {
+            hash: [1, 2],
+            file: 3,
+            row: 4,
+            split: 5,
+            ordinal: 6,
+            value_at: 7,
+            value_len: 8,
+        };
+        let mut bytes = Vec::new();
+        o.write_to(&mut bytes);
+        assert_eq!(bytes.len(), Occurrence::BYTES);
+        assert_eq!(Occurrence::read_from(&bytes), o);
     }
 }

@@ -27,12 +27,13 @@ use runfn_manifest::leaks::LeakDecision;
 pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, DataError> {
     let layout = scan::Layout::new(data, config)?;
     let spill = config.spill_root()?;
-    let searches = near_twins_searches(&layout, config, spill.path())?;
+    let sinks = sinks(&layout, config, spill.path())?;
     let (files, bad_values) = data.fold(
         || scan::FileScan::new(&layout),
-        |scan, batch| scan.add(&layout, &searches, batch),
+        |scan, batch| scan.add(&layout, &sinks, batch),
     )?;
-    let merged = scan::Merged::new(files, &layout, &searches)?;
+    let rank = checks::ranks(data, config);
+    let (merged, searches) = scan::Merged::new(files, &layout, sinks, &rank, config.examples)?;
     // A rolling window with no rows would check nothing and pass: the manifest and the data
     // disagree, as shardify says too.
     if let Some(why) = data.empty_window(&merged.tallies.split_rows) {
@@ -54,7 +55,7 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         checks::time_order(&merged, data, config),
         checks::exact_duplicates(&merged, data, config, &mut pairs),
         checks::near_duplicates(searches, &merged, data, config, &mut pairs)?,
-        checks::unseen_categories(&merged, data, &layout),
+        checks::unseen_categories(&merged, data, &layout)?,
         checks::future_features(&merged, data, config),
         checks::label_proxies(&merged, &layout, data, config),
     ];
@@ -68,29 +69,43 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
     Ok(LeakReport::new(checks, bad_values.total(), pairs))
 }
 
-/// One near-twin search per text column, each with an equal share of a quarter of the budget
-/// for its sorted band keys (the key occurrences and the per-file summaries take the rest).
-fn near_twins_searches(
+/// Where the scan sends key occurrences, texts and numbers: the entity ids and the row hashes a
+/// quarter of the budget each, the text columns a quarter shared among them, the label-proxy
+/// candidates an eighth; the rest is for what each file's reader holds.
+fn sinks(
     layout: &scan::Layout,
     config: &LeakConfig,
     root: &std::path::Path,
-) -> Result<Vec<near_twins::ColumnSearch>, DataError> {
+) -> Result<scan::Sinks, DataError> {
+    let spilled = |source| DataError::Io {
+        path: root.to_path_buf(),
+        source,
+    };
     let sketcher =
         runfn_stats::minhash::Sketcher::new(runfn_stats::minhash::MinHashParams::default())
             .map_err(|e| DataError::Other(e.to_string()))?;
-    let share = config.memory_bytes / 4 / layout.text.len().max(1) as u64;
-    layout
-        .text
-        .iter()
-        .map(|_| {
-            near_twins::ColumnSearch::new(sketcher.clone(), root, share).map_err(|source| {
-                DataError::Io {
-                    path: root.to_path_buf(),
-                    source,
-                }
+    let quarter = config.memory_bytes / 4;
+    let share = quarter / layout.text.len().max(1) as u64;
+    Ok(scan::Sinks {
+        entities: keys::KeySink::new(root, quarter, true).map_err(spilled)?,
+        rows: keys::KeySink::new(root, quarter, false).map_err(spilled)?,
+        texts: layout
+            .text
+            .iter()
+            .map(|_| near_twins::ColumnSearch::new(sketcher.clone(), root, share))
+            .collect::<Result<_, _>>()
+            .map_err(spilled)?,
+        root: root.to_path_buf(),
+        // An eighth of the budget for the numbers of every candidate column.
+        proxies: layout
+            .proxies
+            .iter()
+            .map(|_| {
+                proxies::ProxySink::new(root, config.memory_bytes / 8 / layout.proxies.len() as u64)
             })
-        })
-        .collect()
+            .collect::<Result<_, _>>()
+            .map_err(spilled)?,
+    })
 }
 
 /// One twin pair as a line of `leak-check --pairs-out`: the check, both rows by split, file and

@@ -1,70 +1,159 @@
-//! What the label-proxy check keeps of each candidate column: numbers as they are, categories
-//! as counts per category, so memory follows the categories, not the rows.
+//! What the label-proxy check keeps of each candidate column: numbers counted by value while
+//! there are few, else sorted on disk; categories as counts per category. Memory follows the
+//! categories and the budget, not the rows.
 
 use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
-use runfn_stats::auc::{AucError, auc, auc_of_groups};
+use runfn_stats::auc::{AucError, auc_of_groups};
+
+use crate::spill::{Record, SpillSorter, u64_at};
 
 /// Category cardinality beyond which a target encoding would fit noise, not signal.
 pub const MAX_PROXY_CATEGORIES: usize = 1000;
 
-/// Distinct values a numeric column is counted by before its values are kept one by one.
+/// Distinct values a numeric column is counted by before its values go to the sorter.
 const MAX_NUMERIC_GROUPS: usize = 1 << 16;
 
+/// Values a file's reader gathers before taking the shared sorter's lock.
+const LOCAL_VALUES: usize = 1 << 13;
+
+/// A value (as a key that sorts as `f64::total_cmp` does) with its labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Scored {
+    key: u64,
+    positives: u64,
+    negatives: u64,
+}
+
+impl Scored {
+    fn new(value: f64, positives: u64, negatives: u64) -> Scored {
+        let bits = value.to_bits();
+        let key = if bits >> 63 == 1 {
+            !bits
+        } else {
+            bits | 1 << 63
+        };
+        Scored {
+            key,
+            positives,
+            negatives,
+        }
+    }
+
+    fn value(&self) -> f64 {
+        let bits = if self.key >> 63 == 1 {
+            self.key & !(1 << 63)
+        } else {
+            !self.key
+        };
+        f64::from_bits(bits)
+    }
+}
+
+impl Record for Scored {
+    const BYTES: usize = 24;
+
+    fn write_to(&self, out: &mut Vec<u8>) {
+        for field in [self.key, self.positives, self.negatives] {
+            out.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+
+    fn read_from(bytes: &[u8]) -> Scored {
+        Scored {
+            key: u64_at(bytes, 0),
+            positives: u64_at(bytes, 8),
+            negatives: u64_at(bytes, 16),
+        }
+    }
+}
+
+/// Where one numeric column's values go once there are too many to count by value, shared by
+/// the reading threads.
+pub struct ProxySink {
+    sorter: Mutex<SpillSorter<Scored>>,
+    root: PathBuf,
+}
+
+impl ProxySink {
+    pub fn new(root: &Path, budget: u64) -> io::Result<ProxySink> {
+        Ok(ProxySink {
+            sorter: Mutex::new(SpillSorter::new(root, budget)?),
+            root: root.to_path_buf(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
 /// A numeric column on the train split: (positives, negatives) per distinct value while there
-/// are few (counts, ages, ratings: memory that follows the values, not the rows), else every
-/// value beside its label. The AUC is the same either way.
+/// are few (counts, ages, ratings), else every value with its label, sent to the column's
+/// sorter. The AUC is the same either way, exactly (it counts pairs in integers).
 #[derive(Debug)]
 pub struct NumericProxy {
     /// Value bits -> (positives, negatives); `None` once there were too many values.
     groups: Option<HashMap<u64, (u64, u64)>>,
-    values: Vec<f64>,
-    labels: Vec<bool>,
+    local: Vec<Scored>,
 }
 
 impl Default for NumericProxy {
     fn default() -> Self {
         NumericProxy {
             groups: Some(HashMap::new()),
-            values: Vec::new(),
-            labels: Vec::new(),
+            local: Vec::new(),
         }
     }
 }
 
 impl NumericProxy {
-    pub fn add(&mut self, value: f64, label: bool) {
+    pub fn add(&mut self, value: f64, label: bool, sink: &ProxySink) -> io::Result<()> {
+        let (positives, negatives) = if label { (1, 0) } else { (0, 1) };
         match &mut self.groups {
             Some(groups) => {
                 let group = groups.entry(value.to_bits()).or_default();
-                if label {
-                    group.0 += 1;
-                } else {
-                    group.1 += 1;
-                }
+                group.0 += positives;
+                group.1 += negatives;
                 if groups.len() > MAX_NUMERIC_GROUPS {
-                    self.ungroup();
+                    self.ungroup(sink)?;
                 }
             }
             None => {
-                self.values.push(value);
-                self.labels.push(label);
+                self.local.push(Scored::new(value, positives, negatives));
+                if self.local.len() >= LOCAL_VALUES {
+                    self.hand_over(sink)?;
+                }
             }
         }
+        Ok(())
     }
 
-    /// Spells the groups out as values, one per row.
-    fn ungroup(&mut self) {
-        for (bits, (positives, negatives)) in self.groups.take().unwrap_or_default() {
-            let value = f64::from_bits(bits);
-            for (label, n) in [(true, positives), (false, negatives)] {
-                self.values.extend(std::iter::repeat_n(value, n as usize));
-                self.labels.extend(std::iter::repeat_n(label, n as usize));
-            }
+    /// Sends the groups to the sorter; from now on every value goes there.
+    fn ungroup(&mut self, sink: &ProxySink) -> io::Result<()> {
+        if let Some(groups) = self.groups.take() {
+            self.local.extend(
+                groups
+                    .into_iter()
+                    .map(|(bits, (p, n))| Scored::new(f64::from_bits(bits), p, n)),
+            );
         }
+        self.hand_over(sink)
     }
 
-    pub fn absorb(&mut self, mut other: NumericProxy) {
+    fn hand_over(&mut self, sink: &ProxySink) -> io::Result<()> {
+        let mut sorter = sink
+            .sorter
+            .lock()
+            .map_err(|_| io::Error::other("a reading thread panicked"))?;
+        sorter.extend(self.local.drain(..))
+    }
+
+    /// Adds a later file's values.
+    pub fn absorb(&mut self, mut other: NumericProxy, sink: &ProxySink) -> io::Result<()> {
         if let (Some(groups), Some(more)) = (&mut self.groups, &other.groups) {
             for (bits, (positives, negatives)) in more {
                 let group = groups.entry(*bits).or_default();
@@ -72,31 +161,77 @@ impl NumericProxy {
                 group.1 += negatives;
             }
             if groups.len() > MAX_NUMERIC_GROUPS {
-                self.ungroup();
+                self.ungroup(sink)?;
             }
-            return;
+            return Ok(());
         }
-        self.ungroup();
-        other.ungroup();
-        self.values.extend(other.values);
-        self.labels.extend(other.labels);
+        self.ungroup(sink)?;
+        other.ungroup(sink)
     }
 
-    /// (AUC of the value as a score, rows).
-    pub fn auc(&self) -> (Result<f64, AucError>, usize) {
-        match &self.groups {
-            Some(groups) => {
-                let groups: Vec<(f64, u64, u64)> = groups
-                    .iter()
-                    .map(|(bits, &(positives, negatives))| {
-                        (f64::from_bits(*bits), positives, negatives)
-                    })
-                    .collect();
-                let rows = groups.iter().map(|g| g.1 + g.2).sum::<u64>() as usize;
-                (auc_of_groups(groups), rows)
-            }
-            None => (auc(&self.values, &self.labels), self.values.len()),
+    /// (AUC of the value as a score, rows), every file absorbed.
+    pub fn auc(mut self, sink: ProxySink) -> io::Result<(Result<f64, AucError>, usize)> {
+        if let Some(groups) = &self.groups {
+            let groups: Vec<(f64, u64, u64)> = groups
+                .iter()
+                .map(|(bits, &(positives, negatives))| {
+                    (f64::from_bits(*bits), positives, negatives)
+                })
+                .collect();
+            let rows = groups.iter().map(|g| g.1 + g.2).sum::<u64>() as usize;
+            return Ok((auc_of_groups(groups), rows));
         }
+        self.hand_over(&sink)?;
+        let sorted = sink
+            .sorter
+            .into_inner()
+            .map_err(|_| io::Error::other("a reading thread panicked"))?
+            .sorted()?;
+        // What `auc_of_groups` does, over the values as they come in order: ties (equal
+        // values, -0 with +0) count half.
+        let (mut twice_u, mut negatives_below) = (0u128, 0u128);
+        let (mut positives, mut negatives) = (0u64, 0u64);
+        let mut tie: Option<(f64, u128, u128)> = None;
+        for scored in sorted {
+            let scored = scored?;
+            let value = scored.value();
+            positives += scored.positives;
+            negatives += scored.negatives;
+            match &mut tie {
+                Some((score, p, n)) if *score == value => {
+                    *p += u128::from(scored.positives);
+                    *n += u128::from(scored.negatives);
+                }
+                _ => {
+                    if let Some((_, p, n)) = tie {
+                        twice_u += p * (2 * negatives_below + n);
+                        negatives_below += n;
+                    }
+                    tie = Some((
+                        value,
+                        u128::from(scored.positives),
+                        u128::from(scored.negatives),
+                    ));
+                }
+            }
+        }
+        if let Some((_, p, n)) = tie {
+            twice_u += p * (2 * negatives_below + n);
+        }
+        let rows = (positives + negatives) as usize;
+        if positives == 0 || negatives == 0 {
+            return Ok((
+                Err(AucError::OneClass {
+                    positives: positives as usize,
+                    negatives: negatives as usize,
+                }),
+                rows,
+            ));
+        }
+        Ok((
+            Ok(twice_u as f64 / (2.0 * positives as f64 * negatives as f64)),
+            rows,
+        ))
     }
 }
 
@@ -164,44 +299,61 @@ impl CategoryProxy {
 
 #[cfg(test)]
 mod tests {
+    use runfn_stats::auc::auc;
+
     use super::*;
 
+    /// A few values (counted by value) and many (sorted, held or spilled), and the files
+    /// absorbed both ways: the AUC of every value one by one, exactly.
     #[test]
-    fn numbers_counted_by_value_or_kept_one_by_one_give_the_same_auc() {
-        // A few values (grouped), many (kept one by one), and the two absorbed both ways.
+    fn numbers_counted_by_value_or_sorted_give_the_same_auc() {
         let rows = |distinct: u64| -> Vec<(f64, bool)> {
             (0..3 * distinct)
                 .map(|i| ((i % distinct) as f64 - 0.5 * (i % 2) as f64, i % 3 == 0))
-                .chain([(-0.0, true), (0.0, false)])
+                .chain([(-0.0, true), (0.0, false), (-7.5, true)])
                 .collect()
         };
-        for distinct in [5, MAX_NUMERIC_GROUPS as u64 + 10] {
+        let root = tempfile::tempdir().unwrap();
+        for (distinct, budget) in [
+            (5, 1 << 20),
+            (MAX_NUMERIC_GROUPS as u64 + 10, 1 << 30),
+            (MAX_NUMERIC_GROUPS as u64 + 10, 1 << 12),
+        ] {
             let rows = rows(distinct);
             let (scores, labels): (Vec<f64>, Vec<bool>) = rows.iter().copied().unzip();
             let expected = auc(&scores, &labels).unwrap();
-            let mut whole = NumericProxy::default();
-            let (mut first, mut second) = (NumericProxy::default(), NumericProxy::default());
-            for (i, &(value, label)) in rows.iter().enumerate() {
-                whole.add(value, label);
-                if i < 7 { &mut first } else { &mut second }.add(value, label);
-            }
-            assert_eq!(whole.groups.is_some(), distinct == 5);
-            let mut reversed = NumericProxy::default();
-            for &(value, label) in &rows[7..] {
-                reversed.add(value, label);
-            }
-            let mut head = NumericProxy::default();
-            for &(value, label) in &rows[..7] {
-                head.add(value, label);
-            }
-            reversed.absorb(head);
-            first.absorb(second);
-            for proxy in [whole, first, reversed] {
-                let (value, n) = proxy.auc();
-                assert_eq!(value.unwrap(), expected);
+            for split_at in [0, 7, rows.len() - 7] {
+                let sink = ProxySink::new(root.path(), budget).unwrap();
+                let (mut first, mut second) = (NumericProxy::default(), NumericProxy::default());
+                for (i, &(value, label)) in rows.iter().enumerate() {
+                    if i < split_at {
+                        &mut first
+                    } else {
+                        &mut second
+                    }
+                    .add(value, label, &sink)
+                    .unwrap();
+                }
+                first.absorb(second, &sink).unwrap();
+                assert_eq!(first.groups.is_some(), distinct == 5);
+                let (value, n) = first.auc(sink).unwrap();
+                assert_eq!(
+                    value.unwrap(),
+                    expected,
+                    "{distinct} values, budget {budget}"
+                );
                 assert_eq!(n, rows.len());
             }
         }
+        let sink = ProxySink::new(root.path(), 1 << 12).unwrap();
+        let mut one_class = NumericProxy::default();
+        for i in 0..(MAX_NUMERIC_GROUPS as u64 + 10) {
+            one_class.add(i as f64, true, &sink).unwrap();
+        }
+        assert!(matches!(
+            one_class.auc(sink).unwrap().0,
+            Err(AucError::OneClass { .. })
+        ));
     }
 
     #[test]

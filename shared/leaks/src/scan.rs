@@ -9,9 +9,9 @@ use runfn_stats::minhash::normalize_text;
 
 use crate::categories::FileCategories;
 use crate::config::LeakConfig;
-use crate::keys::{FileKeys, Keys, hash128};
+use crate::keys::{FileKeyCounts, FileKeys, KeySink, Keys, hash128};
 use crate::near_twins::{ColumnSearch, FileTexts};
-use crate::proxies::{CategoryProxy, NumericProxy};
+use crate::proxies::{CategoryProxy, NumericProxy, ProxySink};
 
 /// Where a row is: file index and 1-based data row within the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -160,6 +160,8 @@ pub struct Tallies {
     pub future_count: u64,
     /// Per proxy column, on the train split: numbers with their labels, or category counts.
     pub proxy_numeric: Vec<NumericProxy>,
+    /// Per proxy column once merged: the numbers' AUC and rows.
+    pub proxy_numeric_auc: Vec<(Result<f64, runfn_stats::auc::AucError>, usize)>,
     pub proxy_categories: Vec<CategoryProxy>,
     pub invalid_labels: u64,
     pub positive_labels: u64,
@@ -185,7 +187,7 @@ impl Tallies {
     }
 
     /// Adds the tallies of a later file.
-    fn absorb(&mut self, file: Tallies) {
+    fn absorb(&mut self, file: Tallies, proxies: &[ProxySink]) -> Result<(), DataError> {
         for (split, range) in file.time_ranges.into_iter().enumerate() {
             if self.time_ranges.len() <= split {
                 self.time_ranges.resize(split + 1, None);
@@ -198,8 +200,15 @@ impl Tallies {
         }
         self.future.extend(file.future);
         self.future_count += file.future_count;
-        for (target, values) in self.proxy_numeric.iter_mut().zip(file.proxy_numeric) {
-            target.absorb(values);
+        for ((target, values), sink) in self
+            .proxy_numeric
+            .iter_mut()
+            .zip(file.proxy_numeric)
+            .zip(proxies)
+        {
+            target
+                .absorb(values, sink)
+                .map_err(|source| spilled(sink.root(), source))?;
         }
         for (target, values) in self.proxy_categories.iter_mut().zip(file.proxy_categories) {
             target.absorb(values);
@@ -214,13 +223,27 @@ impl Tallies {
             self.split_rows[split] += rows;
         }
         self.future_checked += file.future_checked;
+        Ok(())
     }
+}
+
+/// Where the reading threads send what does not stay with each file: key occurrences and
+/// texts, to sorters that spill past their share of the budget.
+pub struct Sinks {
+    pub entities: KeySink,
+    pub rows: KeySink,
+    /// One per text column.
+    pub texts: Vec<ColumnSearch>,
+    /// One per label-proxy candidate (used by the numeric ones).
+    pub proxies: Vec<ProxySink>,
+    /// The run's spill folder (categories spill their train values there).
+    pub root: std::path::PathBuf,
 }
 
 impl FileScan {
     pub fn new(layout: &Layout) -> FileScan {
         FileScan {
-            entities: FileKeys::with_values(),
+            entities: FileKeys::default(),
             rows: FileKeys::default(),
             texts: (0..layout.text.len())
                 .map(|_| FileTexts::default())
@@ -232,11 +255,11 @@ impl FileScan {
         }
     }
 
-    /// Adds a batch; its texts go to `searches` (one per text column).
+    /// Adds a batch; its keys and texts go to `sinks`.
     pub fn add(
         &mut self,
         layout: &Layout,
-        searches: &[ColumnSearch],
+        sinks: &Sinks,
         batch: &SplitBatch,
     ) -> Result<(), DataError> {
         let file = batch.file_index as u32;
@@ -262,7 +285,14 @@ impl FileScan {
                 };
                 let value = values.value(row);
                 self.entities
-                    .add(hash128(value.as_bytes()), value, split, loc(row));
+                    .add(
+                        &sinks.entities,
+                        hash128(value.as_bytes()),
+                        value,
+                        split,
+                        loc(row),
+                    )
+                    .map_err(|source| spilled(sinks.entities.root(), source))?;
             }
         }
 
@@ -281,11 +311,14 @@ impl FileScan {
             }
         }
 
-        self.add_row_hashes(layout, batch, &loc);
+        self.add_row_hashes(layout, &sinks.rows, batch, &loc)
+            .map_err(|source| spilled(sinks.rows.root(), source))?;
 
         if let Some(train) = layout.train {
             for (slot, (_, column)) in layout.categories.iter().enumerate() {
-                self.categories[slot].add(batch, *column, train);
+                self.categories[slot]
+                    .add(batch, *column, train, &sinks.root)
+                    .map_err(|source| spilled(&sinks.root, source))?;
             }
         }
 
@@ -302,8 +335,8 @@ impl FileScan {
                 })
                 .collect();
             self.texts[slot]
-                .add(&searches[slot], &texts)
-                .map_err(|source| spill_error(&searches[slot], source))?;
+                .add(&sinks.texts[slot], &texts)
+                .map_err(|source| spilled(sinks.texts[slot].root(), source))?;
         }
 
         if let Some(label_time) = layout.label_time {
@@ -359,7 +392,10 @@ impl FileScan {
                             (train_label(batch, row, train, &labels), value)
                             && !value.is_nan()
                         {
-                            self.tallies.proxy_numeric[slot].add(value, label);
+                            let sink = &sinks.proxies[slot];
+                            self.tallies.proxy_numeric[slot]
+                                .add(value, label, sink)
+                                .map_err(|source| spilled(sink.root(), source))?;
                         }
                     }
                 }
@@ -369,9 +405,15 @@ impl FileScan {
     }
 
     /// Hash of a row's feature values, text normalized for case and white space.
-    fn add_row_hashes(&mut self, layout: &Layout, batch: &SplitBatch, loc: &dyn Fn(usize) -> Loc) {
+    fn add_row_hashes(
+        &mut self,
+        layout: &Layout,
+        sink: &KeySink,
+        batch: &SplitBatch,
+        loc: &dyn Fn(usize) -> Loc,
+    ) -> std::io::Result<()> {
         if layout.features.is_empty() {
-            return;
+            return Ok(());
         }
         let texts: Vec<_> = layout
             .features
@@ -405,8 +447,9 @@ impl FileScan {
                 }
                 buffer.push(0x1f);
             }
-            self.rows.add(hash128(&buffer), "", split, loc(row));
+            self.rows.add(sink, hash128(&buffer), "", split, loc(row))?;
         }
+        Ok(())
     }
 }
 
@@ -434,48 +477,87 @@ pub struct Merged {
 }
 
 impl Merged {
+    /// Merges the files' scans; `rank` orders the splits in time.
+    /// Returns the text columns' searches, every file's texts handed over.
     pub fn new(
         files: Vec<FileScan>,
         layout: &Layout,
-        searches: &[ColumnSearch],
-    ) -> Result<Merged, DataError> {
+        sinks: Sinks,
+        rank: &[usize],
+        examples: usize,
+    ) -> Result<(Merged, Vec<ColumnSearch>), DataError> {
+        let Sinks {
+            entities: entity_sink,
+            rows: row_sink,
+            texts: searches,
+            proxies,
+            root: _,
+        } = sinks;
         let mut texts: Vec<Vec<Option<std::fs::File>>> =
             (0..layout.text.len()).map(|_| Vec::new()).collect();
         let mut tallies = Tallies::new(layout);
-        let mut entities = Vec::with_capacity(files.len());
-        let mut rows = Vec::with_capacity(files.len());
+        let mut entities: Vec<FileKeyCounts> = Vec::with_capacity(files.len());
+        let mut rows: Vec<FileKeyCounts> = Vec::with_capacity(files.len());
         let mut categories: Vec<FileCategories> = (0..layout.categories.len())
             .map(|_| FileCategories::default())
             .collect();
         for file in files {
             for (target, column) in categories.iter_mut().zip(file.categories) {
-                target.absorb(column);
+                target
+                    .absorb(column)
+                    .map_err(|source| spilled(entity_sink.root(), source))?;
             }
-            entities.push(file.entities);
-            rows.push(file.rows);
-            for ((target, file_texts), search) in texts.iter_mut().zip(file.texts).zip(searches) {
+            entities.push(
+                file.entities
+                    .finish(&entity_sink)
+                    .map_err(|source| spilled(entity_sink.root(), source))?,
+            );
+            rows.push(
+                file.rows
+                    .finish(&row_sink)
+                    .map_err(|source| spilled(row_sink.root(), source))?,
+            );
+            for ((target, file_texts), search) in texts.iter_mut().zip(file.texts).zip(&searches) {
                 target.push(
                     file_texts
                         .finish(search)
-                        .map_err(|source| spill_error(search, source))?,
+                        .map_err(|source| spilled(search.root(), source))?,
                 );
             }
-            tallies.absorb(file.tallies);
+            tallies.absorb(file.tallies, &proxies)?;
         }
-        Ok(Merged {
-            entities: Keys::group(entities, false),
-            rows: Keys::group(rows, layout.collect_pairs),
+        for column in &mut categories {
+            column
+                .seal()
+                .map_err(|source| spilled(entity_sink.root(), source))?;
+        }
+        tallies.proxy_numeric_auc = std::mem::take(&mut tallies.proxy_numeric)
+            .into_iter()
+            .zip(proxies)
+            .map(|(proxy, sink)| {
+                let root = sink.root().to_path_buf();
+                proxy.auc(sink).map_err(|source| spilled(&root, source))
+            })
+            .collect::<Result<_, _>>()?;
+        let entity_root = entity_sink.root().to_path_buf();
+        let row_root = row_sink.root().to_path_buf();
+        let merged = Merged {
+            entities: Keys::group(entity_sink, entities, rank, examples, false)
+                .map_err(|source| spilled(&entity_root, source))?,
+            rows: Keys::group(row_sink, rows, rank, examples, layout.collect_pairs)
+                .map_err(|source| spilled(&row_root, source))?,
             texts,
             categories,
             tallies,
-        })
+        };
+        Ok((merged, searches))
     }
 }
 
-/// A failure to write or read the spilled texts, named by the folder they spill to.
-pub fn spill_error(search: &ColumnSearch, source: std::io::Error) -> DataError {
+/// A failure to write or read what was spilled, named by the folder it spills to.
+pub fn spilled(root: &std::path::Path, source: std::io::Error) -> DataError {
     DataError::Io {
-        path: search.root().to_path_buf(),
+        path: root.to_path_buf(),
         source,
     }
 }

@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 use std::io::{self, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use extsort::{ExternalSorter, PushExternalSorter, Sortable, SortedIterator};
 
@@ -38,55 +38,99 @@ fn compare<T: Record>(a: &Stored<T>, b: &Stored<T>) -> Ordering {
     a.0.cmp(&b.0)
 }
 
-/// Records pushed in any order, read back sorted.
+/// The runs' folder and the sorter writing runs there.
+type Spilled<T> = (tempfile::TempDir, PushExternalSorter<Stored<T>, Compare<T>>);
+
+/// Records pushed in any order, read back sorted. While they fit in a run they stay in memory
+/// and are sorted there on all cores; past it the runs go to extsort, which sorts each on all
+/// cores, writes it under a folder of its own and merges the runs as they are read.
 pub struct SpillSorter<T: Record> {
-    dir: tempfile::TempDir,
-    sorter: PushExternalSorter<Stored<T>, Compare<T>>,
+    root: PathBuf,
+    run: usize,
+    buffer: Vec<T>,
+    spilled: Option<Spilled<T>>,
 }
 
 impl<T: Record> SpillSorter<T> {
-    /// A sorter holding at most `budget` bytes of records in memory (its buffer doubles as it
-    /// grows, so runs are half of that), spilling under `root`.
+    /// A sorter holding about `budget` bytes of records at most, spilling under `root`: a run
+    /// here and one in extsort's buffer, each a quarter (buffers double as they grow).
     pub fn new(root: &Path, budget: u64) -> io::Result<SpillSorter<T>> {
-        let dir = tempfile::Builder::new().prefix("sort").tempdir_in(root)?;
         let record = std::mem::size_of::<Stored<T>>().max(1) as u64;
-        let run = (budget / (2 * record)).max(1024) as usize;
-        let sorter = ExternalSorter::new()
-            .with_segment_size(run)
-            .with_sort_dir(dir.path().to_path_buf())
-            .with_parallel_sort()
-            .pushed_by(compare::<T> as Compare<T>);
-        Ok(SpillSorter { dir, sorter })
+        Ok(SpillSorter {
+            root: root.to_path_buf(),
+            run: (budget / (4 * record)).max(1024) as usize,
+            buffer: Vec::new(),
+            spilled: None,
+        })
     }
 
     pub fn push(&mut self, record: T) -> io::Result<()> {
-        self.sorter.push(Stored(record))
+        self.buffer.push(record);
+        if self.buffer.len() >= self.run {
+            self.spill()?;
+        }
+        Ok(())
     }
 
     pub fn extend(&mut self, records: impl IntoIterator<Item = T>) -> io::Result<()> {
-        self.sorter.push_iter(records.into_iter().map(Stored))
+        for record in records {
+            self.push(record)?;
+        }
+        Ok(())
+    }
+
+    /// Hands the buffer to extsort, which writes a sorted run whenever its own fills.
+    fn spill(&mut self) -> io::Result<()> {
+        let (_, sorter) = match &mut self.spilled {
+            Some(spilled) => spilled,
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("sort")
+                    .tempdir_in(&self.root)?;
+                let sorter = ExternalSorter::new()
+                    .with_segment_size(self.run)
+                    .with_sort_dir(dir.path().to_path_buf())
+                    .with_parallel_sort()
+                    .pushed_by(compare::<T> as Compare<T>);
+                self.spilled.insert((dir, sorter))
+            }
+        };
+        sorter.push_iter(self.buffer.drain(..).map(Stored))
     }
 
     /// Every record pushed, in order.
-    pub fn sorted(self) -> io::Result<Sorted<T>> {
-        Ok(Sorted {
-            _dir: self.dir,
-            records: self.sorter.done()?,
+    pub fn sorted(mut self) -> io::Result<Sorted<T>> {
+        if self.spilled.is_none() {
+            use rayon::slice::ParallelSliceMut;
+            self.buffer.par_sort_unstable();
+            return Ok(Sorted::Memory(self.buffer.into_iter()));
+        }
+        self.spill()?;
+        let (dir, sorter) = self.spilled.take().expect("spilled above");
+        Ok(Sorted::Disk {
+            _dir: dir,
+            records: sorter.done()?,
         })
     }
 }
 
-/// The sorted records; the spilled runs go when this is dropped.
-pub struct Sorted<T: Record> {
-    _dir: tempfile::TempDir,
-    records: SortedIterator<Stored<T>, Compare<T>>,
+/// The sorted records; spilled runs go when this is dropped.
+pub enum Sorted<T: Record> {
+    Memory(std::vec::IntoIter<T>),
+    Disk {
+        _dir: tempfile::TempDir,
+        records: SortedIterator<Stored<T>, Compare<T>>,
+    },
 }
 
 impl<T: Record> Iterator for Sorted<T> {
     type Item = io::Result<T>;
 
     fn next(&mut self) -> Option<io::Result<T>> {
-        self.records.next().map(|r| r.map(|stored| stored.0))
+        match self {
+            Sorted::Memory(records) => records.next().map(Ok),
+            Sorted::Disk { records, .. } => records.next().map(|r| r.map(|stored| stored.0)),
+        }
     }
 }
 

@@ -31,6 +31,9 @@ Checks (the columns come from manifest.data, or the flags):
                     (manifest.data.label_time, else manifest.data.time)
   label_proxy       one feature alone predicts the label on train (univariate AUC >= 0.99 or <= 0.01)
 A check whose columns are not declared is reported as skipped.
+Memory: --memory SIZE bounds what the checks hold whatever the rows (default: a quarter of the
+machine's); the rest is sorted on disk under TMPDIR, removed at the end, and the findings are the
+same at any budget. leaks.memory says the budget and the peak.
 
 Tolerances (manifest.leaks; default: any leak fails): per check {max_count: N} (count at most N),
 {max_fraction: F} (count / of at most F, of = rows of the later splits for the twin checks), both,
@@ -92,8 +95,8 @@ struct Args {
     /// Schema file fixing column types (raw snapshots only).
     #[arg(long, value_name = "FILE")]
     schema: Option<PathBuf>,
-    /// Memory the checks may hold (default: a quarter of the machine's); texts, their band
-    /// keys and candidate pairs beyond it are spilled to TMPDIR.
+    /// Memory the checks may hold (default: a quarter of the machine's); key occurrences,
+    /// texts, band keys, candidate pairs and numbers beyond it are spilled to TMPDIR.
     #[arg(long, value_name = "SIZE", value_parser = runfn_data::spec::parse_size)]
     memory: Option<u64>,
     /// Read the record from FILE instead of stdin.

@@ -1,9 +1,11 @@
 //! Each leak check, from the merged scan.
 
+use arrow::array::Array;
 use arrow::temporal_conversions::timestamp_us_to_datetime;
 use runfn_data::DataError;
 use runfn_data::partitioned::Partitioned;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 use crate::config::LeakConfig;
 use crate::near_twins::{ColumnSearch, read_text};
@@ -57,22 +59,68 @@ fn time_text(micros: f64) -> String {
     timestamp_us_to_datetime(micros as i64).map_or_else(|| micros.to_string(), |t| t.to_string())
 }
 
-pub fn entity_overlap(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {
-    let Some(entity) = &config.entity else {
-        return LeakCheck::skipped("entity_overlap", "manifest.data.entity is not set");
+pub fn entity_overlap(
+    merged: &Merged,
+    data: &Partitioned,
+    config: &LeakConfig,
+    layout: &Layout,
+) -> Result<LeakCheck, DataError> {
+    let (Some(entity), Some(column)) = (&config.entity, layout.entity) else {
+        return Ok(LeakCheck::skipped(
+            "entity_overlap",
+            "manifest.data.entity is not set",
+        ));
     };
-    let examples = merged
-        .entities
-        .examples
+    let shown = &merged.entities.examples;
+    let places: Vec<Loc> = shown.iter().map(|seen| seen.first[0].1).collect();
+    let values = values_at(data, column, &places)?;
+    let examples = shown
         .iter()
-        .map(|seen| {
-            json!({entity.as_str(): seen.value, "splits": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()})
+        .zip(values)
+        .map(|(seen, value)| {
+            json!({entity.as_str(): value, "splits": seen.first.iter().map(|(s, loc)| json!({"split": split_name(data, *s), "at": place(data, *loc)})).collect::<Vec<_>>()})
         })
         .collect();
     let first = first_split(&ranks(data, config));
     let mut check = LeakCheck::counted("entity_overlap", merged.entities.shared, examples);
     check.of = Some(merged.entities.outside(first));
-    check
+    Ok(check)
+}
+
+/// The value of `column` at each of `places`, read back from the data: the scan keeps only
+/// the keys' hashes, and the few examples are worth a second read of the files they are in,
+/// up to their rows.
+fn values_at(data: &Partitioned, column: usize, places: &[Loc]) -> Result<Vec<String>, DataError> {
+    let mut values = vec![String::new(); places.len()];
+    let mut by_file: BTreeMap<u32, Vec<(u64, usize)>> = BTreeMap::new();
+    for (index, place) in places.iter().enumerate() {
+        by_file
+            .entry(place.file)
+            .or_default()
+            .push((place.row, index));
+    }
+    for (file, wanted) in by_file {
+        let last = wanted.iter().map(|(row, _)| *row).max().unwrap_or(0);
+        for typed in data.snapshot.read_file(file as usize)? {
+            let typed = typed?;
+            let rows = typed.batch.num_rows() as u64;
+            let array = runfn_data::values::text_array(&typed.batch.columns()[column]);
+            for &(row, index) in &wanted {
+                // Places count data rows from 1.
+                let at = row - 1;
+                if (typed.first_row..typed.first_row + rows).contains(&at) {
+                    let at = (at - typed.first_row) as usize;
+                    if array.is_valid(at) {
+                        values[index] = array.value(at).to_string();
+                    }
+                }
+            }
+            if typed.first_row + rows >= last {
+                break;
+            }
+        }
+    }
+    Ok(values)
 }
 
 pub fn time_order(merged: &Merged, data: &Partitioned, config: &LeakConfig) -> LeakCheck {

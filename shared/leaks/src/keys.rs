@@ -1,16 +1,14 @@
 //! Keys seen across splits (entity ids, row hashes), in bounded memory.
 //!
-//! While the files are read, each occurrence of a key (its 128-bit hash, split and place, and
-//! for entity ids where its text is in the file's value store) goes to a sorter that spills
-//! sorted runs past its budget. Read back sorted by key, the rows with the same key come
+//! While the files are read, each occurrence of a key (its 128-bit hash, split and place) goes
+//! to a sorter that spills sorted runs past its budget. Read back sorted by key, the rows with the same key come
 //! together, and each key is counted as it passes; only the example keys are kept whole. A hash
 //! map holding a record per key took about a kilobyte a row and ran out of memory on ten
 //! million rows; a vector of occurrences sorted in memory, 48 bytes a row, still grew with the
 //! rows.
 
 use std::collections::{BTreeMap, BinaryHeap};
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -35,9 +33,6 @@ struct Occurrence {
     /// Occurrences of the same split before this one in its file: with the counts of the
     /// files before, its rank among its split's rows in file order.
     ordinal: u64,
-    /// The key's text in its file's value store (entity ids), else empty.
-    value_at: u64,
-    value_len: u32,
 }
 
 impl Occurrence {
@@ -50,7 +45,7 @@ impl Occurrence {
 }
 
 impl Record for Occurrence {
-    const BYTES: usize = 49;
+    const BYTES: usize = 37;
 
     fn write_to(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.hash[0].to_le_bytes());
@@ -59,8 +54,6 @@ impl Record for Occurrence {
         out.extend_from_slice(&self.row.to_le_bytes());
         out.push(self.split);
         out.extend_from_slice(&self.ordinal.to_le_bytes());
-        out.extend_from_slice(&self.value_at.to_le_bytes());
-        out.extend_from_slice(&self.value_len.to_le_bytes());
     }
 
     fn read_from(bytes: &[u8]) -> Occurrence {
@@ -70,8 +63,6 @@ impl Record for Occurrence {
             row: u64_at(bytes, 20),
             split: bytes[28],
             ordinal: u64_at(bytes, 29),
-            value_at: u64_at(bytes, 37),
-            value_len: u32_at(bytes, 45),
         }
     }
 }
@@ -80,19 +71,16 @@ impl Record for Occurrence {
 pub struct KeySink {
     sorter: Mutex<SpillSorter<Occurrence>>,
     root: PathBuf,
-    /// Keep each key's text (entity ids, shown in examples).
-    values: bool,
 }
 
 /// Occurrences a file's reader gathers before taking the shared sorter's lock.
 const LOCAL_OCCURRENCES: usize = 1 << 13;
 
 impl KeySink {
-    pub fn new(root: &Path, budget: u64, values: bool) -> io::Result<KeySink> {
+    pub fn new(root: &Path, budget: u64) -> io::Result<KeySink> {
         Ok(KeySink {
             sorter: Mutex::new(SpillSorter::new(root, budget)?),
             root: root.to_path_buf(),
-            values,
         })
     }
 
@@ -107,55 +95,29 @@ pub struct FileKeys {
     local: Vec<Occurrence>,
     /// Occurrences per split so far.
     per_split: Vec<u64>,
-    store: Option<BufWriter<File>>,
-    written: u64,
 }
 
-/// What a file's keys leave once read: occurrences per split, and the store of their texts.
+/// What a file's keys leave once read: its occurrences per split.
 #[derive(Debug)]
 pub struct FileKeyCounts {
     per_split: Vec<u64>,
-    store: Option<File>,
 }
 
 impl FileKeys {
-    /// Counts `hash` in `split` at `loc`; `value` is the key's text.
-    pub fn add(
-        &mut self,
-        sink: &KeySink,
-        hash: u128,
-        value: &str,
-        split: u8,
-        loc: Loc,
-    ) -> io::Result<()> {
+    /// Counts `hash` in `split` at `loc`.
+    pub fn add(&mut self, sink: &KeySink, hash: u128, split: u8, loc: Loc) -> io::Result<()> {
         let split_index = split as usize;
         if self.per_split.len() <= split_index {
             self.per_split.resize(split_index + 1, 0);
         }
         let ordinal = self.per_split[split_index];
         self.per_split[split_index] += 1;
-        let (value_at, value_len) = if sink.values {
-            let store = match &mut self.store {
-                Some(store) => store,
-                None => self
-                    .store
-                    .insert(BufWriter::new(tempfile::tempfile_in(&sink.root)?)),
-            };
-            store.write_all(value.as_bytes())?;
-            let at = self.written;
-            self.written += value.len() as u64;
-            (at, value.len() as u32)
-        } else {
-            (0, 0)
-        };
         self.local.push(Occurrence {
             hash: [(hash >> 64) as u64, hash as u64],
             file: loc.file,
             row: loc.row,
             split,
             ordinal,
-            value_at,
-            value_len,
         });
         if self.local.len() >= LOCAL_OCCURRENCES {
             self.hand_over(sink)?;
@@ -175,11 +137,6 @@ impl FileKeys {
         self.hand_over(sink)?;
         Ok(FileKeyCounts {
             per_split: self.per_split,
-            store: self
-                .store
-                .take()
-                .map(|store| store.into_inner().map_err(|e| e.into_error()))
-                .transpose()?,
         })
     }
 }
@@ -187,51 +144,24 @@ impl FileKeys {
 /// A key found in several splits: where it first appears in each and how often.
 #[derive(Debug, Clone)]
 pub struct Seen {
-    /// Bit i set: seen in split i.
-    pub splits: u64,
     /// First occurrence in each split, in the order the splits were first met.
     pub first: Vec<(u8, Loc)>,
     /// Occurrences per split.
     pub counts: Vec<(u8, u64)>,
-    pub value: String,
 }
 
 impl Seen {
-    fn new() -> Seen {
-        Seen {
-            splits: 0,
-            first: Vec::new(),
-            counts: Vec::new(),
-            value: String::new(),
-        }
-    }
-
-    /// Occurrences must come in file order.
-    fn add(&mut self, split: u8, loc: Loc) {
-        if self.splits & (1 << split) == 0 {
-            self.splits |= 1 << split;
-            self.first.push((split, loc));
-        }
-        match self.counts.iter_mut().find(|(s, _)| *s == split) {
-            Some((_, count)) => *count += 1,
-            None => self.counts.push((split, 1)),
-        }
-    }
-
     fn place(&self) -> Loc {
         self.first[0].1
     }
 }
 
 /// An example key ordered by where it first appears, for the heap of the earliest ones.
-struct Example {
-    seen: Seen,
-    value: (u64, u32),
-}
+struct Example(Seen);
 
 impl PartialEq for Example {
     fn eq(&self, other: &Self) -> bool {
-        self.seen.place() == other.seen.place()
+        self.0.place() == other.0.place()
     }
 }
 impl Eq for Example {}
@@ -242,7 +172,7 @@ impl PartialOrd for Example {
 }
 impl Ord for Example {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.seen.place().cmp(&other.seen.place())
+        self.0.place().cmp(&other.0.place())
     }
 }
 
@@ -274,13 +204,13 @@ pub struct Keys {
 /// Runs of rows per split for [`Keys::block_twins`].
 pub const BLOCKS: usize = 10;
 
-/// One key's occurrences as they pass: per split its count and its count per block.
+/// One key's occurrences as they pass: per split (in the order the splits were first met) its
+/// first place, its count and its count per block. Reused from key to key, so a key that is in
+/// one split only allocates nothing.
 #[derive(Default)]
 struct Group {
     hash: Option<[u64; 2]>,
-    per_split: Vec<(u8, u64, [u64; BLOCKS])>,
-    seen: Option<Seen>,
-    value: (u64, u32),
+    per_split: Vec<(u8, Loc, u64, [u64; BLOCKS])>,
     /// With pairs kept: the key's occurrences (split, place).
     occurrences: Vec<(u8, Loc)>,
 }
@@ -290,7 +220,7 @@ impl Keys {
     /// keeps `examples` example keys and, with `keep_pairs`, every twin pair.
     pub fn group(
         sink: KeySink,
-        files: Vec<FileKeyCounts>,
+        files: &[FileKeyCounts],
         rank: &[usize],
         examples: usize,
         keep_pairs: bool,
@@ -299,7 +229,7 @@ impl Keys {
         // offsets[split][file]: the split's rows in the files before.
         let mut offsets = vec![Vec::with_capacity(files.len()); splits];
         let mut totals = vec![0u64; splits];
-        for file in &files {
+        for file in files {
             for split in 0..splits {
                 offsets[split].push(totals[split]);
                 totals[split] += file.per_split.get(split).copied().unwrap_or(0);
@@ -323,40 +253,32 @@ impl Keys {
             if group.hash != Some(occurrence.hash) {
                 keys.close(&mut group, rank, examples, &mut heap);
                 group.hash = Some(occurrence.hash);
-                group.value = (occurrence.value_at, occurrence.value_len);
             }
             let block = block_of(&occurrence).min(BLOCKS - 1);
             match group
                 .per_split
                 .iter_mut()
-                .find(|(s, _, _)| *s == occurrence.split)
+                .find(|(s, _, _, _)| *s == occurrence.split)
             {
-                Some((_, n, blocks)) => {
+                Some((_, _, n, blocks)) => {
                     *n += 1;
                     blocks[block] += 1;
                 }
                 None => {
                     let mut blocks = [0; BLOCKS];
                     blocks[block] = 1;
-                    group.per_split.push((occurrence.split, 1, blocks));
+                    group
+                        .per_split
+                        .push((occurrence.split, occurrence.loc(), 1, blocks));
                 }
             }
-            group
-                .seen
-                .get_or_insert_with(Seen::new)
-                .add(occurrence.split, occurrence.loc());
             if keep_pairs {
                 group.occurrences.push((occurrence.split, occurrence.loc()));
             }
         }
         keys.close(&mut group, rank, examples, &mut heap);
         keys.pairs.sort_by_key(|(_, later)| later.1);
-        let stores: Vec<Option<File>> = files.into_iter().map(|f| f.store).collect();
-        let mut chosen = heap.into_sorted_vec();
-        for example in &mut chosen {
-            example.seen.value = read_value(&stores, example.seen.place(), example.value)?;
-        }
-        keys.examples = chosen.into_iter().map(|e| e.seen).collect();
+        keys.examples = heap.into_sorted_vec().into_iter().map(|e| e.0).collect();
         Ok(keys)
     }
 
@@ -368,11 +290,11 @@ impl Keys {
         examples: usize,
         heap: &mut BinaryHeap<Example>,
     ) {
-        let Some(seen) = group.seen.take() else {
+        if group.per_split.is_empty() {
             return;
-        };
+        }
         let mut splits = 0u64;
-        for &(split, n, blocks) in &group.per_split {
+        for &(split, _, n, blocks) in &group.per_split {
             let index = split as usize;
             splits |= 1 << split;
             if self.block_rows.len() <= index {
@@ -395,6 +317,14 @@ impl Keys {
         *self.by_splits.entry(splits).or_default() += 1;
         if splits.count_ones() > 1 {
             self.shared += 1;
+            let seen = Seen {
+                first: group
+                    .per_split
+                    .iter()
+                    .map(|&(s, at, _, _)| (s, at))
+                    .collect(),
+                counts: group.per_split.iter().map(|&(s, _, n, _)| (s, n)).collect(),
+            };
             let earliest = seen.first.iter().map(|(s, _)| rank[*s as usize]).min();
             for &(split, n) in &seen.counts {
                 if Some(rank[split as usize]) != earliest {
@@ -412,10 +342,7 @@ impl Keys {
                 }
             }
             if examples > 0 {
-                heap.push(Example {
-                    seen,
-                    value: group.value,
-                });
+                heap.push(Example(seen));
                 if heap.len() > examples {
                     heap.pop();
                 }
@@ -436,17 +363,6 @@ impl Keys {
     }
 }
 
-/// The text of the key at `loc` from its file's value store ("" where none was kept).
-fn read_value(stores: &[Option<File>], loc: Loc, (at, len): (u64, u32)) -> io::Result<String> {
-    use std::os::unix::fs::FileExt;
-    let Some(store) = stores.get(loc.file as usize).and_then(Option::as_ref) else {
-        return Ok(String::new());
-    };
-    let mut bytes = vec![0; len as usize];
-    store.read_exact_at(&mut bytes, at)?;
-    String::from_utf8(bytes).map_err(io::Error::other)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,26 +371,20 @@ mod tests {
         Loc { file, row }
     }
 
-    fn grouped(
-        files: Vec<Vec<(&str, u8, Loc)>>,
-        values: bool,
-        budget: u64,
-        keep_pairs: bool,
-    ) -> Keys {
+    fn grouped(files: Vec<Vec<(&str, u8, Loc)>>, budget: u64, keep_pairs: bool) -> Keys {
         let root = tempfile::tempdir().unwrap();
-        let sink = KeySink::new(root.path(), budget, values).unwrap();
-        let counts = files
+        let sink = KeySink::new(root.path(), budget).unwrap();
+        let counts: Vec<FileKeyCounts> = files
             .into_iter()
             .map(|rows| {
                 let mut file = FileKeys::default();
                 for (key, split, at) in rows {
-                    file.add(&sink, hash128(key.as_bytes()), key, split, at)
-                        .unwrap();
+                    file.add(&sink, hash128(key.as_bytes()), split, at).unwrap();
                 }
                 file.finish(&sink).unwrap()
             })
             .collect();
-        Keys::group(sink, counts, &[0, 1, 2], 5, keep_pairs).unwrap()
+        Keys::group(sink, &counts, &[0, 1, 2], 5, keep_pairs).unwrap()
     }
 
     /// 100 rows of one split in ten blocks of ten: a key repeated inside one block has no twin
@@ -493,7 +403,7 @@ mod tests {
             .enumerate()
             .map(|(i, k)| (k.as_str(), 0, loc(0, i as u64 + 1)))
             .collect();
-        let keys = grouped(vec![rows], false, 1 << 20, false);
+        let keys = grouped(vec![rows], 1 << 20, false);
         assert_eq!(keys.block_rows[0], [10; BLOCKS]);
         let mut twins = [0; BLOCKS];
         (twins[0], twins[9]) = (1, 1);
@@ -515,14 +425,12 @@ mod tests {
         ];
         // Held in memory, and spilled a record at a time.
         for budget in [1 << 20, 1] {
-            let keys = grouped(vec![a.clone(), b.clone()], true, budget, true);
+            let keys = grouped(vec![a.clone(), b.clone()], budget, true);
             assert_eq!(keys.shared, 2);
             let x = &keys.examples[0];
-            assert_eq!(x.value, "x");
             assert_eq!(x.first, [(0, loc(0, 1)), (1, loc(0, 4))]);
             assert_eq!(x.counts, [(0, 1), (1, 2)]);
             let y = &keys.examples[1];
-            assert_eq!(y.value, "y");
             assert_eq!(y.first, [(0, loc(0, 3)), (2, loc(1, 6))]);
             // x in {0,1}, y in {0,2}, z in {1}.
             assert_eq!(
@@ -542,27 +450,13 @@ mod tests {
     }
 
     #[test]
-    fn a_key_without_kept_text_has_none() {
-        let keys = grouped(
-            vec![vec![("x", 0, loc(0, 1)), ("x", 1, loc(0, 2))]],
-            false,
-            1 << 20,
-            false,
-        );
-        assert_eq!(keys.examples[0].value, "");
-        assert!(keys.pairs.is_empty());
-    }
-
-    #[test]
-    fn an_occurrence_is_49_bytes_on_disk() {
+    fn an_occurrence_is_37_bytes_on_disk() {
         let o = Occurrence {
             hash: [1, 2],
             file: 3,
             row: 4,
             split: 5,
             ordinal: 6,
-            value_at: 7,
-            value_len: 8,
         };
         let mut bytes = Vec::new();
         o.write_to(&mut bytes);

@@ -51,7 +51,7 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
     }
     let mut pairs = Vec::new();
     let mut checks = vec![
-        checks::entity_overlap(&merged, data, config),
+        checks::entity_overlap(&merged, data, config, &layout)?,
         checks::time_order(&merged, data, config),
         checks::exact_duplicates(&merged, data, config, &mut pairs),
         checks::near_duplicates(searches, &merged, data, config, &mut pairs)?,
@@ -87,8 +87,8 @@ fn sinks(
     let quarter = config.memory_bytes / 4;
     let share = quarter / layout.text.len().max(1) as u64;
     Ok(scan::Sinks {
-        entities: keys::KeySink::new(root, quarter, true).map_err(spilled)?,
-        rows: keys::KeySink::new(root, quarter, false).map_err(spilled)?,
+        entities: keys::KeySink::new(root, quarter).map_err(spilled)?,
+        rows: keys::KeySink::new(root, quarter).map_err(spilled)?,
         texts: layout
             .text
             .iter()

@@ -285,13 +285,7 @@ impl FileScan {
                 };
                 let value = values.value(row);
                 self.entities
-                    .add(
-                        &sinks.entities,
-                        hash128(value.as_bytes()),
-                        value,
-                        split,
-                        loc(row),
-                    )
+                    .add(&sinks.entities, hash128(value.as_bytes()), split, loc(row))
                     .map_err(|source| spilled(sinks.entities.root(), source))?;
             }
         }
@@ -447,7 +441,7 @@ impl FileScan {
                 }
                 buffer.push(0x1f);
             }
-            self.rows.add(sink, hash128(&buffer), "", split, loc(row))?;
+            self.rows.add(sink, hash128(&buffer), split, loc(row))?;
         }
         Ok(())
     }
@@ -542,9 +536,9 @@ impl Merged {
         let entity_root = entity_sink.root().to_path_buf();
         let row_root = row_sink.root().to_path_buf();
         let merged = Merged {
-            entities: Keys::group(entity_sink, entities, rank, examples, false)
+            entities: Keys::group(entity_sink, &entities, rank, examples, false)
                 .map_err(|source| spilled(&entity_root, source))?,
-            rows: Keys::group(row_sink, rows, rank, examples, layout.collect_pairs)
+            rows: Keys::group(row_sink, &rows, rank, examples, layout.collect_pairs)
                 .map_err(|source| spilled(&row_root, source))?,
             texts,
             categories,

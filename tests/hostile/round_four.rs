@@ -1199,3 +1199,52 @@ fn a_future_dated_row_cannot_anchor_a_rolling_window() {
         .run()
         .assert_bad_input("leak-check", message);
 }
+
+// 14, in part. `predict --memory 64M` reached 2.7 GB on a 780 KB Parquet file of 1 MiB values:
+// its batches were sized by the file's compressed bytes per row. They are sized by the
+// footer's uncompressed bytes of the columns read, so the budget is refused by name, with
+// nothing written, and a budget that holds the batches scores them.
+#[test]
+fn predict_sizes_its_batches_by_what_a_parquet_row_decodes_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = weights_of(gated());
+    let part = fixture().dir.join("snapshot").join("part-00000.csv");
+    let snapshot = d.join("wide");
+    std::fs::create_dir(&snapshot).unwrap();
+    let script = "import sys, pyarrow as pa, pyarrow.csv as csv, pyarrow.parquet as pq\n\
+        t = csv.read_csv(sys.argv[1]).slice(0, 300)\n\
+        big = pa.array([r + 'x' * (1 << 20) for r in t.column('region').to_pylist()])\n\
+        t = t.set_column(t.schema.get_field_index('region'), 'region', big)\n\
+        pq.write_table(t, sys.argv[2], compression='zstd')\n";
+    let parquet = snapshot.join("part.parquet");
+    python_stdout(script, &[part.as_os_str(), parquet.as_os_str()]);
+    assert!(
+        std::fs::metadata(&parquet).unwrap().len() < 4 << 20,
+        "compressible"
+    );
+    let predict = |out: &Path, memory: &str| {
+        within_a_minute(
+            "predict",
+            &[
+                "--model".as_ref(),
+                model.as_ref(),
+                "--in".as_ref(),
+                os(&snapshot),
+                "--out".as_ref(),
+                os(out),
+                "--memory".as_ref(),
+                memory.as_ref(),
+                "-q".as_ref(),
+            ],
+            "",
+        )
+    };
+    let refused = d.join("refused.parquet");
+    predict(&refused, "64M").assert_bad_input("predict", "--memory: 67108864 bytes is too little");
+    assert!(!refused.exists());
+    let scored = d.join("scored.parquet");
+    let out = predict(&scored, "8G");
+    assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
+    assert!(scored.exists());
+}

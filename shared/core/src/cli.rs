@@ -89,6 +89,14 @@ impl Tool {
         )
     }
 
+    /// `finish`, with the entry saying the memory budget the tool ran within
+    /// (`memory_budget_bytes`; its peak is the entry's `max_rss_bytes`).
+    pub fn finish_within(&self, record: Record, exit: Exit, budget: u64) -> anyhow::Result<Exit> {
+        let mut entry = self.stopwatch.entry(self.name);
+        entry["memory_budget_bytes"] = serde_json::Value::from(budget);
+        self.finish_entry(record, exit, entry)
+    }
+
     /// `finish`, with the entry marked `"for": role`: work done for a comparison rather than
     /// for the run itself (evaluate scoring the baseline), which report maps as its own stage.
     pub fn finish_for(&self, record: Record, exit: Exit, role: &str) -> anyhow::Result<Exit> {

@@ -163,7 +163,7 @@ impl ResourceUsage {
 }
 
 /// `VmHWM` of /proc/self/status: the peak resident set of this program since it was exec'd.
-pub fn peak_of_this_program() -> Option<u64> {
+fn peak_of_this_program() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     peak_in_status(&status)
 }

@@ -396,6 +396,55 @@ impl Snapshot {
         (source.bytes / rows.unwrap_or(1).max(1)).max(1)
     }
 
+    /// About how many bytes a row of `file` takes once decoded: for Parquet, the most of the
+    /// footer's uncompressed bytes of the columns read over the rows of its widest row group
+    /// (a file of compressible 1 MiB values is a few hundred bytes a row on disk and a MiB in
+    /// memory) and what its first rows decode to (values repeated through a dictionary are
+    /// small in the footer); else [`row_bytes`].
+    ///
+    /// [`row_bytes`]: Snapshot::row_bytes
+    pub fn memory_row_bytes(&self, file: usize) -> Result<u64, DataError> {
+        let on_disk = self.row_bytes(file);
+        let source = &self.files[file];
+        if source.format != FileFormat::Parquet {
+            return Ok(on_disk);
+        }
+        // Sixteen rows: a MiB each is still a small read.
+        const PROBE_ROWS: usize = 16;
+        let decoded = match self.read_file_in(file, PROBE_ROWS)?.next() {
+            Some(first) => {
+                let first = first?;
+                (first.batch.get_array_memory_size() / first.batch.num_rows().max(1)) as u64
+            }
+            None => 0,
+        };
+        let Ok(builder) = parquet_builder(&source.path) else {
+            return Ok(on_disk.max(decoded));
+        };
+        // Only the columns read count: a wide column the snapshot leaves out is never decoded.
+        let read = |chunk: &parquet::file::metadata::ColumnChunkMetaData| {
+            let name = chunk.column_path().parts().first().map(String::as_str);
+            self.columns.iter().any(|c| Some(c.name.as_str()) == name)
+        };
+        let widest = builder
+            .metadata()
+            .row_groups()
+            .iter()
+            .filter(|group| group.num_rows() > 0)
+            .map(|group| {
+                let bytes: i64 = group
+                    .columns()
+                    .iter()
+                    .filter(|chunk| read(chunk))
+                    .map(|chunk| chunk.uncompressed_size().max(0))
+                    .sum();
+                bytes as u64 / group.num_rows() as u64
+            })
+            .max()
+            .unwrap_or(0);
+        Ok(widest.max(on_disk).max(decoded))
+    }
+
     /// Casts a raw batch to the snapshot schema, collecting values that do not parse.
     fn type_batch(
         &self,

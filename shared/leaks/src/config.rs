@@ -90,16 +90,14 @@ impl LeakConfig {
         }
     }
 
-    /// A folder of this run's own for what it spills, removed when dropped.
-    pub fn spill_root(&self) -> Result<tempfile::TempDir, runfn_data::DataError> {
+    /// A folder of this run's own for what it spills, removed when dropped; what killed runs
+    /// left there goes first.
+    pub fn spill_root(&self) -> Result<crate::spill::SpillRoot, runfn_data::DataError> {
         let parent = self.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        tempfile::Builder::new()
-            .prefix(".leak-check-spill")
-            .tempdir_in(&parent)
-            .map_err(|source| runfn_data::DataError::Io {
-                path: parent,
-                source,
-            })
+        crate::spill::SpillRoot::create(&parent).map_err(|source| runfn_data::DataError::Io {
+            path: parent,
+            source,
+        })
     }
 
     pub fn decision(&self, check: &str) -> LeakDecision {

@@ -50,7 +50,6 @@ impl LeakReport {
             passed: self.passed,
             bad_values: self.bad_values,
             checks: self.checks.iter().map(LeakCheck::to_record).collect(),
-            memory: None,
         }
     }
 }

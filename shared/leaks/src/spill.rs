@@ -3,10 +3,64 @@
 //! size, so a budget in bytes is a number of records.
 
 use std::cmp::Ordering;
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use extsort::{ExternalSorter, PushExternalSorter, Sortable, SortedIterator};
+
+/// A run's spill folder, `.leak-check-spill*` in the parent, held by a lock on a file inside
+/// it for as long as the run lives: the kernel drops the lock when the process ends, however
+/// it ends, so a folder whose lock can be taken was left by a killed run (gigabytes, maybe)
+/// and is removed by the next one. Removed with this value.
+#[derive(Debug)]
+pub struct SpillRoot {
+    dir: tempfile::TempDir,
+    _lock: File,
+}
+
+const SPILL_PREFIX: &str = ".leak-check-spill";
+const LOCK_NAME: &str = "lock";
+
+impl SpillRoot {
+    pub fn create(parent: &Path) -> io::Result<SpillRoot> {
+        remove_abandoned(parent);
+        let dir = tempfile::Builder::new()
+            .prefix(SPILL_PREFIX)
+            .tempdir_in(parent)?;
+        let lock = File::create(dir.path().join(LOCK_NAME))?;
+        lock.lock()?;
+        Ok(SpillRoot { dir, _lock: lock })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Removes the spill folders in `parent` whose lock nobody holds. Best effort: one that cannot
+/// be read or removed stays, as it would have; one without its lock file yet (a run between
+/// making its folder and locking it) is left alone.
+fn remove_abandoned(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let is_spill = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(SPILL_PREFIX));
+        if !is_spill || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(lock) = File::open(entry.path().join(LOCK_NAME)) else {
+            continue;
+        };
+        if lock.try_lock().is_ok() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
 
 /// A record written as fixed-size little-endian bytes.
 pub trait Record: Ord + Send + Sized {
@@ -41,35 +95,43 @@ fn compare<T: Record>(a: &Stored<T>, b: &Stored<T>) -> Ordering {
 /// The runs' folder and the sorter writing runs there.
 type Spilled<T> = (tempfile::TempDir, PushExternalSorter<Stored<T>, Compare<T>>);
 
-/// Records pushed in any order, read back sorted. While they fit in a run they stay in memory
-/// and are sorted there on all cores; past it the runs go to extsort, which sorts each on all
-/// cores, writes it under a folder of its own and merges the runs as they are read.
+/// Records pushed in any order, read back sorted. While they fit in the budget they stay in
+/// memory and are sorted there on all cores. Past it they go to extsort, which sorts runs of
+/// half that on all cores, writes them under a folder of its own and merges them as they are
+/// read.
 pub struct SpillSorter<T: Record> {
     root: PathBuf,
+    /// Records held in memory before the first spill (the buffer doubles as it grows, so up
+    /// to the budget); extsort's runs are half of it.
     run: usize,
     buffer: Vec<T>,
     spilled: Option<Spilled<T>>,
 }
 
 impl<T: Record> SpillSorter<T> {
-    /// A sorter holding about `budget` bytes of records at most, spilling under `root`: a run
-    /// here and one in extsort's buffer, each a quarter (buffers double as they grow).
+    /// A sorter holding about `budget` bytes of records at most, spilling under `root` (for
+    /// the moment the records move from the buffer to extsort, half as much again).
     pub fn new(root: &Path, budget: u64) -> io::Result<SpillSorter<T>> {
         let record = std::mem::size_of::<Stored<T>>().max(1) as u64;
         Ok(SpillSorter {
             root: root.to_path_buf(),
-            run: (budget / (4 * record)).max(1024) as usize,
+            run: (budget / (2 * record)).max(2048) as usize,
             buffer: Vec::new(),
             spilled: None,
         })
     }
 
     pub fn push(&mut self, record: T) -> io::Result<()> {
-        self.buffer.push(record);
-        if self.buffer.len() >= self.run {
-            self.spill()?;
+        match &mut self.spilled {
+            Some((_, sorter)) => sorter.push(Stored(record)),
+            None => {
+                self.buffer.push(record);
+                if self.buffer.len() >= self.run {
+                    self.spill()?;
+                }
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     pub fn extend(&mut self, records: impl IntoIterator<Item = T>) -> io::Result<()> {
@@ -79,23 +141,19 @@ impl<T: Record> SpillSorter<T> {
         Ok(())
     }
 
-    /// Hands the buffer to extsort, which writes a sorted run whenever its own fills.
+    /// Hands the buffer to extsort (freeing it); from now on records go there directly.
     fn spill(&mut self) -> io::Result<()> {
-        let (_, sorter) = match &mut self.spilled {
-            Some(spilled) => spilled,
-            None => {
-                let dir = tempfile::Builder::new()
-                    .prefix("sort")
-                    .tempdir_in(&self.root)?;
-                let sorter = ExternalSorter::new()
-                    .with_segment_size(self.run)
-                    .with_sort_dir(dir.path().to_path_buf())
-                    .with_parallel_sort()
-                    .pushed_by(compare::<T> as Compare<T>);
-                self.spilled.insert((dir, sorter))
-            }
-        };
-        sorter.push_iter(self.buffer.drain(..).map(Stored))
+        let dir = tempfile::Builder::new()
+            .prefix("sort")
+            .tempdir_in(&self.root)?;
+        let mut sorter = ExternalSorter::new()
+            .with_segment_size(self.run / 2)
+            .with_sort_dir(dir.path().to_path_buf())
+            .with_parallel_sort()
+            .pushed_by(compare::<T> as Compare<T>);
+        sorter.push_iter(std::mem::take(&mut self.buffer).into_iter().map(Stored))?;
+        self.spilled = Some((dir, sorter));
+        Ok(())
     }
 
     /// Every record pushed, in order.
@@ -105,8 +163,7 @@ impl<T: Record> SpillSorter<T> {
             self.buffer.par_sort_unstable();
             return Ok(Sorted::Memory(self.buffer.into_iter()));
         }
-        self.spill()?;
-        let (dir, sorter) = self.spilled.take().expect("spilled above");
+        let (dir, sorter) = self.spilled.take().expect("spilled: looked at above");
         Ok(Sorted::Disk {
             _dir: dir,
             records: sorter.done()?,
@@ -182,5 +239,23 @@ mod tests {
             assert_eq!(sorted, expected, "budget {budget}");
         }
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    }
+
+    /// A killed run's spill folder (its lock free) goes with the next run; a live run's (its
+    /// lock held) stays, and so does the next run's own.
+    #[test]
+    fn a_killed_runs_spill_goes_and_a_live_runs_stays() {
+        let parent = tempfile::tempdir().unwrap();
+        let killed = parent.path().join(".leak-check-spill-killed");
+        std::fs::create_dir(&killed).unwrap();
+        File::create(killed.join(LOCK_NAME)).unwrap();
+        std::fs::write(killed.join("run-0"), vec![0u8; 1024]).unwrap();
+        let live = SpillRoot::create(parent.path()).unwrap();
+        assert!(!killed.exists());
+        let next = SpillRoot::create(parent.path()).unwrap();
+        assert!(live.path().exists() && next.path().exists());
+        let (live_path, next_path) = (live.path().to_path_buf(), next.path().to_path_buf());
+        drop((live, next));
+        assert!(!live_path.exists() && !next_path.exists());
     }
 }

@@ -33,7 +33,8 @@ Checks (the columns come from manifest.data, or the flags):
 A check whose columns are not declared is reported as skipped.
 Memory: --memory SIZE bounds what the checks hold whatever the rows (default: a quarter of the
 machine's); the rest is sorted on disk under TMPDIR, removed at the end, and the findings are the
-same at any budget. leaks.memory says the budget and the peak.
+same at any budget. Its timings entry says the budget (memory_budget_bytes) and the peak
+(max_rss_bytes).
 
 Tolerances (manifest.leaks; default: any leak fails): per check {max_count: N} (count at most N),
 {max_fraction: F} (count / of at most F, of = rows of the later splits for the twin checks), both,
@@ -53,7 +54,7 @@ chance: {reference, rate, expected, observed, p_value, alpha, movement} says so.
   {\"check\", \"column\"?, \"jaccard\"?, \"earlier\": {\"split\", \"file\", \"row\"}, \"later\": {...}}
 
 Output: the input record plus
-  \"leaks\": {\"passed\": bool, \"bad_values\": n, \"memory\": {\"budget_bytes\", \"peak_bytes\"},
+  \"leaks\": {\"passed\": bool, \"bad_values\": n,
             \"checks\": [{\"name\", \"passed\", \"count\", \"of\"?, \"fraction\"?, \"setting\", \"reason\"?,
                         \"examples\": [...], \"note\"?, \"chance\"?}]}
 
@@ -205,13 +206,8 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         ));
     }
     let passed = report.passed;
-    let mut section = report.to_record();
-    section.memory = Some(runfn_schema::record::MemoryUse {
-        budget_bytes: config.memory_bytes,
-        peak_bytes: runfn_core::timings::peak_of_this_program().unwrap_or(0),
-    });
-    record.set(&section)?;
-    tool.finish(record, Exit::from_passed(passed))
+    record.set(&report.to_record())?;
+    tool.finish_within(record, Exit::from_passed(passed), config.memory_bytes)
 }
 
 /// A quarter of the machine's memory (1 GiB where /proc/meminfo cannot be read).

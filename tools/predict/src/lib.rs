@@ -289,7 +289,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         drift,
         no_drift,
     })?;
-    tool.finish(record, Exit::from_passed(passed))
+    tool.finish_within(record, Exit::from_passed(passed), args.memory)
 }
 
 /// The most rows a batch may hold.
@@ -300,11 +300,11 @@ const MIN_BATCH_ROWS: u64 = 256;
 /// Rows per batch within `memory`: a batch lives about four times over at once (the text read,
 /// the typed columns, the model's inputs, the row group written), at the widest file's bytes
 /// per row, in half the budget (the allocator's and the writer's own buffers take the rest).
-fn batch_rows(memory: u64, snapshot: &Snapshot) -> Result<usize, InputError> {
-    let widest = (0..snapshot.files.len())
-        .map(|file| snapshot.row_bytes(file))
-        .max()
-        .unwrap_or(0);
+fn batch_rows(memory: u64, snapshot: &Snapshot) -> anyhow::Result<usize> {
+    let mut widest = 0;
+    for file in 0..snapshot.files.len() {
+        widest = widest.max(snapshot.memory_row_bytes(file)?);
+    }
     let per_row = widest.max(64) * 4 + 64;
     let rows = (memory / 2 / per_row).min(MAX_BATCH_ROWS);
     if rows < MIN_BATCH_ROWS {
@@ -314,7 +314,8 @@ fn batch_rows(memory: u64, snapshot: &Snapshot) -> Result<usize, InputError> {
                 "{memory} bytes is too little: a batch of {MIN_BATCH_ROWS} rows of about {widest} bytes each needs {}",
                 2 * MIN_BATCH_ROWS * per_row
             ),
-        ));
+        )
+        .into());
     }
     Ok(rows as usize)
 }

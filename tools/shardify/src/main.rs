@@ -285,7 +285,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     } else {
         Exit::CheckFailed
     };
-    tool.finish(record, exit)
+    tool.finish_within(record, exit, args.memory)
 }
 
 #[cfg(test)]

@@ -9,9 +9,6 @@ pub struct Leaks {
     pub passed: bool,
     pub bad_values: u64,
     pub checks: Vec<LeakCheck>,
-    /// `--memory` and the peak: texts, band keys and candidate pairs beyond it went to disk.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<super::MemoryUse>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

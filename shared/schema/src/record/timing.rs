@@ -10,6 +10,10 @@ pub struct Timing {
     pub wall_s: f64,
     pub cpu_s: f64,
     pub max_rss_bytes: u64,
+    /// The `--memory` the tool ran within (what did not fit went to temporary files); its
+    /// peak is `max_rss_bytes`. Absent for tools without a budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_budget_bytes: Option<u64>,
     pub environment: Environment,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,

@@ -10,10 +10,9 @@
 use std::collections::{BTreeMap, BinaryHeap};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use crate::scan::Loc;
-use crate::spill::{Record, Sorted, SpillSorter, u32_at, u64_at};
+use crate::spill::{Record, SharedSorter, Sorted, u32_at, u64_at};
 
 /// A key's 128-bit hash.
 pub fn hash128(bytes: &[u8]) -> u128 {
@@ -69,7 +68,7 @@ impl Record for Occurrence {
 
 /// Where one kind of key goes while the files are read, shared by the reading threads.
 pub struct KeySink {
-    sorter: Mutex<SpillSorter<Occurrence>>,
+    sorter: SharedSorter<Occurrence>,
     root: PathBuf,
 }
 
@@ -79,7 +78,7 @@ const LOCAL_OCCURRENCES: usize = 1 << 13;
 impl KeySink {
     pub fn new(root: &Path, budget: u64) -> io::Result<KeySink> {
         Ok(KeySink {
-            sorter: Mutex::new(SpillSorter::new(root, budget)?),
+            sorter: SharedSorter::new(root, budget)?,
             root: root.to_path_buf(),
         })
     }
@@ -120,21 +119,13 @@ impl FileKeys {
             ordinal,
         });
         if self.local.len() >= LOCAL_OCCURRENCES {
-            self.hand_over(sink)?;
+            sink.sorter.hand_over(&mut self.local)?;
         }
         Ok(())
     }
 
-    fn hand_over(&mut self, sink: &KeySink) -> io::Result<()> {
-        let mut sorter = sink
-            .sorter
-            .lock()
-            .map_err(|_| io::Error::other("a reading thread panicked"))?;
-        sorter.extend(self.local.drain(..))
-    }
-
     pub fn finish(mut self, sink: &KeySink) -> io::Result<FileKeyCounts> {
-        self.hand_over(sink)?;
+        sink.sorter.hand_over(&mut self.local)?;
         Ok(FileKeyCounts {
             per_split: self.per_split,
         })
@@ -240,11 +231,7 @@ impl Keys {
             let rank = offsets[split][o.file as usize] + o.ordinal;
             (rank as u128 * BLOCKS as u128 / totals[split].max(1) as u128) as usize
         };
-        let sorted: Sorted<Occurrence> = sink
-            .sorter
-            .into_inner()
-            .map_err(|_| io::Error::other("a reading thread panicked"))?
-            .sorted()?;
+        let sorted: Sorted<Occurrence> = sink.sorter.sorted()?;
         let mut keys = Keys::default();
         let mut heap: BinaryHeap<Example> = BinaryHeap::new();
         let mut group = Group::default();

@@ -18,12 +18,11 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use rayon::prelude::*;
 use runfn_stats::minhash::{Sketcher, bucket_cap, jaccard};
 
-use crate::spill::{Record, SpillSorter, u16_at, u32_at, u64_at};
+use crate::spill::{Record, SharedSorter, SpillSorter, u16_at, u32_at, u64_at};
 
 /// Where a text is: its split, its id (file << 40 | 0-based row) and its bytes in its file's
 /// store. Ordered by split, then id: the order the in-memory index adds texts in.
@@ -132,7 +131,7 @@ pub struct ColumnSearch {
     sketcher: Sketcher,
     root: PathBuf,
     budget: u64,
-    sorter: Mutex<SpillSorter<BandEntry>>,
+    sorter: SharedSorter<BandEntry>,
 }
 
 /// Band entries a file's reader gathers before taking the shared sorter's lock.
@@ -145,7 +144,7 @@ impl ColumnSearch {
             sketcher,
             root: root.to_path_buf(),
             budget,
-            sorter: Mutex::new(SpillSorter::new(root, budget)?),
+            sorter: SharedSorter::new(root, budget)?,
         })
     }
 
@@ -163,36 +162,21 @@ impl ColumnSearch {
             sorter,
         } = self;
         let params = *sketcher.params();
-        let sorted = sorter
-            .into_inner()
-            .map_err(|_| io::Error::other("a reading thread panicked"))?
-            .sorted()?;
+        let sorted = sorter.sorted()?;
         let buckets_file = tempfile::tempfile_in(&root)?;
         let mut buckets = BufWriter::new(buckets_file);
-        let mut sizes: HashMap<usize, usize> = HashMap::new();
-        let (mut over, mut total) = (0usize, 0usize);
+        let mut tally = BucketTally::default();
         let mut bucket = Bucket::new(params.max_bucket_pairs + 1);
         for entry in sorted {
             let entry = entry?;
             if bucket.cell != Some((entry.band, entry.key)) {
-                bucket.close(
-                    params.max_bucket_pairs,
-                    &mut buckets,
-                    &mut sizes,
-                    &mut over,
-                    &mut total,
-                )?;
+                bucket.close(params.max_bucket_pairs, &mut buckets, &mut tally)?;
                 bucket.open((entry.band, entry.key));
             }
             bucket.add(entry.text);
         }
-        bucket.close(
-            params.max_bucket_pairs,
-            &mut buckets,
-            &mut sizes,
-            &mut over,
-            &mut total,
-        )?;
+        bucket.close(params.max_bucket_pairs, &mut buckets, &mut tally)?;
+        let BucketTally { sizes, over, total } = tally;
         let cap = if total <= params.max_candidates {
             params.max_bucket_pairs
         } else {
@@ -307,6 +291,15 @@ pub fn read_text(stores: &[Option<File>], text: &TextRef) -> io::Result<String> 
     String::from_utf8(bytes).map_err(io::Error::other)
 }
 
+/// The buckets counted so far: how many of each size (cross-split pairs) within the cap, how
+/// many over it, and their pairs in all.
+#[derive(Default)]
+struct BucketTally {
+    sizes: HashMap<usize, usize>,
+    over: usize,
+    total: usize,
+}
+
 /// The bucket being read: its cell (band, key), its texts while they could still be searched,
 /// and its texts per split.
 struct Bucket {
@@ -363,24 +356,22 @@ impl Bucket {
         &mut self,
         max_pairs: usize,
         out: &mut impl Write,
-        sizes: &mut HashMap<usize, usize>,
-        over: &mut usize,
-        total: &mut usize,
+        tally: &mut BucketTally,
     ) -> io::Result<()> {
         if self.texts < 2 {
             return Ok(());
         }
         let pairs = self.cross_pairs();
         if pairs > max_pairs as u128 {
-            *over += 1;
+            tally.over += 1;
             return Ok(());
         }
         if pairs == 0 {
             return Ok(());
         }
         let pairs = pairs as usize;
-        *sizes.entry(pairs).or_insert(0) += 1;
-        *total = total.saturating_add(pairs);
+        *tally.sizes.entry(pairs).or_insert(0) += 1;
+        tally.total = tally.total.saturating_add(pairs);
         let mut bytes = Vec::with_capacity(12 + self.members.len() * TextRef::BYTES);
         bytes.extend_from_slice(&(pairs as u64).to_le_bytes());
         bytes.extend_from_slice(&(self.members.len() as u32).to_le_bytes());
@@ -453,22 +444,14 @@ impl FileTexts {
                 }));
         }
         if self.entries.len() >= LOCAL_ENTRIES {
-            self.hand_over(search)?;
+            search.sorter.hand_over(&mut self.entries)?;
         }
         Ok(())
     }
 
-    fn hand_over(&mut self, search: &ColumnSearch) -> io::Result<()> {
-        let mut sorter = search
-            .sorter
-            .lock()
-            .map_err(|_| io::Error::other("a reading thread panicked"))?;
-        sorter.extend(self.entries.drain(..))
-    }
-
     /// Hands the last entries over; the store, written, to read the texts back from.
     pub fn finish(mut self, search: &ColumnSearch) -> io::Result<Option<File>> {
-        self.hand_over(search)?;
+        search.sorter.hand_over(&mut self.entries)?;
         self.store
             .take()
             .map(|store| store.into_inner().map_err(|e| e.into_error()))

@@ -5,11 +5,10 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use runfn_stats::auc::{AucError, auc_of_groups};
 
-use crate::spill::{Record, SpillSorter, u64_at};
+use crate::spill::{Record, SharedSorter, u64_at};
 
 /// Category cardinality beyond which a target encoding would fit noise, not signal.
 pub const MAX_PROXY_CATEGORIES: usize = 1000;
@@ -74,14 +73,14 @@ impl Record for Scored {
 /// Where one numeric column's values go once there are too many to count by value, shared by
 /// the reading threads.
 pub struct ProxySink {
-    sorter: Mutex<SpillSorter<Scored>>,
+    sorter: SharedSorter<Scored>,
     root: PathBuf,
 }
 
 impl ProxySink {
     pub fn new(root: &Path, budget: u64) -> io::Result<ProxySink> {
         Ok(ProxySink {
-            sorter: Mutex::new(SpillSorter::new(root, budget)?),
+            sorter: SharedSorter::new(root, budget)?,
             root: root.to_path_buf(),
         })
     }
@@ -145,11 +144,7 @@ impl NumericProxy {
     }
 
     fn hand_over(&mut self, sink: &ProxySink) -> io::Result<()> {
-        let mut sorter = sink
-            .sorter
-            .lock()
-            .map_err(|_| io::Error::other("a reading thread panicked"))?;
-        sorter.extend(self.local.drain(..))
+        sink.sorter.hand_over(&mut self.local)
     }
 
     /// Adds a later file's values.
@@ -182,11 +177,7 @@ impl NumericProxy {
             return Ok((auc_of_groups(groups), rows));
         }
         self.hand_over(&sink)?;
-        let sorted = sink
-            .sorter
-            .into_inner()
-            .map_err(|_| io::Error::other("a reading thread panicked"))?
-            .sorted()?;
+        let sorted = sink.sorter.sorted()?;
         // What `auc_of_groups` does, over the values as they come in order: ties (equal
         // values, -0 with +0) count half.
         let (mut twice_u, mut negatives_below) = (0u128, 0u128);

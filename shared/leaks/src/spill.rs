@@ -171,6 +171,34 @@ impl<T: Record> SpillSorter<T> {
     }
 }
 
+/// A sorter the threads reading the files share: each gathers its records and hands them over
+/// in bulk, so the lock is taken once per gathering.
+pub struct SharedSorter<T: Record>(std::sync::Mutex<SpillSorter<T>>);
+
+impl<T: Record> SharedSorter<T> {
+    pub fn new(root: &Path, budget: u64) -> io::Result<SharedSorter<T>> {
+        Ok(SharedSorter(std::sync::Mutex::new(SpillSorter::new(
+            root, budget,
+        )?)))
+    }
+
+    /// Moves `gathered` into the sorter, leaving it empty.
+    pub fn hand_over(&self, gathered: &mut Vec<T>) -> io::Result<()> {
+        self.0
+            .lock()
+            .map_err(|_| io::Error::other("a reading thread panicked"))?
+            .extend(gathered.drain(..))
+    }
+
+    /// Every record handed over, in order.
+    pub fn sorted(self) -> io::Result<Sorted<T>> {
+        self.0
+            .into_inner()
+            .map_err(|_| io::Error::other("a reading thread panicked"))?
+            .sorted()
+    }
+}
+
 /// The sorted records; spilled runs go when this is dropped.
 pub enum Sorted<T: Record> {
     Memory(std::vec::IntoIter<T>),

@@ -260,3 +260,86 @@ fn a_full_disk_under_the_registry_is_exit_4() {
         "{stderr}"
     );
 }
+
+/// A port on loopback that nothing listens on: a store there cannot be reached.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// An unreachable blob store at register was exit 2 (its error turned into a string on the
+/// way out), and `register verify` reported it as a broken blob (exit 1): neither judged the
+/// input, so both are exit 4, which a cron job retries.
+#[test]
+fn an_unreachable_blob_store_at_register_and_verify_is_exit_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = crate::register::gated_record(dir.path());
+    let registry = dir.path().join("registry");
+    let store = |run: Run| {
+        run.env(
+            "AWS_ENDPOINT_URL",
+            format!("http://127.0.0.1:{}", closed_port()),
+        )
+        .env("AWS_ACCESS_KEY_ID", "AKIDUSER")
+        .env("AWS_SECRET_ACCESS_KEY", "not-shown-0123")
+        .env("AWS_REGION", "us-east-1")
+        .env("RUNFN_STORE_RETRY_S", "1")
+        .env("RUNFN_CACHE", dir.path().join("cache"))
+    };
+    let registered = store(tool("register"))
+        .args(["--registry".as_ref(), registry.as_os_str()])
+        .args(["--name", "churn", "-q"])
+        .env("RUNFN_REGISTRY_BLOBS", "s3://runfn-registry/blobs")
+        .stdin(record.clone())
+        .run();
+    registered.assert_environment_failed("register", "cannot be reached");
+
+    // A registry whose blobs were kept in a store that is now away.
+    let local = dir.path().join("local");
+    let made = tool("register")
+        .args(["--registry".as_ref(), local.as_os_str()])
+        .args(["--name", "churn", "-q"])
+        .stdin(record)
+        .run();
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    std::fs::write(local.join("blob-store"), "s3://runfn-registry/blobs\n").unwrap();
+    let verified = store(tool("register"))
+        .args(["--registry".as_ref(), local.as_os_str(), "verify".as_ref()])
+        .run();
+    verified.assert_environment_failed("register", "cannot be reached");
+}
+
+/// libtorch failing to allocate (here a 8192-wide layer under a 3 GB address-space limit) is
+/// memory exhausted: exit 4 saying so in one line, not "the tool crashed" with c10's stack.
+#[test]
+fn libtorch_out_of_memory_is_exit_4_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let wide = edited(|r| r["manifest"]["config"]["hidden"] = json!([8192, 8192]));
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 3000000 && exec \"$0\" --out \"$1\" --threads 1 -q")
+        .arg(bin("train"))
+        .arg(dir.path().join("run"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(wide.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("train: ")
+            && stderr.contains("can't allocate memory")
+            && stderr.contains("the environment failed (out of memory)")
+            && !stderr.contains("frame #")
+            && !stderr.contains("crashed"),
+        "{stderr}"
+    );
+}

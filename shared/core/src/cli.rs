@@ -272,6 +272,19 @@ pub fn error_line(err: &anyhow::Error) -> (String, Exit) {
     }
 }
 
+/// Reads a panic's text for an environment's cause, and the message to show for it.
+pub type PanicCause = fn(&str) -> Option<(crate::retryable::Cause, String)>;
+
+static PANIC_CAUSE: std::sync::OnceLock<PanicCause> = std::sync::OnceLock::new();
+
+/// Tells the panic hook how to recognise the environment's failures that a library linked into
+/// this tool can only report by panicking: libtorch's allocator failing inside one of `tch`'s
+/// infallible wrappers is memory exhausted (exit 4 saying so), not "the tool crashed". The
+/// first call wins; call it before [`main`].
+pub fn read_panics_with(read: PanicCause) {
+    let _ = PANIC_CAUSE.set(read);
+}
+
 /// Prints the first panic of the process as one line on stderr (what, where, and that exit 4
 /// follows); `main` catches the unwinding and exits 4. Later panics (a thread's re-raised on
 /// join) print nothing more.
@@ -287,6 +300,11 @@ fn install_panic_hook(name: &'static str) {
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a panic".to_string());
+        if let Some((cause, message)) = PANIC_CAUSE.get().and_then(|read| read(&what)) {
+            let marker = crate::retryable::EnvironmentFailed::new(cause);
+            let _ = writeln!(std::io::stderr(), "{name}: {message}: {marker}");
+            return;
+        }
         let what: String = what.split_whitespace().collect::<Vec<_>>().join(" ");
         let what: String = what.chars().take(400).collect();
         let place = info

@@ -80,6 +80,11 @@ pub fn cause_of_error(error: &(dyn Error + 'static)) -> Option<Cause> {
     })
 }
 
+/// The environment's failure behind `error` or any of its sources, if one is.
+pub fn cause_in_chain(error: &(dyn Error + 'static)) -> Option<Cause> {
+    std::iter::successors(Some(error), |&e| e.source()).find_map(cause_of_error)
+}
+
 /// Whether an OS error is the environment's. A missing file, a denied permission or bad data
 /// are the input's; a closed pipe is the reader's choice.
 pub fn io_cause(error: &std::io::Error) -> Option<Cause> {

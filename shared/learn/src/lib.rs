@@ -25,6 +25,7 @@ pub mod seeds;
 pub mod shard_pieces;
 pub mod shard_reader;
 pub mod tensor_file;
+pub mod torch_failure;
 pub mod trainer;
 mod training;
 pub mod watchdog;

@@ -1,5 +1,6 @@
 //! Scoring a split with a trained model, in order, without gradients.
 
+use crate::torch_failure::torch;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
@@ -79,22 +80,31 @@ pub fn probabilities(
     let numeric = if n_num == 0 {
         Tensor::zeros([rows, 0], (Kind::Float, Device::Cpu))
     } else {
-        Tensor::f_from_slice(&block.numeric)?.f_reshape([rows, n_num])?
+        Tensor::f_from_slice(&block.numeric)
+            .map_err(torch)?
+            .f_reshape([rows, n_num])
+            .map_err(torch)?
     };
     let categorical = if n_cat == 0 {
         Tensor::zeros([rows, 0], (Kind::Int64, Device::Cpu))
     } else {
-        Tensor::f_from_slice(&block.categorical)?.f_reshape([rows, n_cat])?
+        Tensor::f_from_slice(&block.categorical)
+            .map_err(torch)?
+            .f_reshape([rows, n_cat])
+            .map_err(torch)?
     };
     let logits = model.forward(
-        &numeric.f_to_device(device)?,
-        &categorical.f_to_device(device)?,
+        &numeric.f_to_device(device).map_err(torch)?,
+        &categorical.f_to_device(device).map_err(torch)?,
         None,
     );
     let probs = logits
-        .f_sigmoid()?
-        .f_to_kind(Kind::Double)?
-        .f_to_device(Device::Cpu)?;
+        .f_sigmoid()
+        .map_err(torch)?
+        .f_to_kind(Kind::Double)
+        .map_err(torch)?
+        .f_to_device(Device::Cpu)
+        .map_err(torch)?;
     let probs: Vec<f64> = Vec::<f64>::try_from(&probs)?;
     if let Some(i) = probs.iter().position(|p| !p.is_finite()) {
         bail!(

@@ -2,6 +2,7 @@
 //! deterministic (safetensors stores its metadata map unordered), so the same tensors and
 //! metadata always give the same file and the same blake3.
 
+use crate::torch_failure::torch;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
@@ -297,10 +298,13 @@ impl FileImage {
                 .1;
             let mut place = self
                 .block
-                .f_narrow(0, range.start as i64, range.len() as i64)?
-                .f_view_dtype(*kind)?
-                .f_view(shape.as_slice())?;
-            place.f_copy_(source)?;
+                .f_narrow(0, range.start as i64, range.len() as i64)
+                .map_err(torch)?
+                .f_view_dtype(*kind)
+                .map_err(torch)?
+                .f_view(shape.as_slice())
+                .map_err(torch)?;
+            place.f_copy_(source).map_err(torch)?;
         }
         Ok(())
     }

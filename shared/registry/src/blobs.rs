@@ -238,46 +238,68 @@ impl BlobStore {
         Ok(bytes)
     }
 
-    /// Ok when the blob exists and its bytes hash to its name; with a store, the store's copy
-    /// must exist too (with the local copy's size), and a blob only the store has is
-    /// downloaded and checked.
-    pub fn check(&self, hash: &str) -> std::result::Result<(), String> {
+    /// `Ok(Ok(()))` when the blob exists and its bytes hash to its name; with a store, the
+    /// store's copy must exist too (with the local copy's size), and a blob only the store has
+    /// is downloaded and checked. `Ok(Err(problem))` says what is wrong with the blob. A store
+    /// that cannot be reached, or a disk that fails while reading, is the `Err`: the
+    /// environment failed and the blob was not judged (exit 4, not a broken blob).
+    pub fn check(&self, hash: &str) -> Result<std::result::Result<(), String>> {
         let Some(store) = &self.store else {
-            return self.check_local(hash);
+            return judged(self.check_local_typed(hash));
         };
         let object = store.join(&Self::relative(hash));
-        let entry = object.head().map_err(|e| e.to_string())?;
-        let Some(entry) = entry else {
-            return Err(format!("{}: missing from the store", object.url()));
+        let entry = match object.head() {
+            Ok(entry) => entry,
+            Err(err) => return judged(Err(RegistryError::Store(err))),
         };
-        self.fetch(hash).map_err(|e| e.to_string())?;
+        let Some(entry) = entry else {
+            return Ok(Err(format!("{}: missing from the store", object.url())));
+        };
+        if let Err(problem) = judged(self.fetch(hash))? {
+            return Ok(Err(problem));
+        }
         let local = std::fs::metadata(self.path(hash)).map_or(0, |m| m.len());
         if local != entry.size {
-            return Err(format!(
+            return Ok(Err(format!(
                 "{}: {} bytes in the store, {local} here",
                 object.url(),
                 entry.size
-            ));
+            )));
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
-    fn check_local(&self, hash: &str) -> std::result::Result<(), String> {
+    /// `check_local`, with a read's own error kept whole, so that an I/O error of the device
+    /// stays the environment's.
+    fn check_local_typed(&self, hash: &str) -> Result<()> {
         if !is_content_address(hash) {
-            return Err(not_a_content_address(hash));
+            return Err(RegistryError::Invalid(not_a_content_address(hash)));
         }
         let path = self.path(hash);
-        // Streamed and bounded: a blob replaced by a FIFO or a device is named, never waited on.
         let actual =
-            runfn_core::side_file::blake3_bounded(&path, MODEL_LIMIT).map_err(|e| e.to_string())?;
+            runfn_core::side_file::blake3_bounded(&path, MODEL_LIMIT).map_err(from_input)?;
         if actual == hash {
             Ok(())
         } else {
-            Err(format!(
+            Err(RegistryError::Invalid(format!(
                 "{}: content hashes to {actual} (corrupt or altered)",
                 path.display()
-            ))
+            )))
         }
+    }
+
+    fn check_local(&self, hash: &str) -> std::result::Result<(), String> {
+        self.check_local_typed(hash).map_err(|e| e.to_string())
+    }
+}
+
+/// A check's outcome: the environment's failure stays the error; any other is the blob's
+/// problem, in words.
+fn judged<T>(outcome: Result<T>) -> Result<std::result::Result<T, String>> {
+    match outcome {
+        Ok(value) => Ok(Ok(value)),
+        Err(err) if runfn_core::retryable::cause_in_chain(&err).is_some() => Err(err),
+        Err(err) => Ok(Err(err.to_string())),
     }
 }
 

@@ -373,7 +373,7 @@ impl Registry {
         }
         for (role, hash) in entry.blobs.all() {
             self.blobs
-                .check(hash)
+                .check(hash)?
                 .map_err(|e| RegistryError::Invalid(format!("{role} blob: {e}")))?;
         }
         if let Some(marker) = &self.pause_after_blobs {
@@ -585,7 +585,7 @@ impl Registry {
             let id = format!("{}@{}", entry.lineage.name, entry.version);
             let mut whole = true;
             for (role, hash) in entry.lineage.blobs.all() {
-                if let Err(problem) = self.blobs.check(hash) {
+                if let Err(problem) = self.blobs.check(hash)? {
                     whole = false;
                     problems.push(Problem {
                         entry: id.clone(),

@@ -151,6 +151,7 @@ pub struct Args {
 
 pub fn main() -> ExitCode {
     let args: Args = runfn_core::cli::parse_args("evaluate", runfn_version::long());
+    runfn_core::cli::read_panics_with(runfn_learn::torch_failure::cause_of_message);
     runfn_core::cli::main("evaluate", args.common.clone(), |tool| run(tool, args))
 }
 

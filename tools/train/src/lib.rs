@@ -192,6 +192,7 @@ pub fn main(faults: trainer::Faults) -> ExitCode {
             exit.into()
         });
     }
+    runfn_core::cli::read_panics_with(runfn_learn::torch_failure::cause_of_message);
     runfn_core::cli::main("train", args.common.clone(), |tool| run(tool, args, faults))
 }
 

@@ -2,6 +2,7 @@
 //! each thing a step does (train on a batch, score val, decide early stopping, checkpoint, write
 //! the metrics line and alerts), so each is read, and changed, on its own.
 
+use crate::torch_failure::torch;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -496,7 +497,11 @@ impl<'a> TrainingLoop<'a> {
         let categorical = to_device(&batch.categorical, device)?;
         let mut labels = to_device(&batch.labels, device)?;
         if self.job.faults.flip_labels_at == Some(self.step + 1) {
-            labels = labels.f_ones_like()?.f_sub(&labels)?;
+            labels = labels
+                .f_ones_like()
+                .map_err(torch)?
+                .f_sub(&labels)
+                .map_err(torch)?;
         }
         let masks = batch
             .dropout
@@ -504,15 +509,12 @@ impl<'a> TrainingLoop<'a> {
             .map(|m| to_device(m, device))
             .collect::<Result<Vec<Tensor>>>()?;
         let logits = self.model.forward(&numeric, &categorical, Some(&masks));
-        let loss = logits.f_binary_cross_entropy_with_logits::<Tensor>(
-            &labels,
-            None,
-            None,
-            Reduction::Mean,
-        )?;
+        let loss = logits
+            .f_binary_cross_entropy_with_logits::<Tensor>(&labels, None, None, Reduction::Mean)
+            .map_err(torch)?;
         self.model.zero_grad();
-        loss.f_backward()?;
-        let loss_value = loss.f_double_value(&[])?;
+        loss.f_backward().map_err(torch)?;
+        let loss_value = loss.f_double_value(&[]).map_err(torch)?;
         let lr = self.schedule.lr_at(self.step);
         Ok((loss_value, lr, self.model.flat_grad()))
     }
@@ -862,6 +864,7 @@ fn to_device(t: &Tensor, device: Device) -> Result<Tensor> {
     Ok(if device == Device::Cpu {
         t.shallow_clone()
     } else {
-        t.f_to_device_(device, t.kind(), true, false)?
+        t.f_to_device_(device, t.kind(), true, false)
+            .map_err(torch)?
     })
 }

@@ -343,3 +343,144 @@ fn libtorch_out_of_memory_is_exit_4_saying_so() {
         "{stderr}"
     );
 }
+
+/// Runs `name` twice with the same arguments and stdin: once read whole, once with its reader
+/// gone before the first byte (`tool | head -c 1`). The second must end as the first did, with
+/// nothing more on stderr: a reader that goes away is no error, as with any Unix tool.
+fn ends_the_same_without_a_reader(name: &str, args: &[&std::ffi::OsStr], stdin: &str) {
+    let start = || {
+        std::process::Command::new(bin(name))
+            .env("RUNFN_ARTIFACTS", std::env::temp_dir())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let feed = |child: &mut std::process::Child| {
+        let mut pipe = child.stdin.take().unwrap();
+        let bytes = stdin.as_bytes().to_vec();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = pipe.write_all(&bytes);
+        });
+    };
+    let mut read = start();
+    feed(&mut read);
+    let read = crate::util::wait_within(read, std::time::Duration::from_secs(300));
+    assert!(
+        !read.stdout.is_empty(),
+        "{name} {args:?} wrote nothing: {}",
+        read.stderr
+    );
+    let mut gone = start();
+    drop(gone.stdout.take());
+    feed(&mut gone);
+    let gone = crate::util::wait_within(gone, std::time::Duration::from_secs(300));
+    assert_eq!(
+        (gone.code, gone.stderr.as_str()),
+        (read.code, read.stderr.as_str()),
+        "{name} {args:?} without a reader"
+    );
+}
+
+#[test]
+fn every_tool_stops_quietly_when_its_reader_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).into_os_string();
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let q = os("-q");
+    // What only prints: help, a generated man page, the version.
+    for tool in ["mf-hash", "register", "report"] {
+        for flag in ["--help", "--version"] {
+            ends_the_same_without_a_reader(tool, &[os(flag)], "");
+        }
+    }
+    ends_the_same_without_a_reader("shardify", &[os("--generate"), os("man")], "");
+
+    let manifest = os("testdata/demo/manifest.yaml");
+    ends_the_same_without_a_reader("mf-hash", &[manifest, q], "");
+    ends_the_same_without_a_reader(
+        "demo-data",
+        &[os("--out"), &d("demo"), os("--rows"), os("3000"), q],
+        "",
+    );
+    ends_the_same_without_a_reader(
+        "ckpt-interval",
+        &[
+            os("--cost"),
+            os("90"),
+            os("--mtbf"),
+            os("43200"),
+            os("--step-time"),
+            os("0.4"),
+        ],
+        "",
+    );
+    let record = crate::util::demo_record();
+    let demo = d("demo");
+    ends_the_same_without_a_reader("ds-validate", &[os("--in"), &demo, q], &record);
+    ends_the_same_without_a_reader("leak-check", &[os("--in"), &demo, q], &record);
+    ends_the_same_without_a_reader(
+        "shardify",
+        &[os("--in"), &demo, os("--out"), &d("shards"), q],
+        &record,
+    );
+    let snapshot = crate::train::fixture().dir.join("snapshot");
+
+    // The model's stages, each on the record of the one before.
+    ends_the_same_without_a_reader(
+        "train",
+        &[os("--out"), &d("run"), os("--threads"), os("1"), q],
+        &fixture().record,
+    );
+    let gated = crate::register::gated_record(&dir.path().join("gated"));
+    let evaluated = {
+        let mut record: serde_json::Value = serde_json::from_str(&gated).unwrap();
+        record.as_object_mut().unwrap().remove("gate");
+        record.to_string()
+    };
+    ends_the_same_without_a_reader("evaluate", &[q], &evaluated);
+    ends_the_same_without_a_reader("gate", &[q], &evaluated);
+    ends_the_same_without_a_reader(
+        "noise-floor",
+        &[os("--values"), os("0.861,0.863,0.862"), q],
+        &evaluated,
+    );
+    let registry = d("registry");
+    ends_the_same_without_a_reader(
+        "register",
+        &[
+            os("--registry"),
+            &registry,
+            os("--name"),
+            os("churn"),
+            os("--promote"),
+            os("prod"),
+            q,
+        ],
+        &gated,
+    );
+    for args in [&["list"][..], &["resolve", "churn@prod"], &["verify"]] {
+        let mut all = vec![os("--registry"), registry.as_os_str()];
+        all.extend(args.iter().map(|a| std::ffi::OsStr::new(*a)));
+        ends_the_same_without_a_reader("register", &all, "");
+    }
+    ends_the_same_without_a_reader(
+        "predict",
+        &[
+            os("--model"),
+            os("churn@prod"),
+            os("--registry"),
+            &registry,
+            os("--in"),
+            snapshot.as_os_str(),
+            os("--out"),
+            &d("scores.parquet"),
+            q,
+        ],
+        &gated,
+    );
+    ends_the_same_without_a_reader("report", &[q], &gated);
+}

@@ -155,8 +155,8 @@ pub fn parse_args<A: clap::Parser>(name: &str, version: &'static str) -> A {
         let package = version.split(' ').next().unwrap_or(version);
         let command = command::<A>(package);
         let mut out = Vec::new();
-        let written = crate::generate::render(command, kind, &mut out)
-            .and_then(|()| std::io::stdout().lock().write_all(&out));
+        let written =
+            crate::generate::render(command, kind, &mut out).and_then(|()| write_stdout(&out));
         match written {
             Ok(()) => std::process::exit(0),
             Err(err) => usage_exit(&format!("{name}: writing the generated file: {err}")),

@@ -120,6 +120,9 @@ fn short_help_is_short_and_long_help_has_the_examples() {
         assert!(short.contains("--help"), "{tool} -h:\n{short}");
         assert!(long.contains("Examples:"), "{tool} --help:\n{long}");
         assert!(long.contains("Exit"), "{tool} --help:\n{long}");
+        // What exit 4 means is written once (in runfn-core) and added to every tool's help.
+        let line = "\n4 the environment failed (a store unreachable or timing out";
+        assert_eq!(long.matches(line).count(), 1, "{tool} --help:\n{long}");
         assert!(
             long.len() > short.len() + 200,
             "{tool}: --help is not longer than -h"

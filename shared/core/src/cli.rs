@@ -188,6 +188,13 @@ pub fn command<A: clap::CommandFactory>(version: &'static str) -> clap::Command 
             .collect();
         let mut command = match command.get_after_help().cloned() {
             Some(after) if command.get_after_long_help().is_none() => {
+                // A tool says what 0 to 3 mean for it; exit 4's line is the same for all.
+                let after = after.to_string();
+                let after = if after.contains("\nExit: ") {
+                    format!("{after}\n{}", crate::exit::ENVIRONMENT_FAILED_HELP)
+                } else {
+                    after
+                };
                 command.after_long_help(after).after_help(SHORT_AFTER_HELP)
             }
             _ => command,

@@ -73,6 +73,12 @@ pub fn exit_from_thread(exit: Exit) -> ! {
     unsafe { libc::_exit(exit.code().into()) }
 }
 
+/// The line every tool's `--help` ends its exit codes with (added by [`crate::cli::command`],
+/// written once here): what exit 4 means is the same for every tool.
+pub const ENVIRONMENT_FAILED_HELP: &str = "4 the environment failed (a store unreachable or timing \
+out, a full disk, out of memory on the CPU\nor a GPU, a failed rendezvous, a crash): the same \
+command may pass when retried.";
+
 impl From<Exit> for ExitCode {
     fn from(exit: Exit) -> ExitCode {
         ExitCode::from(exit.code())

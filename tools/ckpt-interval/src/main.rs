@@ -35,9 +35,7 @@ Output: the input record plus
   \"method\": \"daly\"|\"young\", \"inputs\": {\"cost_s\", \"mtbf_s\", \"step_time_s\", \"restart_s\",
   \"blocking_s\", \"mtbf_source\", \"cost_source\"}}
 
-Exit: 0 done, 2 bad usage or input (zero, negative, NaN or missing values).
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+Exit: 0 done, 2 bad usage or input (zero, negative, NaN or missing values).";
 
 /// The optimal checkpoint interval (Young, Daly) from checkpoint cost and failure rate.
 #[derive(Debug, Parser)]

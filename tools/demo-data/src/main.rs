@@ -58,9 +58,7 @@ Output: a new record
   \"entity_overlap\", \"duplicate_notes_exact\", \"duplicate_notes_near\", \"exact_duplicates\",
   \"bad_rows\", \"missing_new_accounts\", \"missing_logins\", \"drift\" (bool)}}, \"timings\": [...]}
 
-Exit: 0 done, 2 bad usage, too few rows for the traps asked, or a folder that cannot be written.
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+Exit: 0 done, 2 bad usage, too few rows for the traps asked, or a folder that cannot be written.";
 
 /// A seeded, churn-like customer snapshot with optional planted problems, for demos and tests.
 #[derive(Debug, Parser)]

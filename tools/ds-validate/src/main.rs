@@ -100,9 +100,7 @@ Output: the input record plus
                \"history\"?: {windows, mean, sd, p, p_holm}}]}
 `profile` and `merge` print a full profile (with its sketches); `compare` prints the record.
 
-Exit: 0 passed, 1 an unexplained check failed (record still on stdout), 2 bad usage or input.
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+Exit: 0 passed, 1 an unexplained check failed (record still on stdout), 2 bad usage or input.";
 
 /// Profile a data snapshot, compare it with the previous profile, fail on unexplained drift.
 #[derive(Debug, Parser)]

@@ -75,9 +75,7 @@ let them through), the candidate's result adds
 the scored rows with a twin in train found again on the shards, so each is known exactly.
 
 Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
-preprocessing, NaN features or labels, an empty split).
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+preprocessing, NaN features or labels, an empty split).";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Checkpoint {

@@ -39,9 +39,7 @@ Output: the input record plus
   and, from a --baseline or --candidate file, its evaluate timings entries with \"for\": \"baseline\"
   or \"candidate\" (scoring it was this comparison's work; the rest of that run is not).
 
-Exit: 0 passed, 1 blocked (record with reasons still on stdout), 2 bad usage or input.
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+Exit: 0 passed, 1 blocked (record with reasons still on stdout), 2 bad usage or input.";
 
 /// Candidate vs baseline, overall and per slice, within the noise floor.
 #[derive(Debug, Parser)]

@@ -58,9 +58,7 @@ Output: the input record plus
             \"checks\": [{\"name\", \"passed\", \"count\", \"of\"?, \"fraction\"?, \"setting\", \"reason\"?,
                         \"examples\": [...], \"note\"?, \"chance\"?}]}
 
-Exit: 0 no leak, 1 a leak found (record still on stdout), 2 bad usage or input.
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+Exit: 0 no leak, 1 a leak found (record still on stdout), 2 bad usage or input.";
 
 /// Find leakage across splits.
 #[derive(Debug, Parser)]

@@ -66,9 +66,7 @@ Output (one JSON object on stdout):
                 \"cost\": {\"cpu\", \"gpu\", \"total\", \"currency\"}}]}     with manifest.cost
 
 Exit: 0 clean, 1 --check mismatch (record still on stdout), 2 bad usage or input: a lint problem (an
-unknown or misspelt field, a wrong type or value; each named on stderr, nothing on stdout).
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+unknown or misspelt field, a wrong type or value; each named on stderr, nothing on stdout).";
 
 /// Lint a run manifest and hash its canonical form.
 #[derive(Debug, Parser)]

@@ -31,9 +31,7 @@ Output section:
   floor: range = max - min (default); std = sample standard deviation; ci95 = half-width of the
   95% confidence interval of the mean (Student t, n - 1 degrees of freedom).
 
-Exit: 0 done, 2 bad usage or input (fewer than 2 values, a record without the metric). n = 2 warns.
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+Exit: 0 done, 2 bad usage or input (fewer than 2 values, a record without the metric). n = 2 warns.";
 
 /// The spread of a metric over reruns of one manifest with different seeds.
 #[derive(Debug, Parser)]

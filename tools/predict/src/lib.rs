@@ -61,8 +61,7 @@ serving drift beyond its limits (the scores are still written and the record is 
 `predict.drift` naming the columns), 2 bad usage or input (an unknown model, a snapshot without a
 feature column or with a feature of another type, true/false where the model learned numbers, NaN
 or infinite feature values, an output that is a FIFO, socket or device, an output that cannot be
-written), 4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+written).";
 
 /// Score a snapshot with a registered model or a model file.
 #[derive(Debug, Parser)]

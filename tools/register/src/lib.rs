@@ -57,9 +57,7 @@ code_commit, image, metrics, gate, ungated_reason, blobs, created_at, aliases}; 
 entries; profile: the stored ds-validate profile, as written; history: an array of moves; verify: {passed, entries, problems: [{entry, blob, problem}]}.
 
 Exit: 0 done, 1 refused (gate missing or failed) or verify found problems, 2 bad usage or input
-(an unknown name, version or alias, an invalid name, weights that changed since train).
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+(an unknown name, version or alias, an invalid name, weights that changed since train).";
 
 /// Store an approved model with its lineage in the registry; aliases such as churn@prod.
 #[derive(Debug, Parser)]

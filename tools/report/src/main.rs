@@ -93,9 +93,7 @@ record included) plus
 
 Exit: 0 done (flags are listed, not failures; a failed night is shown, not raised), 1 a pair was
 flagged with --fail-on-flag (record still on stdout), 2 bad usage or input (nothing on stdout, no
-file written).
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+file written).";
 
 const HISTORY_HELP: &str = "\
 Examples:

@@ -59,9 +59,7 @@ Output: the input record plus
 
 Exit: 0 done, 1 more rows in no split than manifest.data.max_unsplit_fraction allows (the shards
 are written and the record says how many), 2 bad usage or input (unreadable snapshot, unknown
-split column, overlapping splits, a window that selects no row).
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a crash): the
-same command may pass when retried.";
+split column, overlapping splits, a window that selects no row).";
 
 /// Write a snapshot's splits as large, deterministic, hashed Parquet shards with an index.
 #[derive(Debug, Parser)]

@@ -102,9 +102,7 @@ lost (no weights written),
 a checkpoint of another manifest, a limit exceeded: --threads, layer widths, global batch),
 3 preempted: SIGTERM or SIGINT arrived, the step in progress was finished and checkpointed
 (every rank on the same step), the record has train.preempted = true; run the same command again
-to resume from that step. Repeated signals are ignored; SIGKILL remains the hard stop.
-4 the environment failed (a store unreachable or timing out, a full disk, out of memory, a failed
-rendezvous: a port in use, a missing rank; a crash): the same command may pass when retried.";
+to resume from that step. Repeated signals are ignored; SIGKILL remains the hard stop.";
 
 /// Train the run's MLP on libtorch from Parquet shards, with checkpoints that resume exactly.
 #[derive(Debug, Parser)]

@@ -16,6 +16,7 @@ mod gate_nights;
 mod gate_oracle;
 mod hostile;
 mod hosts;
+mod layers;
 mod leak_check;
 mod logistic;
 mod mf_hash;

@@ -11,8 +11,8 @@ use runfn_core::InputError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::split::numeric_values;
 use crate::types::ColumnType;
+use crate::values::numeric_values;
 use crate::values::text_array;
 
 /// A binary label as found in the data.

@@ -16,8 +16,8 @@ use rayon::prelude::*;
 
 use crate::error::DataError;
 use crate::read::Snapshot;
-use crate::split::numeric_values;
 use crate::types::ColumnType;
+use crate::values::numeric_values;
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 

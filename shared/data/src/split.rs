@@ -16,12 +16,13 @@
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::compute::kernels::cast_utils::Parser;
-use arrow::datatypes::{DataType, Date32Type, Float64Type, TimeUnit, TimestampMicrosecondType};
+use arrow::datatypes::{DataType, Date32Type, TimestampMicrosecondType};
 
 use crate::error::DataError;
 use crate::rolling::{Rolling, check_time_column, format_point};
 use crate::rule_tokens::{Op, Token, tokenize};
 use crate::types::ColumnType;
+use crate::values::numeric_values;
 
 const MICROS_PER_DAY: f64 = 86_400_000_000.0;
 
@@ -636,22 +637,6 @@ fn entity_fractions(array: &ArrayRef) -> Vec<Option<f64>> {
     let text = text.as_string::<i32>();
     (0..text.len())
         .map(|i| text.is_valid(i).then(|| entity_fraction(text.value(i))))
-        .collect()
-}
-
-/// Column values as f64 (temporal ones in microseconds since the epoch); nulls as `None`.
-pub fn numeric_values(array: &ArrayRef) -> Vec<Option<f64>> {
-    let (target, scale) = match array.data_type() {
-        DataType::Date32 => (DataType::Int64, MICROS_PER_DAY),
-        DataType::Timestamp(_, _) => (DataType::Timestamp(TimeUnit::Microsecond, None), 1.0),
-        _ => (DataType::Float64, 1.0),
-    };
-    let Ok(converted) = cast(array, &target).and_then(|a| cast(&a, &DataType::Float64)) else {
-        return vec![None; array.len()];
-    };
-    let values = converted.as_primitive::<Float64Type>();
-    (0..values.len())
-        .map(|i| values.is_valid(i).then(|| values.value(i) * scale))
         .collect()
 }
 

@@ -1,16 +1,18 @@
 //! The promotion gate: a candidate's evaluation against its baseline's, overall and per slice.
 
-pub mod decide;
+pub mod check;
 pub mod evaluation;
 pub mod noise_input;
 pub mod paired;
 pub mod pairing;
+pub mod point;
 pub mod policy;
 pub mod stability;
 
-pub use decide::{Check, Decision, decide};
+pub use check::{Check, Decision, PairedTest};
 pub use evaluation::Evaluation;
 pub use noise_input::check_noise_floor;
 pub use paired::{PairedScores, Settings, TrainingNoise, decide_paired};
+pub use point::decide;
 pub use policy::Policy;
 pub use stability::{add_stability, gated_resolutions, stability_checks};

@@ -18,15 +18,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use runfn_manifest::eval_settings::{EvalSettings, Rule, Underpowered};
 use runfn_manifest::gates::{Direction, direction};
 use runfn_stats::bootstrap::{RowMetric, paired_bootstrap};
 use runfn_stats::delong::paired_auc;
 use runfn_stats::{holm::holm, normal};
 
-use crate::decide::{Check, Decision, absolute_gates, delta_bound, reason, same_rows};
+use crate::check::{Check, Decision, PairedTest, absolute_gates, delta_bound, reason, same_rows};
 use crate::evaluation::Evaluation;
 use crate::policy::Policy;
 
@@ -62,41 +60,6 @@ impl TrainingNoise {
             Some((column, value)) => self.slices.get(column)?.get(value).copied(),
         }
     }
-}
-
-/// The statistics of one paired check, as the record reports them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PairedTest {
-    /// `passed`, `blocked`, `underpowered`, `undefined` or `not_gated`.
-    pub status: &'static str,
-    /// `delong` or `bootstrap`.
-    pub method: &'static str,
-    /// The standard error of the drop test: the test rows' alone (the deployed artifact's own
-    /// paired difference), the same as `se_rows`.
-    pub se: Option<f64>,
-    pub se_rows: Option<f64>,
-    /// The spread over training seeds (candidate's and baseline's noise floors together).
-    pub se_training: Option<f64>,
-    /// Rows and seeds together: the bar a gain must clear to count as an improvement.
-    pub se_improvement: Option<f64>,
-    /// Whether Δ is a gain beyond what the rows and the seeds allow (its one-sided lower bound
-    /// with `se_improvement` above zero).
-    pub improved: Option<bool>,
-    /// Two-sided interval for Δ at the rule's confidence.
-    pub interval: Option<[f64; 2]>,
-    /// The one-sided confidence bound the rule compared with the limit.
-    pub bound: Option<f64>,
-    pub p_value: Option<f64>,
-    /// Holm-adjusted within the slice column's family (the same as `p_value` overall).
-    pub p_adjusted: Option<f64>,
-    pub rows: u64,
-    pub positives: u64,
-    /// The smallest drop (in the metric's units, from no change) that this test blocks with 80%
-    /// power.
-    pub detectable_drop: Option<f64>,
-    /// For a gated slice: the rows it would need for its test to detect `max_slice_drop` with
-    /// 80% power (at its current positive rate).
-    pub rows_needed: Option<u64>,
 }
 
 /// How the comparison was made, for the record.

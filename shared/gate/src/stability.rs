@@ -15,7 +15,7 @@ use runfn_schema::record::NoiseFloor;
 use runfn_stats::holm::holm;
 use runfn_stats::variance_ratio::larger_variance;
 
-use crate::decide::{Check, Decision, reason};
+use crate::check::{Check, Decision, reason};
 
 /// Where the drop tests gated `metric`: `overall` or `column=value`, with the test rows' standard
 /// error of Δ there.
@@ -274,7 +274,7 @@ mod tests {
         assert!(checks.iter().find(|c| c.slice.is_none()).unwrap().passed);
 
         // A decision with nothing to block yet, as a gate with no gate configured makes it.
-        let mut decision = crate::decide::decide(
+        let mut decision = crate::point::decide(
             &crate::Policy::default(),
             &crate::Evaluation::default(),
             Some(&crate::Evaluation::default()),

@@ -151,7 +151,7 @@ pub struct Finding {
     /// The chance share of unseen rows, and how far it moves between runs of the earliest split
     /// beyond sampling (`None`: too few rows to say).
     pub chance: f64,
-    pub movement: Option<crate::checks::Movement>,
+    pub movement: Option<crate::movement::Movement>,
     /// One-sided, before the correction over every column and split tested; 1 when the share
     /// is at most [`MIN_SHARE`].
     pub p: f64,
@@ -204,7 +204,7 @@ pub fn judge(column: &str, merged: &FileCategories) -> io::Result<Vec<Finding>> 
                     let binomial =
                         runfn_stats::binomial::at_least(unseen, rows, chance.clamp(0.0, 1.0))
                             .unwrap_or(0.0);
-                    binomial.max(crate::checks::overdispersed_p(
+                    binomial.max(crate::movement::overdispersed_p(
                         unseen, rows, chance, movement,
                     ))
                 };
@@ -237,7 +237,7 @@ pub fn judge(column: &str, merged: &FileCategories) -> io::Result<Vec<Finding>> 
 fn chance_of(
     train: impl Iterator<Item = io::Result<u64>>,
     n: u64,
-) -> io::Result<Option<(HashSet<u64>, f64, Option<crate::checks::Movement>)>> {
+) -> io::Result<Option<(HashSet<u64>, f64, Option<crate::movement::Movement>)>> {
     let n = n as usize;
     let mut seen: HashSet<u64> = HashSet::new();
     let mut run: HashSet<u64> = HashSet::new();
@@ -272,7 +272,7 @@ fn chance_of(
     Ok(Some((
         seen,
         chance,
-        crate::checks::movement_of(&rates, chance),
+        crate::movement::movement_of(&rates, chance),
     )))
 }
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::scan::Loc;
+use crate::location::Loc;
 use crate::spill::{Record, SharedSorter, Sorted, u32_at, u64_at};
 
 /// A key's 128-bit hash.

@@ -7,6 +7,8 @@ mod categories;
 mod checks;
 mod config;
 mod keys;
+mod location;
+mod movement;
 mod near_twins;
 mod proxies;
 mod report;
@@ -14,8 +16,8 @@ mod scan;
 mod spill;
 
 pub use config::{LeakConfig, conventional_order};
+pub use location::Loc;
 pub use report::{LeakCheck, LeakReport, Pair};
-pub use scan::Loc;
 
 use std::collections::BTreeSet;
 

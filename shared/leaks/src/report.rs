@@ -4,7 +4,7 @@ use runfn_manifest::leaks::{LeakDecision, LeakSetting};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::scan::Loc;
+use crate::location::Loc;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeakReport {

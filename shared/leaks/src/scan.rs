@@ -10,15 +10,9 @@ use runfn_stats::minhash::normalize_text;
 use crate::categories::FileCategories;
 use crate::config::LeakConfig;
 use crate::keys::{FileKeyCounts, FileKeys, KeySink, Keys, hash128};
+use crate::location::Loc;
 use crate::near_twins::{ColumnSearch, FileTexts};
 use crate::proxies::{CategoryProxy, NumericProxy, ProxySink};
-
-/// Where a row is: file index and 1-based data row within the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Loc {
-    pub file: u32,
-    pub row: u64,
-}
 
 /// Column positions by role, resolved once against the schema.
 #[derive(Debug)]

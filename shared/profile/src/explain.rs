@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::Check;
+use crate::check::Check;
 
 /// One accepted drift, as `--explained` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

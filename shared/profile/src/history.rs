@@ -19,13 +19,14 @@ use rayon::prelude::*;
 use runfn_data::label::Positive;
 use runfn_data::read::{Piece, Snapshot};
 use runfn_data::rolling::{Span, Unit, format_point};
-use runfn_data::split::numeric_values;
+use runfn_data::values::numeric_values;
 use runfn_data::{ColumnType, DataError};
 use runfn_schema::record::{Calibration, CheckHistory, WindowBounds};
 use runfn_stats::control_chart::{Chart, MIN_HISTORY};
 use runfn_stats::holm::holm;
 
-use crate::compare::{Check, Comparison, settled_checks};
+use crate::check::Check;
+use crate::compare::{Comparison, settled_checks};
 use crate::explain::{Explanation, apply};
 use crate::profile::{PIECE_ROWS, Profile, pieces};
 use crate::scope::Roles;

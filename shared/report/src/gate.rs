@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::plots::DeltaRow;
+use crate::plots::{Class, IntervalRow, okabe_ito};
 
 /// What a paired check decided; a point check is `Passed` or `Blocked` by its `passed`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -56,6 +56,28 @@ impl Status {
             Status::Undefined => "undefined",
             Status::NotGated => "not gated",
             Status::Other(word) => word,
+        }
+    }
+
+    /// How the Δ chart draws a row of this status: green passed, vermillion blocked (ringed),
+    /// orange underpowered, grey undefined, sky blue not gated; in `KNOWN`'s order.
+    pub fn class(&self) -> Class {
+        let color = match self {
+            Status::Passed => okabe_ito::GREEN,
+            Status::Blocked => okabe_ito::VERMILLION,
+            Status::Underpowered => okabe_ito::ORANGE,
+            Status::Undefined => okabe_ito::GREY,
+            Status::NotGated => okabe_ito::SKY_BLUE,
+            Status::Other(_) => okabe_ito::REDDISH_PURPLE,
+        };
+        Class {
+            word: self.word().to_string(),
+            color,
+            ringed: *self == Status::Blocked,
+            order: Status::KNOWN
+                .iter()
+                .position(|known| known == self)
+                .unwrap_or(Status::KNOWN.len()),
         }
     }
 }
@@ -232,7 +254,7 @@ impl Gate {
     }
 
     /// The Δ plot's rows for `metric`: overall first, then each slice in the gate's order.
-    pub fn delta_rows(&self, metric: &str) -> Vec<DeltaRow> {
+    pub fn delta_rows(&self, metric: &str) -> Vec<IntervalRow> {
         let compared = || {
             self.checks
                 .iter()
@@ -243,7 +265,7 @@ impl Gate {
             .chain(compared().filter(|c| c.slice.is_some()))
             .map(|c| {
                 let status = c.status();
-                DeltaRow {
+                IntervalRow {
                     label: match c.counts(true) {
                         Some(counts) => format!("{} ({counts})", c.place()),
                         None => c.place().to_string(),
@@ -256,7 +278,7 @@ impl Gate {
                         (_, None) => Some(format!("no Δ: {}", c.note.as_deref().unwrap_or("?"))),
                         _ => None,
                     },
-                    status,
+                    class: status.class(),
                 }
             })
             .collect()
@@ -405,12 +427,11 @@ mod tests {
             ]
         );
         assert_eq!(rows[1].interval, Some((-0.08, 0.06)));
-        assert_eq!(rows[1].status, Status::Underpowered);
+        assert_eq!(rows[1].class, Status::Underpowered.class());
         assert_eq!(rows[2].note.as_deref(), Some("undefined: one class only"));
-        assert_eq!(rows[3].status, Status::Other("shiny".into()));
+        assert_eq!(rows[3].class, Status::Other("shiny".into()).class());
         assert_eq!(
-            rows[3].status.word(),
-            "shiny",
+            rows[3].class.word, "shiny",
             "an unknown status keeps its word"
         );
 

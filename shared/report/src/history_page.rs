@@ -5,8 +5,9 @@
 use std::fmt::Write as _;
 
 use crate::alias::version_words;
+use crate::escape::esc;
 use crate::history::{History, NightRow};
-use crate::html::{STYLE, esc};
+use crate::html::STYLE;
 use crate::outcome::{Decision, number};
 use crate::plots;
 
@@ -136,7 +137,7 @@ fn cards(html: &mut String, history: &History) {
 }
 
 fn nights_plot(history: &History) -> String {
-    let rows: Vec<plots::NightRow> = history
+    let rows: Vec<plots::IntervalRow> = history
         .nights
         .iter()
         .map(|n| {
@@ -154,12 +155,12 @@ fn nights_plot(history: &History) -> String {
                 (Decision::Incomplete, None) => Some("incomplete: nothing registered".into()),
                 (_, None) => Some("no Δ recorded".into()),
             };
-            plots::NightRow {
+            plots::IntervalRow {
                 label: n.date.trim_end_matches(" UTC").to_string(),
                 delta: gate.and_then(|g| g.delta),
                 interval: gate.and_then(|g| g.interval),
                 limit: gate.and_then(|g| g.limit),
-                decision: n.decision,
+                class: n.decision.class(),
                 note,
             }
         })
@@ -174,7 +175,7 @@ fn nights_plot(history: &History) -> String {
         Some(c) if confidences.iter().all(|x| x == c) => format!("{c} interval"),
         _ => "interval (the gate's confidence)".into(),
     };
-    plots::nights(
+    plots::interval_chart(
         "The gate: Δ AUC night by night",
         "Δ auc = candidate − baseline (overall)",
         &interval,

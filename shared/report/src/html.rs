@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::Report;
+use crate::escape::esc;
 use crate::gate::{Entry, Gate, Status};
 use crate::night::Night;
 use crate::outcome::Outcome;
@@ -454,7 +455,7 @@ fn delta_figure(gate: &Gate, metric: &str) -> (String, String, String) {
     } else {
         format!("Δ {metric} = candidate − baseline")
     };
-    let svg = plots::deltas(
+    let svg = plots::interval_chart(
         &format!("The gate: Δ {metric} per slice"),
         &x_desc,
         &format!("{confidence} interval"),
@@ -888,22 +889,6 @@ fn fine(v: f64) -> String {
     } else {
         format!("{}", (v * 1e4).round() / 1e4)
     }
-}
-
-/// Escapes text for HTML content and attribute values.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

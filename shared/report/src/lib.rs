@@ -3,6 +3,7 @@
 
 pub mod alias;
 pub mod curves;
+pub mod escape;
 pub mod gate;
 pub mod history;
 pub mod history_page;

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::alias::{AliasLog, describe_move, version_words};
 use crate::gate::Gate;
 use crate::night::Night;
+use crate::plots::{Class, okabe_ito};
 use runfn_registry::AliasMove;
 
 /// What a night came to.
@@ -37,6 +38,26 @@ impl Decision {
         Decision::Failed,
         Decision::Incomplete,
     ];
+
+    /// How the history's chart draws a night of this decision: green promoted, sky blue a
+    /// first model, blue registered, vermillion blocked (ringed), grey failed, reddish purple
+    /// incomplete; in `ALL`'s order.
+    pub fn class(self) -> Class {
+        let color = match self {
+            Decision::Promoted => okabe_ito::GREEN,
+            Decision::FirstModel => okabe_ito::SKY_BLUE,
+            Decision::Registered => okabe_ito::BLUE,
+            Decision::Blocked => okabe_ito::VERMILLION,
+            Decision::Failed => okabe_ito::GREY,
+            Decision::Incomplete => okabe_ito::REDDISH_PURPLE,
+        };
+        Class {
+            word: self.word().to_string(),
+            color,
+            ringed: self == Decision::Blocked,
+            order: Decision::ALL.iter().position(|d| *d == self).unwrap_or(0),
+        }
+    }
 
     pub fn word(self) -> &'static str {
         match self {

@@ -6,9 +6,6 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::gate::Status;
-use crate::outcome::Decision;
-
 /// One color per series, seeds in a stable order (colorblind-safe, from the Okabe-Ito set).
 const PALETTE: [RGBColor; 7] = [
     RGBColor(0, 114, 178),
@@ -159,33 +156,48 @@ pub fn slices(title: &str, metric: &str, rows: &[SliceRow]) -> String {
 /// The noise floor's band in the slices plot.
 const BAND: RGBColor = RGBColor(200, 200, 200);
 
-/// One row of a Δ plot: a place (overall or a slice) of the gate's paired test.
+/// The Okabe-Ito colors (colorblind-safe) the page gives its classes: green passed or promoted,
+/// vermillion blocked, orange underpowered, grey undefined or failed, sky blue not gated or a
+/// first model, blue registered, reddish purple anything else.
+pub mod okabe_ito {
+    use plotters::style::RGBColor;
+    pub const GREEN: RGBColor = RGBColor(0, 158, 115);
+    pub const VERMILLION: RGBColor = RGBColor(213, 94, 0);
+    pub const ORANGE: RGBColor = RGBColor(230, 159, 0);
+    pub const GREY: RGBColor = RGBColor(120, 120, 120);
+    pub const SKY_BLUE: RGBColor = RGBColor(86, 180, 233);
+    pub const BLUE: RGBColor = RGBColor(0, 114, 178);
+    pub const REDDISH_PURPLE: RGBColor = RGBColor(204, 121, 167);
+}
+
+/// What a row of an interval chart stands for, as the chart draws it: its color, whether its dot
+/// is ringed, its word in the legend and the legend's order. The page says what stands for what
+/// (a gate check's status, a night's decision: `gate::Status::class`, `outcome::Decision::class`),
+/// so the charts know no domain type.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DeltaRow {
-    /// The place with its rows and positives: `tier=smb (93 rows, 8 pos)`.
+pub struct Class {
+    pub word: String,
+    pub color: RGBColor,
+    pub ringed: bool,
+    /// Where its key goes in the legend (smaller first).
+    pub order: usize,
+}
+
+/// One row of an interval chart: a place (overall or a slice) of the gate's paired test, or a
+/// night of the history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntervalRow {
+    /// The row's label: `tier=smb (93 rows, 8 pos)`, a night's date.
     pub label: String,
-    /// candidate − baseline; `None` where the metric is undefined.
+    /// candidate − baseline; `None` where there is none (an undefined metric, a first model).
     pub delta: Option<f64>,
     /// Δ's two-sided interval.
     pub interval: Option<(f64, f64)>,
     /// The bound Δ had to meet there.
     pub limit: Option<f64>,
-    pub status: Status,
+    pub class: Class,
     /// Written in the row where there is no Δ to draw (`undefined: one class only`).
     pub note: Option<String>,
-}
-
-/// The color of a check's status: green passed, vermillion blocked, orange underpowered, grey
-/// undefined, sky blue not gated (Okabe-Ito, like the series).
-pub fn status_color(status: &Status) -> RGBColor {
-    match status {
-        Status::Passed => RGBColor(0, 158, 115),
-        Status::Blocked => RGBColor(213, 94, 0),
-        Status::Underpowered => RGBColor(230, 159, 0),
-        Status::Undefined => RGBColor(120, 120, 120),
-        Status::NotGated => RGBColor(86, 180, 233),
-        Status::Other(_) => RGBColor(204, 121, 167),
-    }
 }
 
 /// One entry of a legend drawn under its chart (see `above_legend`).
@@ -247,29 +259,30 @@ struct Mark {
     note: Option<String>,
 }
 
-/// The gate's Δ per place: the test's interval as a bar with end caps, Δ as a dot, both in the
-/// status's color, the limit as a black vertical line per row and zero dashed; overall on top.
-/// The legend has a strip of its own under the chart, so it never covers a point.
-pub fn deltas(title: &str, x_desc: &str, interval_label: &str, rows: &[DeltaRow]) -> String {
-    let mut statuses: Vec<&Status> = Vec::new();
+/// Δ per row (the gate's places, or the nights of the history): the interval as a bar with
+/// end caps and Δ as a dot, both in the row's class's color (blocked ones ringed), the limit as
+/// a black vertical line per row and zero dashed; the first row on top. A row without Δ says
+/// why in its row. The legend names every class drawn, in its order, in a strip of its own
+/// under the chart, so it never covers a point.
+pub fn interval_chart(
+    title: &str,
+    x_desc: &str,
+    interval_label: &str,
+    rows: &[IntervalRow],
+) -> String {
+    let mut classes: Vec<&Class> = Vec::new();
     for row in rows {
-        if !statuses.contains(&&row.status) {
-            statuses.push(&row.status);
+        if !classes.iter().any(|c| c.word == row.class.word) {
+            classes.push(&row.class);
         }
     }
-    let rank = |s: &&Status| {
-        Status::KNOWN
-            .iter()
-            .position(|known| known == *s)
-            .unwrap_or(Status::KNOWN.len())
-    };
-    statuses.sort_by_key(rank);
-    let keys = statuses
+    classes.sort_by_key(|c| c.order);
+    let keys = classes
         .into_iter()
-        .map(|s| Key::Dot {
-            text: s.word().to_string(),
-            color: status_color(s),
-            ringed: *s == Status::Blocked,
+        .map(|c| Key::Dot {
+            text: c.word.clone(),
+            color: c.color,
+            ringed: c.ringed,
         })
         .collect();
     let marks: Vec<Mark> = rows
@@ -279,70 +292,15 @@ pub fn deltas(title: &str, x_desc: &str, interval_label: &str, rows: &[DeltaRow]
             delta: r.delta,
             interval: r.interval,
             limit: r.limit,
-            color: status_color(&r.status),
-            ringed: r.status == Status::Blocked,
+            color: r.class.color,
+            ringed: r.class.ringed,
             note: r.note.clone(),
         })
         .collect();
     intervals(title, x_desc, interval_label, &marks, keys)
 }
 
-/// Green promoted, sky blue a first model, blue registered, vermillion blocked, grey failed,
-/// reddish purple incomplete (Okabe-Ito, like the statuses).
-pub fn decision_color(decision: Decision) -> RGBColor {
-    match decision {
-        Decision::Promoted => RGBColor(0, 158, 115),
-        Decision::FirstModel => RGBColor(86, 180, 233),
-        Decision::Registered => RGBColor(0, 114, 178),
-        Decision::Blocked => RGBColor(213, 94, 0),
-        Decision::Failed => RGBColor(120, 120, 120),
-        Decision::Incomplete => RGBColor(204, 121, 167),
-    }
-}
-
-/// One night of the history plot: its gate's overall Δ with the interval.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NightRow {
-    /// The night's date, as the rows are labelled.
-    pub label: String,
-    pub delta: Option<f64>,
-    pub interval: Option<(f64, f64)>,
-    pub limit: Option<f64>,
-    pub decision: Decision,
-    /// Written in the row where the night has no Δ (`first model: no baseline`).
-    pub note: Option<String>,
-}
-
-/// The gate's overall Δ night after night, oldest on top: the interval as a bar with end caps
-/// and Δ as a dot, colored by what the night came to (blocked ones ringed), the gate's limit
-/// as a black line and zero dashed. A night without a Δ says why in its row. The legend has a
-/// strip of its own under the chart, so it never covers a point.
-pub fn nights(title: &str, x_desc: &str, interval_label: &str, rows: &[NightRow]) -> String {
-    let keys = Decision::ALL
-        .into_iter()
-        .filter(|d| rows.iter().any(|r| r.decision == *d))
-        .map(|d| Key::Dot {
-            text: d.word().to_string(),
-            color: decision_color(d),
-            ringed: d == Decision::Blocked,
-        })
-        .collect();
-    let marks: Vec<Mark> = rows
-        .iter()
-        .map(|r| Mark {
-            label: r.label.clone(),
-            delta: r.delta,
-            interval: r.interval,
-            limit: r.limit,
-            color: decision_color(r.decision),
-            ringed: r.decision == Decision::Blocked,
-            note: r.note.clone(),
-        })
-        .collect();
-    intervals(title, x_desc, interval_label, &marks, keys)
-}
-
-/// The chart `deltas` and `nights` share: one row per mark, first on top, with `keys` (then the
+/// The chart of `interval_chart`: one row per mark, first on top, with `keys` (then the
 /// interval, the limit and zero when drawn) in a legend strip under it.
 fn intervals(
     title: &str,
@@ -704,6 +662,8 @@ fn compact(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::Status;
+    use crate::outcome::Decision;
 
     #[test]
     fn a_line_plot_is_scalable_svg_with_its_series_and_escaped_labels() {
@@ -804,13 +764,13 @@ mod tests {
         format!("#{:02X}{:02X}{:02X}", color.0, color.1, color.2)
     }
 
-    fn delta_rows() -> Vec<DeltaRow> {
-        let row = |label: &str, delta, interval, status| DeltaRow {
+    fn delta_rows() -> Vec<IntervalRow> {
+        let row = |label: &str, delta, interval, status: Status| IntervalRow {
             label: label.into(),
             delta,
             interval,
             limit: Some(-0.01),
-            status,
+            class: status.class(),
             note: None,
         };
         vec![
@@ -826,7 +786,7 @@ mod tests {
                 Some((-0.08, 0.06)),
                 Status::Underpowered,
             ),
-            DeltaRow {
+            IntervalRow {
                 note: Some("undefined: one class only".into()),
                 ..row("tier=tiny (12 rows, 0 pos)", None, None, Status::Undefined)
             },
@@ -845,7 +805,7 @@ mod tests {
     #[test]
     fn the_delta_plot_draws_each_interval_to_scale_with_its_dot_and_a_legend_below() {
         let rows = delta_rows();
-        let svg = deltas("gate", "Δ auc", "95% interval", &rows);
+        let svg = interval_chart("gate", "Δ auc", "95% interval", &rows);
         assert!(
             svg.contains("tier=&lt;smb&gt; (93 rows, 8 pos)"),
             "labels escaped"
@@ -858,7 +818,7 @@ mod tests {
             .iter()
             .filter(|r| r.interval.is_some())
             .map(|r| {
-                let color = hex(status_color(&r.status));
+                let color = hex(r.class.color);
                 let bar = polylines
                     .iter()
                     .find(|t| {
@@ -888,7 +848,7 @@ mod tests {
             })
             .collect();
         assert_eq!(drawn.len(), 3);
-        let with: Vec<&DeltaRow> = rows.iter().filter(|r| r.interval.is_some()).collect();
+        let with: Vec<&IntervalRow> = rows.iter().filter(|r| r.interval.is_some()).collect();
         let pixels_per_unit = (drawn[1].1 - drawn[1].0) / 0.14;
         for (r, (lo, hi, dot, _)) in with.iter().zip(&drawn) {
             let (a, b) = r.interval.unwrap();
@@ -950,14 +910,15 @@ mod tests {
     /// a night without Δ says why in its row; every legend key lies under the lowest row.
     #[test]
     fn the_nights_plot_colors_each_night_by_decision_with_its_legend_below() {
-        let night = |label: &str, delta: Option<f64>, decision, note: Option<&str>| NightRow {
-            label: label.into(),
-            delta,
-            interval: delta.map(|d| (d - 0.01, d + 0.01)),
-            limit: delta.map(|_| -0.002),
-            decision,
-            note: note.map(str::to_string),
-        };
+        let night =
+            |label: &str, delta: Option<f64>, decision: Decision, note: Option<&str>| IntervalRow {
+                label: label.into(),
+                delta,
+                interval: delta.map(|d| (d - 0.01, d + 0.01)),
+                limit: delta.map(|_| -0.002),
+                class: decision.class(),
+                note: note.map(str::to_string),
+            };
         let rows = [
             night(
                 "12-01",
@@ -969,11 +930,11 @@ mod tests {
             night("12-03", Some(-0.02), Decision::Blocked, None),
             night("12-04", None, Decision::Failed, Some("failed at validate")),
         ];
-        let svg = nights("history", "Δ auc", "95% interval", &rows);
+        let svg = interval_chart("history", "Δ auc", "95% interval", &rows);
         assert!(svg.contains("first model: no baseline") && svg.contains("failed at validate"));
         let circles = tags(&svg, "circle");
         let dot = |d: Decision| {
-            let color = hex(decision_color(d));
+            let color = hex(d.class().color);
             circles
                 .iter()
                 .filter(|t| attr(t, "fill") == Some(color.as_str()))

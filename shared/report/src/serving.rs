@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::html::esc;
+use crate::escape::esc;
 
 fn figure(v: &Value) -> String {
     v.as_f64().map_or("-".into(), |x| format!("{x:.4}"))

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::html::esc;
+use crate::escape::esc;
 use crate::night::Night;
 use crate::outcome::{Decision, Outcome, number};
 

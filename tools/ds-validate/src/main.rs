@@ -12,7 +12,7 @@ use runfn_core::record::{RecordInput, read_text};
 use runfn_core::{Exit, InputError, Record};
 use runfn_data::partitioned::Partitioned;
 use runfn_data::spec::{DataSource, DataSpec};
-use runfn_profile::compare::Check;
+use runfn_profile::Check;
 use runfn_profile::history::judge;
 use runfn_profile::{
     EXPLANATION_FORM, Explanation, Profile, Roles, SettingsError, Thresholds, compare,

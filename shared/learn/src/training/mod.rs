@@ -1,6 +1,7 @@
 //! Training one job, in parts: the splits and this rank's place ([`splits`]), where the run
 //! starts ([`resume`]), and the loop ([`training_loop`]) with its log window and metrics file.
 
+pub mod job;
 mod metrics_file;
 mod resume;
 mod splits;
@@ -11,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use crate::trainer::{Reporter, StallHandler, TrainJob, TrainReport};
+use job::{Reporter, StallHandler, TrainJob, TrainReport};
 
-/// Resume (or start), train to the end, and write the model: see [`crate::trainer::train`].
+/// Resume (or start), train to the end, and write the model (`crate::trainer::train` runs this).
 pub(crate) fn train_job(
     job: &TrainJob,
     reporter: &dyn Reporter,

@@ -3,13 +3,13 @@
 
 use std::time::Instant;
 
+use super::job::{Reporter, TrainJob, default_threads};
 use super::splits::Splits;
 use crate::checkpoint::{self, CheckpointState, Loaded};
 use crate::config::TrainConfig;
 use crate::data_parallel::{self, Start};
 use crate::early_stopping::ValWatch;
 use crate::features::{self, Preprocess};
-use crate::trainer::{Reporter, TrainJob, default_threads};
 use anyhow::{Context, Result};
 
 /// The start every rank agrees on, and on rank 0 the checkpoint it came from.

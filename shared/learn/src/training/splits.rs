@@ -2,8 +2,8 @@
 
 use anyhow::{Result, bail};
 
+use super::job::TrainJob;
 use crate::loader::ShardSet;
-use crate::trainer::TrainJob;
 
 pub(crate) struct Splits {
     pub train: ShardSet,

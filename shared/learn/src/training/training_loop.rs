@@ -13,6 +13,10 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use tch::{Device, Kind, Reduction, Tensor};
 
+use super::job::{
+    BestReport, DistributedReport, Reporter, ResumedFrom, StallHandler, TrainFeatures, TrainJob,
+    TrainReport,
+};
 use super::metrics_file::open_metrics;
 use super::resume::{Resumed, watch_of};
 use super::splits::Splits;
@@ -31,10 +35,6 @@ use crate::schedule::Schedule;
 use crate::score;
 use crate::seeds;
 use crate::shard_pieces;
-use crate::trainer::{
-    BestReport, DistributedReport, Reporter, ResumedFrom, StallHandler, TrainFeatures, TrainJob,
-    TrainReport,
-};
 use crate::watchdog::Watchdog;
 use crate::weights::{self, ModelMeta};
 

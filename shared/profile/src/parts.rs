@@ -129,6 +129,17 @@ fn profile_part_in(
     })
 }
 
+/// Why parts could not be merged: parts that do not fit together (the input's fault, exit 2),
+/// or the snapshot could not be read while listing or merging (its error kept whole, so that a
+/// failing disk or store stays the environment's, exit 4).
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("{0}")]
+    Parts(String),
+    #[error(transparent)]
+    Data(#[from] DataError),
+}
+
 /// The windowed profile from every part's pieces, merged in piece order: refuses parts of
 /// another listing, another window or another newest time, or that do not cover the pieces as
 /// the assignment says.
@@ -138,7 +149,7 @@ pub fn merge_parts(
     cut: Option<Cut>,
     window: Option<&str>,
     parts: Vec<ProfilePart>,
-) -> Result<Windowed, String> {
+) -> Result<Windowed, MergeError> {
     merge_parts_in(snapshot, roles, (cut, window), parts, PIECE_ROWS)
 }
 
@@ -148,55 +159,9 @@ fn merge_parts_in(
     (cut, window): (Option<Cut>, Option<&str>),
     parts: Vec<ProfilePart>,
     piece_rows: u64,
-) -> Result<Windowed, String> {
-    let (pieces, units) = listing(snapshot, piece_rows).map_err(|e| e.to_string())?;
-    let listing = fingerprint_of(&units);
-    let count = parts.first().map_or(1, |p| p.part.part.count);
-    for part in &parts {
-        let at = part.part.part;
-        if part.part.format != PROFILE_PART_FORMAT {
-            return Err(format!(
-                "part {at}: format `{}`, expected `{PROFILE_PART_FORMAT}`",
-                part.part.format
-            ));
-        }
-        if part.part.listing != listing {
-            return Err(format!(
-                "part {at} profiled another listing of the snapshot ({} pieces now): it changed since the parts ran",
-                pieces.len()
-            ));
-        }
-        if part.window.as_deref() != window {
-            return Err(format!(
-                "part {at} was cut by validate.window {:?}, the manifest now says {:?}",
-                part.window, window
-            ));
-        }
-        if part.pieces.len() != part.part.done.len() {
-            return Err(format!(
-                "part {at} holds {} piece profiles for {} pieces done",
-                part.pieces.len(),
-                part.part.done.len()
-            ));
-        }
-    }
-    let newest: Vec<Option<f64>> = parts.iter().map(|p| p.newest).collect();
-    if newest.windows(2).any(|w| w[0] != w[1]) {
-        return Err(format!(
-            "the parts found different newest times ({newest:?}): the snapshot changed while they ran"
-        ));
-    }
-    if let (Some(cut), Some(Some(found))) = (cut, newest.first())
-        && cut.anchor != *found
-    {
-        return Err(format!(
-            "the parts cut windows back from {found}, the merge from {}",
-            cut.anchor
-        ));
-    }
-    let weights: Vec<u64> = units.iter().map(|(_, w)| *w).collect();
-    let headers: Vec<&PartHeader> = parts.iter().map(|p| &p.part).collect();
-    check_coverage(&headers, &assign(&weights, count))?;
+) -> Result<Windowed, MergeError> {
+    let (pieces, units) = listing(snapshot, piece_rows)?;
+    fits(&pieces, &units, (cut, window), &parts)?;
     let mut slots: Vec<Option<PieceProfile>> = vec![None; pieces.len()];
     for part in parts {
         for (profile, unit) in part.pieces.into_iter().zip(part.part.done) {
@@ -204,7 +169,64 @@ fn merge_parts_in(
         }
     }
     let per_piece: Vec<PieceProfile> = slots.into_iter().flatten().collect();
-    merge_pieces(snapshot, roles, cut, per_piece).map_err(|e| e.to_string())
+    Ok(merge_pieces(snapshot, roles, cut, per_piece)?)
+}
+
+/// Whether the parts fit together and cover the listing as the assignment says.
+fn fits(
+    pieces: &[Piece],
+    units: &[Unit],
+    (cut, window): (Option<Cut>, Option<&str>),
+    parts: &[ProfilePart],
+) -> Result<(), MergeError> {
+    let bad = MergeError::Parts;
+    let listing = fingerprint_of(units);
+    let count = parts.first().map_or(1, |p| p.part.part.count);
+    for part in parts {
+        let at = part.part.part;
+        if part.part.format != PROFILE_PART_FORMAT {
+            return Err(bad(format!(
+                "part {at}: format `{}`, expected `{PROFILE_PART_FORMAT}`",
+                part.part.format
+            )));
+        }
+        if part.part.listing != listing {
+            return Err(bad(format!(
+                "part {at} profiled another listing of the snapshot ({} pieces now): it changed since the parts ran",
+                pieces.len()
+            )));
+        }
+        if part.window.as_deref() != window {
+            return Err(bad(format!(
+                "part {at} was cut by validate.window {:?}, the manifest now says {:?}",
+                part.window, window
+            )));
+        }
+        if part.pieces.len() != part.part.done.len() {
+            return Err(bad(format!(
+                "part {at} holds {} piece profiles for {} pieces done",
+                part.pieces.len(),
+                part.part.done.len()
+            )));
+        }
+    }
+    let newest: Vec<Option<f64>> = parts.iter().map(|p| p.newest).collect();
+    if newest.windows(2).any(|w| w[0] != w[1]) {
+        return Err(bad(format!(
+            "the parts found different newest times ({newest:?}): the snapshot changed while they ran"
+        )));
+    }
+    if let (Some(cut), Some(Some(found))) = (cut, newest.first())
+        && cut.anchor != *found
+    {
+        return Err(bad(format!(
+            "the parts cut windows back from {found}, the merge from {}",
+            cut.anchor
+        )));
+    }
+    let weights: Vec<u64> = units.iter().map(|(_, w)| *w).collect();
+    let headers: Vec<&PartHeader> = parts.iter().map(|p| &p.part).collect();
+    check_coverage(&headers, &assign(&weights, count)).map_err(bad)
 }
 
 /// The newest time the parts found (all the same: [`merge_parts`] checks it).
@@ -259,7 +281,10 @@ mod tests {
             short.push(profile_part_in(&snapshot, &roles, (None, None), None, part, 1200).unwrap());
         }
         let err = merge_parts_in(&snapshot, &roles, (None, None), short, 1200).unwrap_err();
-        assert!(err.contains("part 1"), "{err}");
+        assert!(
+            matches!(&err, MergeError::Parts(m) if m.contains("part 1")),
+            "{err}"
+        );
         let other = (0..count)
             .map(|index| {
                 let part = Part { index, count };
@@ -267,6 +292,41 @@ mod tests {
             })
             .collect();
         let err = merge_parts_in(&snapshot, &roles, (None, None), other, 1200).unwrap_err();
-        assert!(err.contains("another listing"), "{err}");
+        assert!(
+            matches!(&err, MergeError::Parts(m) if m.contains("another listing")),
+            "{err}"
+        );
+    }
+
+    /// A snapshot that cannot be read at the merge keeps its read's error whole (was a string,
+    /// so a failing disk or store under a merge read as bad input, exit 2, not exit 4).
+    #[test]
+    fn a_read_failing_at_the_merge_keeps_its_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let snapshot = telco_parquet(dir.path());
+        let roles = PieceRoles {
+            label: Some("churned"),
+            positive: None,
+            identifiers: &[],
+        };
+        let part = Part { index: 0, count: 1 };
+        let parts =
+            vec![profile_part_in(&snapshot, &roles, (None, None), None, part, 1200).unwrap()];
+        for file in &snapshot.files {
+            std::fs::remove_file(&file.path).unwrap();
+        }
+        let err = merge_parts_in(&snapshot, &roles, (None, None), parts, 1200).unwrap_err();
+        let MergeError::Data(data) = &err else {
+            panic!("not the read's error: {err}");
+        };
+        let io = std::iter::successors(Some(data as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        })
+        .find_map(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(|e| e.kind()),
+            Some(std::io::ErrorKind::NotFound),
+            "{err}"
+        );
     }
 }

@@ -9,7 +9,7 @@ use runfn_core::{Exit, InputError};
 use runfn_data::DataError;
 use runfn_data::spec::DataSpec;
 use runfn_profile::history::{Cut, PieceRoles, Windowed, span};
-use runfn_profile::parts::{ProfilePart, merge_parts, profile_part};
+use runfn_profile::parts::{MergeError, ProfilePart, merge_parts, profile_part};
 
 const TOOL: &str = "ds-validate";
 
@@ -105,7 +105,7 @@ pub fn merge(
     window: Option<(&str, Cut)>,
     parts: Vec<ProfilePart>,
     dir: &Path,
-) -> Result<Windowed, InputError> {
+) -> anyhow::Result<Windowed> {
     let count = parts.len();
     let merged = with_roles(spec, |roles| {
         merge_parts(
@@ -116,7 +116,14 @@ pub fn merge(
             parts,
         )
     })
-    .map_err(|m| InputError::field(dir.display().to_string(), m))?;
+    .map_err(|err| match err {
+        // Parts that do not fit are the input's; a snapshot that cannot be read keeps its
+        // error, so a failing disk or store stays the environment's.
+        MergeError::Parts(message) => {
+            anyhow::Error::new(InputError::field(dir.display().to_string(), message))
+        }
+        MergeError::Data(err) => anyhow::Error::new(err),
+    })?;
     tool.info(format!(
         "merged {count} parts from {}: {} rows",
         dir.display(),

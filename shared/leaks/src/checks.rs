@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use crate::config::LeakConfig;
 use crate::location::Loc;
 use crate::movement::{Movement, movement_of, overdispersed_p};
-use crate::near_twins::{ColumnSearch, read_text};
+use crate::near_twins::{ColumnSearch, NearTwin, read_text};
 use crate::report::{LeakCheck, Pair};
 use crate::scan::{Layout, Merged};
+use crate::spill::{Record, SpillSorter, u32_at, u64_at};
 
 /// Each split's place in time: its position in `config.split_order`, else after those.
 pub fn ranks(data: &Partitioned, config: &LeakConfig) -> Vec<usize> {
@@ -336,6 +337,33 @@ pub fn unseen_categories(
     Ok(check)
 }
 
+/// A row of a later split with a near twin: its split, file and row, as the spill sorter
+/// stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct LaterRow {
+    split: u8,
+    file: u32,
+    row: u64,
+}
+
+impl Record for LaterRow {
+    const BYTES: usize = 13;
+
+    fn write_to(&self, out: &mut Vec<u8>) {
+        out.push(self.split);
+        out.extend_from_slice(&self.file.to_le_bytes());
+        out.extend_from_slice(&self.row.to_le_bytes());
+    }
+
+    fn read_from(bytes: &[u8]) -> LaterRow {
+        LaterRow {
+            split: bytes[0],
+            file: u32_at(bytes, 1),
+            row: u64_at(bytes, 5),
+        }
+    }
+}
+
 /// Counts the rows of a later split whose text is a near twin of an earlier split's; with
 /// `collect_pairs`, every such pair.
 pub fn near_duplicates(
@@ -352,50 +380,63 @@ pub fn near_duplicates(
         ));
     }
     let rank = ranks(data, config);
-    let mut later_twins = std::collections::BTreeSet::new();
+    // The later rows with a twin, sorted on disk past their share of the first column's
+    // budget and counted once each: a row may have twins in several columns and earlier rows.
+    let spill_error = |root: &std::path::Path| {
+        let root = root.to_path_buf();
+        move |source| DataError::Io {
+            path: root.clone(),
+            source,
+        }
+    };
+    let (first_root, first_budget) = (searches[0].root().to_path_buf(), searches[0].budget());
+    let mut later_twins = SpillSorter::<LaterRow>::new(&first_root, first_budget / 4)
+        .map_err(spill_error(&first_root))?;
     let mut skipped_buckets = 0;
     let mut examples = Vec::new();
     for ((column, search), stores) in config.text.iter().zip(searches).zip(&merged.texts) {
         let root = search.root().to_path_buf();
-        let spilled = |source| DataError::Io {
-            path: root.clone(),
-            source,
-        };
-        let found = search
-            .search(stores, config.near_duplicate_jaccard)
-            .map_err(spilled)?;
-        skipped_buckets += found.skipped_buckets;
+        let spilled = spill_error(&root);
         let loc = |id: u64| Loc {
             file: (id >> 40) as u32,
             row: (id & ((1 << 40) - 1)) + 1,
         };
-        for pair in &found.pairs {
-            let (a, b) = (
-                (pair.a.split as u8, loc(pair.a.id)),
-                (pair.b.split as u8, loc(pair.b.id)),
-            );
-            let (earlier, later) = if rank[a.0 as usize] <= rank[b.0 as usize] {
-                (a, b)
-            } else {
-                (b, a)
-            };
-            later_twins.insert(later);
-            if config.collect_pairs {
-                pairs.push(Pair {
-                    check: "near_duplicates",
-                    column: Some(column.clone()),
-                    jaccard: Some(pair.jaccard),
-                    earlier,
-                    later,
-                });
-            }
-        }
-        for pair in found
-            .pairs
-            .iter()
-            .take(config.examples.saturating_sub(examples.len()))
-        {
-            let text_of = |text| read_text(stores, text).map_err(spilled);
+        let wanted = config.examples.saturating_sub(examples.len());
+        let mut first: Vec<NearTwin> = Vec::new();
+        let found = search
+            .search_each(stores, config.near_duplicate_jaccard, |pair| {
+                let (a, b) = (
+                    (pair.a.split as u8, loc(pair.a.id)),
+                    (pair.b.split as u8, loc(pair.b.id)),
+                );
+                let (earlier, later) = if rank[a.0 as usize] <= rank[b.0 as usize] {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                later_twins.push(LaterRow {
+                    split: later.0,
+                    file: later.1.file,
+                    row: later.1.row,
+                })?;
+                if config.collect_pairs {
+                    pairs.push(Pair {
+                        check: "near_duplicates",
+                        column: Some(column.clone()),
+                        jaccard: Some(pair.jaccard),
+                        earlier,
+                        later,
+                    });
+                }
+                if first.len() < wanted {
+                    first.push(pair.clone());
+                }
+                Ok(())
+            })
+            .map_err(&spilled)?;
+        skipped_buckets += found.skipped_buckets;
+        for pair in &first {
+            let text_of = |text| read_text(stores, text).map_err(&spilled);
             examples.push(json!({
                 "column": column,
                 "jaccard": (pair.jaccard * 1000.0).round() / 1000.0,
@@ -404,7 +445,16 @@ pub fn near_duplicates(
             }));
         }
     }
-    let mut check = LeakCheck::counted("near_duplicates", later_twins.len() as u64, examples);
+    let mut distinct = 0u64;
+    let mut last = None;
+    for row in later_twins.sorted().map_err(spill_error(&first_root))? {
+        let row = row.map_err(spill_error(&first_root))?;
+        if last != Some(row) {
+            distinct += 1;
+            last = Some(row);
+        }
+    }
+    let mut check = LeakCheck::counted("near_duplicates", distinct, examples);
     check.of = Some(later_rows(merged, &rank));
     let mut note = format!(
         "rows of a later split whose text is a near twin of an earlier split's: MinHash LSH over character 5-grams, pairs verified at Jaccard >= {}",

@@ -118,7 +118,8 @@ pub struct NearTwin {
 /// What the search found in one column.
 #[derive(Debug, Default)]
 pub struct Found {
-    /// Sorted by (a, b).
+    /// Sorted by (a, b); the tests' `search` keeps them, `search_each` hands them over.
+    #[cfg(test)]
     pub pairs: Vec<NearTwin>,
     /// Distinct cross-split candidate pairs verified.
     pub candidates: usize,
@@ -153,8 +154,33 @@ impl ColumnSearch {
         &self.root
     }
 
-    /// Texts whose pairs verify at Jaccard ≥ `threshold`, read back from `stores` (by file).
+    /// The memory the search may use.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Texts whose pairs verify at Jaccard ≥ `threshold`, read back from `stores` (by file),
+    /// all of them in memory: for tests, which compare them with the in-memory index.
+    #[cfg(test)]
     pub fn search(self, stores: &[Option<File>], threshold: f64) -> io::Result<Found> {
+        let mut pairs = Vec::new();
+        let mut found = self.search_each(stores, threshold, |pair| {
+            pairs.push(pair.clone());
+            Ok(())
+        })?;
+        found.pairs = pairs;
+        Ok(found)
+    }
+
+    /// Texts whose pairs verify at Jaccard ≥ `threshold`, read back from `stores` (by file),
+    /// each handed to `on_pair` in (a, b) order as its run is verified, so that however many
+    /// pairs verify, only a run's are held; the `Found` returned has the counts and no pairs.
+    pub fn search_each(
+        self,
+        stores: &[Option<File>],
+        threshold: f64,
+        mut on_pair: impl FnMut(&NearTwin) -> io::Result<()>,
+    ) -> io::Result<Found> {
         let ColumnSearch {
             sketcher,
             root,
@@ -229,15 +255,15 @@ impl ColumnSearch {
             bytes += u64::from(candidate.b.len);
             run.push(candidate);
             if bytes >= run_bytes {
-                found
-                    .pairs
-                    .extend(verified(&sketcher, &run, stores, threshold)?);
+                for pair in verified(&sketcher, &run, stores, threshold)? {
+                    on_pair(&pair)?;
+                }
                 (run, bytes) = (Vec::new(), 0);
             }
         }
-        found
-            .pairs
-            .extend(verified(&sketcher, &run, stores, threshold)?);
+        for pair in verified(&sketcher, &run, stores, threshold)? {
+            on_pair(&pair)?;
+        }
         Ok(found)
     }
 }

@@ -240,17 +240,20 @@ mod tests {
     use crate::profile::profile_in_pieces;
     use crate::profile::tests::telco_parquet;
 
+    /// The telco table's roles: its label, nothing else.
+    const CHURNED: PieceRoles<'static> = PieceRoles {
+        label: Some("churned"),
+        positive: None,
+        identifiers: &[],
+    };
+
     /// A Parquet file's runs of row groups spread over parts, profiled and merged: the profile
     /// one process makes of the same pieces, exactly.
     #[test]
     fn row_groups_in_parts_merge_to_the_profile_of_one_process() {
         let dir = tempfile::tempdir().unwrap();
         let snapshot = telco_parquet(dir.path());
-        let roles = PieceRoles {
-            label: Some("churned"),
-            positive: None,
-            identifiers: &[],
-        };
+        let roles = CHURNED;
         let count = 3;
         let parts: Vec<ProfilePart> = (0..count)
             .map(|index| {
@@ -304,11 +307,7 @@ mod tests {
     fn a_read_failing_at_the_merge_keeps_its_error() {
         let dir = tempfile::tempdir().unwrap();
         let snapshot = telco_parquet(dir.path());
-        let roles = PieceRoles {
-            label: Some("churned"),
-            positive: None,
-            identifiers: &[],
-        };
+        let roles = CHURNED;
         let part = Part { index: 0, count: 1 };
         let parts =
             vec![profile_part_in(&snapshot, &roles, (None, None), None, part, 1200).unwrap()];

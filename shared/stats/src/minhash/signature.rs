@@ -33,15 +33,20 @@ impl Hasher {
         // Four functions per pass over the shingles: four independent multiply-min chains keep
         // the multiplier busy without 64-bit vector multiplies, which baseline x86-64 lacks.
         let mut signature: Vec<u64> = Vec::with_capacity(self.coefficients.len());
+        // Four named scalars, not an array zipped with the quad: with debug assertions on
+        // (the tests' build) the zip's checks made LLVM vectorize the loop with emulated
+        // 64-bit multiplies, 2.3 times slower than these scalar chains.
         let mut quads = self.coefficients.chunks_exact(4);
         for quad in &mut quads {
-            let mut min = [u64::MAX; 4];
+            let [(a0, b0), (a1, b1), (a2, b2), (a3, b3)] = [quad[0], quad[1], quad[2], quad[3]];
+            let (mut m0, mut m1, mut m2, mut m3) = (u64::MAX, u64::MAX, u64::MAX, u64::MAX);
             for &x in shingles {
-                for (m, &(a, b)) in min.iter_mut().zip(quad) {
-                    *m = (*m).min(a.wrapping_mul(x).wrapping_add(b));
-                }
+                m0 = m0.min(a0.wrapping_mul(x).wrapping_add(b0));
+                m1 = m1.min(a1.wrapping_mul(x).wrapping_add(b1));
+                m2 = m2.min(a2.wrapping_mul(x).wrapping_add(b2));
+                m3 = m3.min(a3.wrapping_mul(x).wrapping_add(b3));
             }
-            signature.extend_from_slice(&min);
+            signature.extend_from_slice(&[m0, m1, m2, m3]);
         }
         signature.extend(quads.remainder().iter().map(|&(a, b)| {
             shingles

@@ -152,10 +152,11 @@ fn version_names_the_package_and_the_commit() {
     }
 }
 
-/// `make install PREFIX=prefix` with the dev build (the test builds nothing).
+/// `make install PREFIX=prefix` with the dev build (`INSTALL_PROFILE=dev`; the test builds
+/// nothing).
 pub fn install(prefix: &Path) {
     let out = Command::new("make")
-        .env("BUILD_PROFILE", "dev")
+        .env("INSTALL_PROFILE", "dev")
         .args(["--no-print-directory", "-C", ROOT, "install", "CARGO=true"])
         .arg(format!("PREFIX={}", prefix.display()))
         .output()

@@ -389,7 +389,14 @@ pub fn near_duplicates(
             source,
         }
     };
-    let (first_root, first_budget) = (searches[0].root().to_path_buf(), searches[0].budget());
+    // One search per text column the layout resolved; none, and there is nothing to search.
+    let Some(first) = searches.first() else {
+        return Ok(LeakCheck::skipped(
+            "near_duplicates",
+            "no text column of manifest.data.text is in the snapshot",
+        ));
+    };
+    let (first_root, first_budget) = (first.root().to_path_buf(), first.budget());
     let mut later_twins = SpillSorter::<LaterRow>::new(&first_root, first_budget / 4)
         .map_err(spill_error(&first_root))?;
     let mut skipped_buckets = 0;

@@ -1248,3 +1248,63 @@ fn predict_sizes_its_batches_by_what_a_parquet_row_decodes_to() {
     assert!(out.code == 0 || out.code == 1, "{}", out.stderr);
     assert!(scored.exists());
 }
+
+// 14, shardify's part. `shardify --memory 128M` reached 3.5 GB on a Parquet file of 1 MiB values:
+// its read batches had a floor of 1Ki rows sized by the file's compressed bytes a row, and the
+// writer held 8Ki-row calls and 250k-row groups whatever their bytes. Batches are sized by what a
+// row decodes to, and calls and row groups are cut by their values' bytes too (on the rows, so
+// the shards stay byte-identical whatever the budget). The file is written with pages of one
+// value: a Parquet page is decompressed whole, so a file's own pages are the floor of any
+// reader's memory.
+#[test]
+fn shardify_holds_its_budget_on_rows_of_a_mebibyte() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let part = fixture().dir.join("snapshot").join("part-00000.csv");
+    let snapshot = d.join("wide");
+    std::fs::create_dir(&snapshot).unwrap();
+    let script = "import sys, pyarrow as pa, pyarrow.csv as csv, pyarrow.parquet as pq\n\
+        t = csv.read_csv(sys.argv[1]).slice(0, 300)\n\
+        big = pa.array([r + 'x' * (1 << 20) for r in t.column('region').to_pylist()])\n\
+        t = t.set_column(t.schema.get_field_index('region'), 'region', big)\n\
+        pq.write_table(t, sys.argv[2], compression='zstd', write_batch_size=1,\n\
+                       use_dictionary=False)\n";
+    let parquet = snapshot.join("part.parquet");
+    python_stdout(script, &[part.as_os_str(), parquet.as_os_str()]);
+    let record = crate::util::demo_record();
+    let shardify = |out: &Path, memory: &str| {
+        let out = tool("shardify")
+            .args(["--in".as_ref(), os(&snapshot), "--out".as_ref(), os(out)])
+            .args([
+                "--memory",
+                memory,
+                "--split",
+                "train=hash(customer_id) < 0.7",
+            ])
+            .args(["--split", "test=hash(customer_id) >= 0.7", "-q"])
+            .stdin(record.clone())
+            .run();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.json()["timings"]
+            .as_array()
+            .and_then(|t| t.last())
+            .and_then(|t| t["max_rss_bytes"].as_u64())
+            .expect("shardify's timings entry has max_rss_bytes")
+    };
+    // 109-122 MiB at 128M here, with the binary's own 16 MiB: 192M leaves a margin for a
+    // loaded machine, and the code before the fix took 614 MiB at either.
+    let peak = shardify(&d.join("small"), "192M");
+    assert!(
+        peak <= 192 << 20,
+        "peak RSS {} MiB with --memory 192M",
+        peak >> 20
+    );
+    shardify(&d.join("large"), "2G");
+    let shards = |name: &str| {
+        let mut hashes = crate::util::file_hashes(&d.join(name));
+        hashes.retain(|path, _| path.ends_with(".parquet"));
+        hashes
+    };
+    assert_eq!(shards("small").len(), 2);
+    assert_eq!(shards("small"), shards("large"));
+}

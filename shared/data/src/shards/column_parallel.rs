@@ -3,9 +3,12 @@
 //!
 //! `ArrowWriter` encodes one column after another on the calling thread, which made writing the
 //! shards the serial half of a shardify run. This writer does what `ArrowWriter::write` does
-//! (the same row-group cuts, each column writer fed the same leaves in the same order) but hands
-//! the column writers to rayon, so the file bytes are exactly those `ArrowWriter` writes: only
-//! the time changes.
+//! (each column writer fed the same leaves in the same order) but hands the column writers to
+//! rayon, so the file bytes are exactly those `ArrowWriter` writes with the same row-group cuts:
+//! only the time changes. A row group is cut at the row limit, as `ArrowWriter` cuts it, and
+//! also before the first row that would take its data bytes past a limit (counted on the rows,
+//! see `row_bytes`; `ArrowWriter`'s own byte limit estimates encoded bytes, which depend on
+//! how the rows were batched).
 //!
 //! Encoding one call's columns side by side still waits on the widest column (a long text
 //! column is most of the bytes, and of the zstd work), so with background slots allowed
@@ -43,11 +46,15 @@ use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
+use crate::shards::row_bytes;
+
 pub struct ColumnParallelWriter<W: Write + Send> {
     file: SerializedFileWriter<W>,
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
     max_row_group_rows: usize,
+    /// Data bytes a row group holds at most (one row at least).
+    max_row_group_bytes: u64,
     /// Row groups that may be encoding in the background at once, across the writers sharing
     /// it; a limit of 0 encodes each call on the calling thread (and its cores) before `write`
     /// returns.
@@ -63,6 +70,7 @@ struct OpenGroup {
     writers: Vec<ArrowColumnWriter>,
     queued: Vec<RecordBatch>,
     rows: usize,
+    bytes: u64,
 }
 
 impl<W: Write + Send> ColumnParallelWriter<W> {
@@ -70,6 +78,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
         sink: W,
         schema: SchemaRef,
         properties: WriterProperties,
+        max_row_group_bytes: u64,
         slots: Arc<GroupSlots>,
     ) -> Result<ColumnParallelWriter<W>> {
         if properties.max_row_group_bytes().is_some() {
@@ -86,6 +95,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
             factory,
             schema,
             max_row_group_rows: max_row_group_rows.max(1),
+            max_row_group_bytes,
             slots,
             open: None,
             in_flight: VecDeque::new(),
@@ -93,7 +103,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
     }
 
     /// Encodes `batch` (or queues it for its row group's background task), closing a row group
-    /// each time it reaches the row limit.
+    /// each time it reaches the row or the byte limit.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let mut remaining = batch.clone();
         while remaining.num_rows() > 0 {
@@ -103,12 +113,28 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
                     writers: self.factory.create_column_writers(index)?,
                     queued: Vec::new(),
                     rows: 0,
+                    bytes: 0,
                 });
             }
             let group = self.open.as_mut().expect("opened above");
-            let take = remaining
+            let room = remaining
                 .num_rows()
                 .min(self.max_row_group_rows - group.rows);
+            let (mut take, mut bytes) = row_bytes::rows_within(
+                &remaining,
+                room,
+                self.max_row_group_bytes.saturating_sub(group.bytes),
+            );
+            let full_by_bytes = take < room;
+            if take == 0 {
+                if group.rows > 0 {
+                    self.close_group()?;
+                    continue;
+                }
+                // A row over the limit on its own is a group of its own.
+                take = 1;
+                bytes = row_bytes::range_bytes(&remaining, 0, 1);
+            }
             let part = remaining.slice(0, take);
             remaining = remaining.slice(take, remaining.num_rows() - take);
             if self.slots.limit == 0 {
@@ -121,7 +147,8 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
                 group.queued.push(part);
             }
             group.rows += take;
-            if group.rows >= self.max_row_group_rows {
+            group.bytes += bytes;
+            if group.rows >= self.max_row_group_rows || full_by_bytes {
                 self.close_group()?;
             }
         }
@@ -509,6 +536,7 @@ mod tests {
                 Vec::new(),
                 schema.clone(),
                 properties(),
+                u64::MAX,
                 GroupSlots::new(background),
             )
             .unwrap();
@@ -535,9 +563,14 @@ mod tests {
             .build()
             .unwrap();
         let written = pool.install(|| {
-            let mut parallel =
-                ColumnParallelWriter::try_new(Vec::new(), schema, properties(), GroupSlots::new(1))
-                    .unwrap();
+            let mut parallel = ColumnParallelWriter::try_new(
+                Vec::new(),
+                schema,
+                properties(),
+                u64::MAX,
+                GroupSlots::new(1),
+            )
+            .unwrap();
             for start in (0..6000).step_by(1500) {
                 parallel.write(&batch(start, 1500)).unwrap();
             }
@@ -560,8 +593,14 @@ mod tests {
         };
         let slots = GroupSlots::new(1);
         let open = || {
-            ColumnParallelWriter::try_new(Vec::new(), schema.clone(), properties(), slots.clone())
-                .unwrap()
+            ColumnParallelWriter::try_new(
+                Vec::new(),
+                schema.clone(),
+                properties(),
+                u64::MAX,
+                slots.clone(),
+            )
+            .unwrap()
         };
         let (mut a, mut b) = (open(), open());
         for start in (0..3500).step_by(700) {
@@ -588,6 +627,7 @@ mod tests {
                 Vec::new(),
                 batch(0, 1).schema(),
                 properties,
+                u64::MAX,
                 GroupSlots::new(0)
             )
             .is_err()

@@ -7,6 +7,7 @@ mod column_parallel;
 mod index;
 mod out_lock;
 mod remote;
+mod row_bytes;
 mod rows;
 mod runs;
 mod shuffle;

@@ -24,7 +24,9 @@ use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEn
 use crate::shards::rows::RowsDigest;
 use crate::shards::runs::gather_by_key;
 use crate::shards::spill::{Chunk, Slot};
-use crate::shards::writer::{ShardWriterOptions, SplitWriter, remove_if_present, sync_dir};
+use crate::shards::writer::{
+    ROW_GROUP_BYTES, ShardWriterOptions, SplitWriter, remove_if_present, sync_dir,
+};
 use crate::source::FileFormat;
 use crate::split::Splits;
 
@@ -76,7 +78,20 @@ pub fn shardify(
         .map_err(|e| DataError::Other(e.to_string()))?;
     let read_hashes: Vec<ReadHash> = snapshot.files.iter().map(|_| ReadHash::default()).collect();
 
-    let buckets = bucket_count(snapshot, options.memory_bytes);
+    let row_bytes: Vec<u64> = (0..snapshot.files.len())
+        .into_par_iter()
+        .map(|file| snapshot.row_bytes(file).max(1))
+        .collect();
+    let decoded_row_bytes: Vec<u64> = (0..snapshot.files.len())
+        .into_par_iter()
+        .map(|file| decoded_row_bytes(snapshot, file, row_bytes[file]))
+        .collect::<Result<_, DataError>>()?;
+    let buckets = bucket_count(
+        snapshot,
+        &row_bytes,
+        &decoded_row_bytes,
+        options.memory_bytes,
+    );
     let spill_dir = tempfile::Builder::new()
         .prefix(".shardify-spill")
         .tempdir_in(out)
@@ -98,10 +113,6 @@ pub fn shardify(
 
     let seed_mix = splitmix64(options.seed);
     let read_rows = std::sync::atomic::AtomicU64::new(0);
-    let row_bytes: Vec<u64> = (0..snapshot.files.len())
-        .into_par_iter()
-        .map(|file| snapshot.row_bytes(file).max(1))
-        .collect();
     let estimated_rows: u64 = snapshot
         .files
         .iter()
@@ -116,7 +127,7 @@ pub fn shardify(
             let mut counts = vec![0u64; split_count + 1];
             let mut sample =
                 DistinctSample::new(estimated_rows, split_count, snapshot.columns.len());
-            let batch_rows = read_batch_rows(snapshot, file, row_bytes[file], options.memory_bytes);
+            let batch_rows = read_batch_rows(decoded_row_bytes[file], options.memory_bytes);
             let mut chunk = Chunk::default();
             for typed in snapshot.read_file_hashing(file, batch_rows, Some(&read_hashes[file]))? {
                 let typed = typed?;
@@ -338,16 +349,25 @@ fn finish_done<'a>(
 
 /// Rows per read batch: while a batch is read, typed and keyed it is held about four times in
 /// memory, by each reading thread, so a batch gets a sixteenth of the budget shared by the
-/// threads (a quarter of it in all; the chunks get another, see `chunk_bytes`). And no more than `CACHE_BATCH_BYTES` in memory: the CSV decoder builds each column in one
-/// pass over the batch, and batches that fit in the cache decoded 2.7 times faster than 64Ki
-/// rows of 300 bytes. 64Ki rows at most, 1Ki at least.
-fn read_batch_rows(snapshot: &Snapshot, file: usize, row_bytes: u64, memory_bytes: u64) -> usize {
+/// threads (a quarter of it in all; the chunks get another, see `chunk_bytes`). And no more
+/// than `CACHE_BATCH_BYTES` in memory: the CSV decoder builds each column in one pass over the
+/// batch, and batches that fit in the cache decoded 2.7 times faster than 64Ki rows of 300
+/// bytes. 64Ki rows at most, one at least (a floor of 1Ki rows of 1 MiB values held 3.5 GB at
+/// `--memory 128M`).
+fn read_batch_rows(decoded_row_bytes: u64, memory_bytes: u64) -> usize {
     let threads = rayon::current_num_threads().max(1) as u64;
-    let row = row_bytes
-        .saturating_mul(expansion(snapshot.files[file].format))
-        .max(1);
-    let rows = (memory_bytes / (16 * threads)).min(CACHE_BATCH_BYTES) / row;
-    (rows as usize).clamp(1 << 10, crate::read::BATCH_ROWS)
+    let rows = (memory_bytes / (16 * threads)).min(CACHE_BATCH_BYTES) / decoded_row_bytes.max(1);
+    (rows as usize).clamp(1, crate::read::BATCH_ROWS)
+}
+
+/// About how many bytes a row of `file` takes in memory once read: Arrow holds about twice CSV
+/// or JSON text; a Parquet row is measured (see `Snapshot::memory_row_bytes`), because its
+/// bytes on disk say little (a file of compressible 1 MiB values is a few hundred bytes a row).
+fn decoded_row_bytes(snapshot: &Snapshot, file: usize, row_bytes: u64) -> Result<u64, DataError> {
+    Ok(match snapshot.files[file].format {
+        FileFormat::Parquet => snapshot.memory_row_bytes(file)?.max(1),
+        FileFormat::Csv | FileFormat::JsonLines => row_bytes.saturating_mul(2),
+    })
 }
 
 /// Bytes of keyed batches a reading thread gathers into runs at once: the chunk and its gather
@@ -367,15 +387,6 @@ fn piece_rows(runs: &[RecordBatch]) -> usize {
     (GATHER_PIECE_BYTES / row).max(1)
 }
 
-/// Bytes in memory per byte of the file: Arrow holds about twice CSV or JSON text and five times
-/// the Parquet bytes.
-fn expansion(format: FileFormat) -> u64 {
-    match format {
-        FileFormat::Parquet => 5,
-        FileFormat::Csv | FileFormat::JsonLines => 2,
-    }
-}
-
 /// Row groups the run may encode in the background at once, across its shards and splits (see
 /// `ColumnParallelWriter`): as many as fit, with the one being filled, in the two thirds of
 /// the budget the bucket being merged leaves, two at most, none when even one does not fit.
@@ -388,7 +399,11 @@ fn expansion(format: FileFormat) -> u64 {
 /// core's work, set the pace of the whole write half; with the rows alone counted, short rows
 /// at `--memory 128M` went a tenth over the budget.
 fn background_row_groups(row_bytes: u64, columns: usize, options: &ShardOptions) -> usize {
-    let rows_bytes = (options.row_group_rows as u64).saturating_mul(row_bytes);
+    // A group is cut at `ROW_GROUP_BYTES` of its values' bytes too; in memory they take more
+    // (offsets, validity), twice as much at most for the short values where it matters.
+    let rows_bytes = (options.row_group_rows as u64)
+        .saturating_mul(row_bytes)
+        .min(2 * ROW_GROUP_BYTES);
     let group_bytes = rows_bytes
         .saturating_add(rows_bytes / 3)
         .saturating_add(2 * GATHER_PIECE_BYTES as u64)
@@ -408,12 +423,24 @@ pub(crate) fn splitmix64(mut z: u64) -> u64 {
 }
 
 /// Enough buckets that one bucket of the largest split, sorted (about twice its size), fits in
-/// a third of the budget. In-memory Arrow is about twice the CSV text and five times Parquet.
-fn bucket_count(snapshot: &Snapshot, memory_bytes: u64) -> u64 {
-    let in_memory = snapshot
-        .bytes()
-        .saturating_mul(expansion(snapshot.files[0].format))
-        .saturating_mul(2);
+/// a third of the budget, each file's rows counted at their size in memory.
+fn bucket_count(
+    snapshot: &Snapshot,
+    row_bytes: &[u64],
+    decoded_row_bytes: &[u64],
+    memory_bytes: u64,
+) -> u64 {
+    let in_memory: u64 = snapshot
+        .files
+        .iter()
+        .zip(row_bytes.iter().zip(decoded_row_bytes))
+        .map(|(file, (on_disk, decoded))| {
+            (file.bytes / on_disk.max(&1))
+                .max(1)
+                .saturating_mul(*decoded)
+                .saturating_mul(2)
+        })
+        .fold(0, u64::saturating_add);
     let per_bucket = (memory_bytes / 3).max(1);
     in_memory
         .div_ceil(per_bucket)

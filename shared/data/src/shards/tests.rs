@@ -285,6 +285,7 @@ fn real_tables_get_arrow_writers_bytes_and_the_casts_digest_text() {
             Vec::new(),
             snapshot.schema.clone(),
             properties(),
+            u64::MAX,
             GroupSlots::new(2),
         )
         .unwrap();

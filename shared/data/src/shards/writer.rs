@@ -16,6 +16,7 @@ use parquet::schema::types::ColumnPath;
 use crate::error::DataError;
 use crate::shards::column_parallel::{ColumnParallelWriter, GroupSlots};
 use crate::shards::index::ShardEntry;
+use crate::shards::row_bytes;
 
 /// Stable across parquet crate upgrades that do not change the bytes otherwise.
 const CREATED_BY: &str = "runfn shardify (runfn-shards-v1)";
@@ -25,6 +26,14 @@ const CREATED_BY: &str = "runfn shardify (runfn-shards-v1)";
 /// of a fixed size make the bytes independent of how the rows arrived: the shuffle's buckets,
 /// and so `--memory`, change the batches, never the file.
 pub(super) const WRITE_ROWS: usize = 8192;
+/// Data bytes (see `row_bytes`) a call holds at most, one row at least: counted on the rows, so
+/// the cuts stay where they were whatever the batches. By rows alone, a call of 1 MiB values
+/// held 8 GiB whatever `--memory` said.
+pub(super) const WRITE_BYTES: u64 = 4 << 20;
+/// Data bytes a row group holds at most, one row at least, on the same count: a group's rows
+/// (or, encoded on the calling thread, its pages) are held until it closes. 128 MiB leaves the
+/// 250k-row groups of rows up to 537 bytes as they were (the churn rows are 317).
+pub(super) const ROW_GROUP_BYTES: u64 = 128 << 20;
 
 pub struct ShardWriterOptions {
     pub shard_rows: usize,
@@ -125,17 +134,16 @@ impl<'a> SplitWriter<'a> {
         lengths
     }
 
-    /// Writes the pending rows in calls of `WRITE_ROWS` (fewer at a shard's end), closing each
-    /// shard when full; with `all`, also the last short call.
+    /// Writes the pending rows in calls of `WRITE_ROWS` or `WRITE_BYTES` (fewer rows at a
+    /// shard's end), closing each shard when full; with `all`, also the last short call.
     fn drain(&mut self, all: bool) -> Result<(), DataError> {
         loop {
             let room = self.current.as_ref().map_or(self.options.shard_rows, |s| {
                 self.options.shard_rows - s.rows
             });
-            let take = WRITE_ROWS.min(room).min(self.pending_rows);
-            if take == 0 || (!all && take < WRITE_ROWS.min(room)) {
+            let Some(take) = self.next_call(room, all) else {
                 return Ok(());
-            }
+            };
             let chunk = self.take_pending(take)?;
             if self.current.is_none() {
                 self.current = Some(self.open()?);
@@ -176,6 +184,28 @@ impl<'a> SplitWriter<'a> {
             self.finalize(shard)?;
         }
         Ok(current_done)
+    }
+
+    /// Rows of the next call: the most pending rows within `WRITE_ROWS` (and the shard's
+    /// `room`) whose data bytes are within `WRITE_BYTES`, one row at least. None while more
+    /// rows could still join the call (unless `all`), or when nothing is pending.
+    fn next_call(&self, room: usize, all: bool) -> Option<usize> {
+        let most = WRITE_ROWS.min(room);
+        let (mut rows, mut bytes) = (0, 0);
+        for batch in &self.pending {
+            let wanted = most - rows;
+            let (taken, taken_bytes) = row_bytes::rows_within(batch, wanted, WRITE_BYTES - bytes);
+            rows += taken;
+            bytes += taken_bytes;
+            if rows == most {
+                return Some(rows);
+            }
+            if taken < wanted.min(batch.num_rows()) {
+                // The next row would pass the byte limit.
+                return Some(rows.max(1));
+            }
+        }
+        (all && rows > 0).then_some(rows)
     }
 
     /// The first `rows` pending rows as one batch.
@@ -249,6 +279,7 @@ impl<'a> SplitWriter<'a> {
             sink,
             self.schema.clone(),
             properties,
+            ROW_GROUP_BYTES,
             self.options.background.clone(),
         )
         .map_err(|e| DataError::library(&path, &e))?;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The binaries `make run` and `make retrain` use against the others: the dev build (what the
-# tests run and make run reuses: every crate at opt-level 3, ours with debug assertions and
-# overflow checks, with the tests' features) and the release build (thin LTO, one codegen unit),
+# tests run and make run reuses: every crate at opt-level 3, ours with overflow checks but
+# without debug assertions, with the tests' features) and the release build (thin LTO, one codegen unit),
 # on the same demo snapshot, stage by stage: ds-validate, leak-check, shardify and train (2,000
 # steps, one thread). Medians of RUNS runs each, alternating the builds so drift in the
 # machine's speed hits both. Writes bench/profiles.json. Never part of `make test`.

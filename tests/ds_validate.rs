@@ -889,3 +889,34 @@ fn compare_takes_thresholds_from_a_manifest() {
     compare("validate:\n  numeric_drfit: 0.2\n")
         .assert_bad_input("ds-validate", "manifest.validate.numeric_drfit");
 }
+
+/// `--memory` bounds what ds-validate holds: its batches were 64Ki rows whatever the rows' width,
+/// and 300 rows of 1 MiB values took 320 MiB (64 GiB at 64Ki rows). The timings entry says the
+/// budget, and the profile is the same at any budget.
+#[test]
+fn the_memory_budget_bounds_the_batches_on_rows_of_a_mebibyte() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = crate::util::mebibyte_values(dir.path(), 300);
+    let run = |memory: &str| {
+        let out = tool("ds-validate")
+            .args(["--in".as_ref(), snapshot.as_os_str()])
+            .args(["--memory", memory, "-q"])
+            .stdin(demo_record())
+            .run();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.json()
+    };
+    let small = run("96M");
+    let entry = small["timings"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(entry["memory_budget_bytes"], 96 << 20);
+    let peak = entry["max_rss_bytes"].as_u64().unwrap();
+    assert!(
+        peak <= 96 << 20,
+        "peak RSS {} MiB at --memory 96M",
+        peak >> 20
+    );
+    assert_eq!(
+        small["validate"]["profile"],
+        run("2G")["validate"]["profile"]
+    );
+}

@@ -452,6 +452,32 @@ pub fn python_stdout(script: &str, args: &[&std::ffi::OsStr]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
+/// A Parquet snapshot folder under `dir` of the train fixture's first `rows` rows with every
+/// `region` a MiB long, compressible (a few hundred KB on disk) and written in pages of one
+/// value: a Parquet page is decompressed whole, so a file's own pages are the floor of any
+/// reader's memory, and these leave the reader's batches the only thing to bound.
+pub fn mebibyte_values(dir: &Path, rows: usize) -> PathBuf {
+    let part = crate::train::fixture()
+        .dir
+        .join("snapshot")
+        .join("part-00000.csv");
+    let snapshot = dir.join("wide");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let script = "import sys, pyarrow as pa, pyarrow.csv as csv, pyarrow.parquet as pq\n\
+        t = csv.read_csv(sys.argv[1]).slice(0, int(sys.argv[3]))\n\
+        big = pa.array([r + 'x' * (1 << 20) for r in t.column('region').to_pylist()])\n\
+        t = t.set_column(t.schema.get_field_index('region'), 'region', big)\n\
+        pq.write_table(t, sys.argv[2], compression='zstd', write_batch_size=1,\n\
+                       use_dictionary=False)\n";
+    let parquet = snapshot.join("part.parquet");
+    let rows = rows.to_string();
+    python_stdout(
+        script,
+        &[part.as_os_str(), parquet.as_os_str(), rows.as_ref()],
+    );
+    snapshot
+}
+
 /// Sets the record's `manifest_hash` to its manifest's hash, as mf-hash would after an edit of
 /// the manifest: every tool refuses a manifest edited after hashing.
 pub fn rehash(record: &mut serde_json::Value) {

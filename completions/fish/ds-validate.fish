@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_ds_validate_global_optspecs
-    string join \n in= shards= schema= record= previous= previous-model= registry= profile-out= explained= part= parts= q/quiet pretty h/help V/version
+    string join \n in= shards= schema= record= memory= previous= previous-model= registry= profile-out= explained= part= parts= q/quiet pretty h/help V/version
 end
 
 function __fish_ds_validate_needs_command
@@ -28,6 +28,7 @@ complete -c ds-validate -n "__fish_ds_validate_needs_command" -l in -d 'The snap
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l shards -d 'A shard folder written by shardify (default: the record\'s shards.dir)' -r -F
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l schema -d 'A schema file fixing column types' -r -F
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l record -d 'Read the record from FILE instead of stdin' -r -F
+complete -c ds-validate -n "__fish_ds_validate_needs_command" -l memory -d 'Memory the rows being read may take (default: a quarter of the machine\'s): batches are sized by what the widest file\'s rows take once read' -r
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l previous -d 'The previous snapshot\'s profile, to check drift against' -r -F
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l previous-model -d 'Check drift against the profile stored with this model (NAME@ALIAS or NAME@VERSION) in the registry; none there yet (a first run) means no drift checks, said in no_previous' -r
 complete -c ds-validate -n "__fish_ds_validate_needs_command" -l registry -d 'The registry for --previous-model (default: RUNFN_REGISTRY, else ./registry)' -r -F
@@ -47,6 +48,7 @@ complete -c ds-validate -n "__fish_ds_validate_using_subcommand profile" -l in -
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand profile" -l shards -d 'A shard folder written by shardify (default: the record\'s shards.dir)' -r -F
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand profile" -l schema -d 'A schema file fixing column types' -r -F
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand profile" -l record -d 'Read the record from FILE instead of stdin' -r -F
+complete -c ds-validate -n "__fish_ds_validate_using_subcommand profile" -l memory -d 'Memory the rows being read may take (default: a quarter of the machine\'s): batches are sized by what the widest file\'s rows take once read' -r
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand profile" -l label -d 'The label column (default: manifest.data.label of a record given with --record)' -r
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand profile" -s o -l output -d 'Write the profile to FILE (atomically) instead of stdout' -r -F
 complete -c ds-validate -n "__fish_ds_validate_using_subcommand profile" -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'

@@ -1255,22 +1255,12 @@ fn predict_sizes_its_batches_by_what_a_parquet_row_decodes_to() {
 // row decodes to, and calls and row groups are cut by their values' bytes too (on the rows, so
 // the shards stay byte-identical whatever the budget). The file is written with pages of one
 // value: a Parquet page is decompressed whole, so a file's own pages are the floor of any
-// reader's memory.
+// reader's memory (see `util::mebibyte_values`).
 #[test]
 fn shardify_holds_its_budget_on_rows_of_a_mebibyte() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let part = fixture().dir.join("snapshot").join("part-00000.csv");
-    let snapshot = d.join("wide");
-    std::fs::create_dir(&snapshot).unwrap();
-    let script = "import sys, pyarrow as pa, pyarrow.csv as csv, pyarrow.parquet as pq\n\
-        t = csv.read_csv(sys.argv[1]).slice(0, 300)\n\
-        big = pa.array([r + 'x' * (1 << 20) for r in t.column('region').to_pylist()])\n\
-        t = t.set_column(t.schema.get_field_index('region'), 'region', big)\n\
-        pq.write_table(t, sys.argv[2], compression='zstd', write_batch_size=1,\n\
-                       use_dictionary=False)\n";
-    let parquet = snapshot.join("part.parquet");
-    python_stdout(script, &[part.as_os_str(), parquet.as_os_str()]);
+    let snapshot = crate::util::mebibyte_values(d, 300);
     let record = crate::util::demo_record();
     let shardify = |out: &Path, memory: &str| {
         let out = tool("shardify")

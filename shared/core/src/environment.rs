@@ -4,6 +4,16 @@
 
 use serde_json::{Map, Value, json};
 
+/// A quarter of the machine's memory (1 GiB where it cannot be read): the default `--memory`
+/// of the tools that read rows.
+pub fn quarter_of_the_machine() -> u64 {
+    of_this_machine()
+        .get("memory_bytes")
+        .and_then(Value::as_u64)
+        .filter(|&bytes| bytes > 0)
+        .map_or(1 << 30, |bytes| bytes / 4)
+}
+
 /// `{cpu_model, cores_online, cores_available, memory_bytes, kernel, os, version}`.
 /// `cores_available` is what this process may run on (its CPU affinity mask, which containers
 /// and `taskset` narrow); `cores_online` is the machine's.

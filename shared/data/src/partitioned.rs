@@ -82,6 +82,7 @@ impl Partitioned {
             columns: index.columns.clone(),
             schema,
             file_columns: None,
+            batch_rows: crate::read::BATCH_ROWS,
         };
         Ok(Partitioned {
             snapshot,

@@ -38,6 +38,8 @@ pub struct Snapshot {
     pub schema: SchemaRef,
     /// Every column of the files, when `columns` is a projection of them.
     pub(crate) file_columns: Option<Vec<Column>>,
+    /// Rows per batch of `read_file` and `read_piece` (see [`Snapshot::bound_batches`]).
+    pub(crate) batch_rows: usize,
 }
 
 /// One batch of rows, already cast to the snapshot's schema.
@@ -158,6 +160,7 @@ impl Snapshot {
             columns,
             schema,
             file_columns: None,
+            batch_rows: crate::read::BATCH_ROWS,
         })
     }
 
@@ -222,7 +225,7 @@ impl Snapshot {
         file: usize,
     ) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError>
     {
-        self.read_file_in(file, BATCH_ROWS)
+        self.read_file_in(file, self.batch_rows)
     }
 
     /// The pieces of `file` that can be read on their own, in order, as row ranges: runs of
@@ -277,7 +280,7 @@ impl Snapshot {
         let reader = self
             .parquet_projected(parquet_builder(path)?)
             .with_row_groups(groups.collect())
-            .with_batch_size(BATCH_ROWS)
+            .with_batch_size(self.batch_rows)
             .build()
             .map_err(|e| not_parquet(path, e))?;
         Ok(self.typed_batches(Box::new(reader), piece.file, piece.first_row))
@@ -394,6 +397,35 @@ impl Snapshot {
             }
         };
         (source.bytes / rows.unwrap_or(1).max(1)).max(1)
+    }
+
+    /// About how many bytes a row of `file` takes in memory once read: Arrow holds about twice
+    /// CSV or JSON text; a Parquet row is measured ([`memory_row_bytes`]), because its bytes on
+    /// disk say little.
+    ///
+    /// [`memory_row_bytes`]: Snapshot::memory_row_bytes
+    pub fn decoded_row_bytes(&self, file: usize) -> Result<u64, DataError> {
+        Ok(match self.files[file].format {
+            FileFormat::Parquet => self.memory_row_bytes(file)?.max(1),
+            FileFormat::Csv | FileFormat::JsonLines => {
+                self.row_bytes(file).max(1).saturating_mul(2)
+            }
+        })
+    }
+
+    /// Sizes the batches of `read_file` and `read_piece` so that rayon's threads, each holding
+    /// its batch about `copies` times, hold no more than `memory_bytes` of rows at the widest
+    /// file's decoded row size: one row at least, `BATCH_ROWS` at most. Returns the rows per
+    /// batch. (At 64Ki rows whatever their width, rows of 1 MiB values made 64 GiB batches.)
+    pub fn bound_batches(&mut self, memory_bytes: u64, copies: u64) -> Result<usize, DataError> {
+        let mut widest = 1;
+        for file in 0..self.files.len() {
+            widest = widest.max(self.decoded_row_bytes(file)?);
+        }
+        let readers = rayon::current_num_threads().max(1) as u64;
+        let share = memory_bytes / readers.saturating_mul(copies.max(1));
+        self.batch_rows = ((share / widest) as usize).clamp(1, BATCH_ROWS);
+        Ok(self.batch_rows)
     }
 
     /// About how many bytes a row of `file` takes once decoded: for Parquet, the most of the

@@ -35,7 +35,8 @@ Examples:
 
 Profiles every column of the snapshot (--in, else manifest.data.snapshot): type, count, nulls,
 min, max, mean, std, quantiles (t-digest), distinct count (exact where values were counted, else
-HyperLogLog), top categories, and the label's rate; files in parallel, merged. Then checks it,
+HyperLogLog), top categories, and the label's rate; files in parallel, merged, in batches sized
+by --memory (the timings entry says the budget and the peak). Then checks it,
 alone and against --previous, with the thresholds of manifest.validate (defaults in brackets):
 bad_values [0.001 share], label_missing [validate.max_label_missing: 0 share], label_invalid (NaN
 or not 0/1), schema_change, row_count_change [a shrink of 0.5], label_rate_shift [0.03],
@@ -170,7 +171,22 @@ struct SourceArgs {
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Memory the rows being read may take (default: a quarter of the machine's): batches are
+    /// sized by what the widest file's rows take once read.
+    #[arg(long, value_name = "SIZE", value_parser = runfn_data::spec::parse_size)]
+    memory: Option<u64>,
 }
+
+impl SourceArgs {
+    fn memory_bytes(&self) -> u64 {
+        self.memory
+            .unwrap_or_else(runfn_core::environment::quarter_of_the_machine)
+    }
+}
+
+/// Times a batch is held while it is profiled: as read, cast, and the columns' own passes over
+/// it (values hashed, numbers kept for the quantiles), with room to spare.
+const BATCH_COPIES: u64 = 8;
 
 #[derive(Debug, Clone, ClapArgs)]
 struct ValidateArgs {
@@ -282,7 +298,13 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     let parting = args.parts.part.zip(args.parts.parts.clone());
     // A part hashes the files it reads (below), the merge none: the parts hashed them all.
     let hash_all = args.parts.parts.is_none();
-    let snapshot = open_source(&source, args.source.schema.as_deref(), &spec, hash_all)?;
+    let snapshot = open_source(
+        &source,
+        args.source.schema.as_deref(),
+        &spec,
+        hash_all,
+        args.source.memory_bytes(),
+    )?;
     if let (Some((part, _)), DataSource::Snapshot(path)) = (&parting, &source) {
         parted::verify_part(&snapshot.1, &spec, path, *part)?;
     }
@@ -420,7 +442,11 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
         no_previous: no_previous.filter(|_| calibration.is_none()),
         calibration,
     })?;
-    tool.finish(record, Exit::from_passed(passed))
+    tool.finish_within(
+        record,
+        Exit::from_passed(passed),
+        args.source.memory_bytes(),
+    )
 }
 
 fn describe_calibration(tool: &Tool, calibration: &Calibration) {
@@ -525,14 +551,17 @@ fn open_source(
     schema: Option<&Path>,
     spec: &DataSpec,
     hash_all: bool,
+    memory_bytes: u64,
 ) -> anyhow::Result<(PathBuf, runfn_data::Snapshot)> {
-    Ok(match source {
+    let (path, mut snapshot) = match source {
         DataSource::Shards(dir) => (dir.clone(), Partitioned::from_shards(dir)?.snapshot),
         DataSource::Snapshot(path) => (
             path.clone(),
             spec.open_snapshot_hashing(path, schema, &|_| hash_all)?,
         ),
-    })
+    };
+    snapshot.bound_batches(memory_bytes, BATCH_COPIES)?;
+    Ok((path, snapshot))
 }
 
 fn profile_source(
@@ -618,7 +647,13 @@ fn profile_command(
         Some(dir) => DataSource::Shards(dir.clone()),
         None => DataSource::Snapshot(spec.snapshot_path(source.input.as_deref())?),
     };
-    let snapshot = open_source(&data, source.schema.as_deref(), &spec, true)?;
+    let snapshot = open_source(
+        &data,
+        source.schema.as_deref(),
+        &spec,
+        true,
+        source.memory_bytes(),
+    )?;
     let profile = profile_source(tool, &snapshot, &spec, label.or(spec.label.clone()))?;
     emit_profile(&profile, output)
 }

@@ -172,7 +172,9 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         collect_pairs: args.pairs_out.is_some(),
         model_features: runfn_profile::Roles::features_from_manifest(record.get("manifest"))
             .map_err(|e| runfn_core::InputError::field(e.field, e.message))?,
-        memory_bytes: args.memory.unwrap_or_else(quarter_of_the_machine),
+        memory_bytes: args
+            .memory
+            .unwrap_or_else(runfn_core::environment::quarter_of_the_machine),
         ..defaults
     };
     let report = check(&data, &config)?;
@@ -206,15 +208,6 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let passed = report.passed;
     record.set(&report.to_record())?;
     tool.finish_within(record, Exit::from_passed(passed), config.memory_bytes)
-}
-
-/// A quarter of the machine's memory (1 GiB where /proc/meminfo cannot be read).
-fn quarter_of_the_machine() -> u64 {
-    runfn_core::environment::of_this_machine()
-        .get("memory_bytes")
-        .and_then(serde_json::Value::as_u64)
-        .filter(|&bytes| bytes > 0)
-        .map_or(1 << 30, |bytes| bytes / 4)
 }
 
 /// A failed check in one line, for the log and the alert: the check, the columns it read, how

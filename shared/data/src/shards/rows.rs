@@ -198,6 +198,7 @@ pub fn split_rows_digest(
         columns: index.columns.clone(),
         schema: arrow_schema(&index.columns),
         file_columns: None,
+        batch_rows: crate::read::BATCH_ROWS,
     };
     let mut digest = RowsDigest::of_format(&index.columns, entry.rows_format.as_deref())
         .map_err(|e| DataError::file(dir.join(crate::shards::INDEX_NAME), e))?;

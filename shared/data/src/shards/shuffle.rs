@@ -27,7 +27,6 @@ use crate::shards::spill::{Chunk, Slot};
 use crate::shards::writer::{
     ROW_GROUP_BYTES, ShardWriterOptions, SplitWriter, remove_if_present, sync_dir,
 };
-use crate::source::FileFormat;
 use crate::split::Splits;
 
 const KEY_COLUMN: &str = "__runfn_shuffle_key";
@@ -84,7 +83,7 @@ pub fn shardify(
         .collect();
     let decoded_row_bytes: Vec<u64> = (0..snapshot.files.len())
         .into_par_iter()
-        .map(|file| decoded_row_bytes(snapshot, file, row_bytes[file]))
+        .map(|file| snapshot.decoded_row_bytes(file))
         .collect::<Result<_, DataError>>()?;
     let buckets = bucket_count(
         snapshot,
@@ -358,16 +357,6 @@ fn read_batch_rows(decoded_row_bytes: u64, memory_bytes: u64) -> usize {
     let threads = rayon::current_num_threads().max(1) as u64;
     let rows = (memory_bytes / (16 * threads)).min(CACHE_BATCH_BYTES) / decoded_row_bytes.max(1);
     (rows as usize).clamp(1, crate::read::BATCH_ROWS)
-}
-
-/// About how many bytes a row of `file` takes in memory once read: Arrow holds about twice CSV
-/// or JSON text; a Parquet row is measured (see `Snapshot::memory_row_bytes`), because its
-/// bytes on disk say little (a file of compressible 1 MiB values is a few hundred bytes a row).
-fn decoded_row_bytes(snapshot: &Snapshot, file: usize, row_bytes: u64) -> Result<u64, DataError> {
-    Ok(match snapshot.files[file].format {
-        FileFormat::Parquet => snapshot.memory_row_bytes(file)?.max(1),
-        FileFormat::Csv | FileFormat::JsonLines => row_bytes.saturating_mul(2),
-    })
 }
 
 /// Bytes of keyed batches a reading thread gathers into runs at once: the chunk and its gather

@@ -399,18 +399,20 @@ impl Snapshot {
         (source.bytes / rows.unwrap_or(1).max(1)).max(1)
     }
 
-    /// About how many bytes a row of `file` takes in memory once read: Arrow holds about twice
-    /// CSV or JSON text; a Parquet row is measured ([`memory_row_bytes`]), because its bytes on
-    /// disk say little.
+    /// About how many bytes a row of `file` takes on disk ([`row_bytes`]) and in memory once
+    /// read: Arrow holds about twice CSV or JSON text; a Parquet row is measured
+    /// ([`memory_row_bytes`]), because its bytes on disk say little. One look at the file for
+    /// both.
     ///
+    /// [`row_bytes`]: Snapshot::row_bytes
     /// [`memory_row_bytes`]: Snapshot::memory_row_bytes
-    pub fn decoded_row_bytes(&self, file: usize) -> Result<u64, DataError> {
-        Ok(match self.files[file].format {
+    pub fn row_sizes(&self, file: usize) -> Result<(u64, u64), DataError> {
+        let on_disk = self.row_bytes(file).max(1);
+        let decoded = match self.files[file].format {
             FileFormat::Parquet => self.memory_row_bytes(file)?.max(1),
-            FileFormat::Csv | FileFormat::JsonLines => {
-                self.row_bytes(file).max(1).saturating_mul(2)
-            }
-        })
+            FileFormat::Csv | FileFormat::JsonLines => on_disk.saturating_mul(2),
+        };
+        Ok((on_disk, decoded))
     }
 
     /// Sizes the batches of `read_file` and `read_piece` so that rayon's threads, each holding
@@ -420,7 +422,7 @@ impl Snapshot {
     pub fn bound_batches(&mut self, memory_bytes: u64, copies: u64) -> Result<usize, DataError> {
         let mut widest = 1;
         for file in 0..self.files.len() {
-            widest = widest.max(self.decoded_row_bytes(file)?);
+            widest = widest.max(self.row_sizes(file)?.1);
         }
         let readers = rayon::current_num_threads().max(1) as u64;
         let share = memory_bytes / readers.saturating_mul(copies.max(1));

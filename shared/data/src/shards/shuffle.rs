@@ -77,14 +77,12 @@ pub fn shardify(
         .map_err(|e| DataError::Other(e.to_string()))?;
     let read_hashes: Vec<ReadHash> = snapshot.files.iter().map(|_| ReadHash::default()).collect();
 
-    let row_bytes: Vec<u64> = (0..snapshot.files.len())
+    let (row_bytes, decoded_row_bytes): (Vec<u64>, Vec<u64>) = (0..snapshot.files.len())
         .into_par_iter()
-        .map(|file| snapshot.row_bytes(file).max(1))
-        .collect();
-    let decoded_row_bytes: Vec<u64> = (0..snapshot.files.len())
-        .into_par_iter()
-        .map(|file| snapshot.decoded_row_bytes(file))
-        .collect::<Result<_, DataError>>()?;
+        .map(|file| snapshot.row_sizes(file))
+        .collect::<Result<Vec<_>, DataError>>()?
+        .into_iter()
+        .unzip();
     let buckets = bucket_count(
         snapshot,
         &row_bytes,

@@ -16,7 +16,7 @@
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::compute::kernels::cast_utils::Parser;
-use arrow::datatypes::{DataType, Date32Type, TimestampMicrosecondType};
+use arrow::datatypes::{DataType, Date32Type, Int64Type, TimestampMicrosecondType};
 
 use crate::error::DataError;
 use crate::rolling::{Rolling, check_time_column, format_point};
@@ -300,8 +300,10 @@ impl Splits {
     /// The split of each row of `batch`. A row in two splits is an error.
     pub fn assign(&self, batch: &RecordBatch) -> Result<Assignment, Overlap> {
         let mut assignment: Assignment = vec![None; batch.num_rows()];
+        // `hash(col) < 0.8` and `hash(col) >= 0.8` read the same fractions: hash each value once.
+        let mut fractions = EntityFractions::default();
         for (index, split) in self.splits.iter().enumerate() {
-            let members = split.condition.evaluate(batch);
+            let members = split.condition.evaluate(batch, &mut fractions);
             for (row, member) in members.into_iter().enumerate() {
                 if !member {
                     continue;
@@ -552,7 +554,7 @@ impl Condition {
         Ok(())
     }
 
-    fn evaluate(&self, batch: &RecordBatch) -> Vec<bool> {
+    fn evaluate(&self, batch: &RecordBatch, fractions: &mut EntityFractions) -> Vec<bool> {
         match self {
             Condition::Member {
                 column,
@@ -611,8 +613,9 @@ impl Condition {
                 lower,
                 upper,
             } => match batch.column_by_name(column) {
-                Some(array) => entity_fractions(array)
-                    .into_iter()
+                Some(array) => fractions
+                    .of(column, array)
+                    .iter()
                     .map(|f| f.is_some_and(|f| f >= *lower && f < *upper))
                     .collect(),
                 None => vec![false; batch.num_rows()],
@@ -630,7 +633,35 @@ pub fn entity_fraction(text: &str) -> f64 {
     (u64::from_le_bytes(first) >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// One batch's entity fractions by column, each column hashed once however many rules read it.
+#[derive(Default)]
+struct EntityFractions {
+    columns: Vec<(String, Vec<Option<f64>>)>,
+}
+
+impl EntityFractions {
+    fn of(&mut self, column: &str, array: &ArrayRef) -> &[Option<f64>] {
+        let at = match self.columns.iter().position(|(name, _)| name == column) {
+            Some(at) => at,
+            None => {
+                self.columns
+                    .push((column.to_string(), entity_fractions(array)));
+                self.columns.len() - 1
+            }
+        };
+        &self.columns[at].1
+    }
+}
+
 fn entity_fractions(array: &ArrayRef) -> Vec<Option<f64>> {
+    if let Some(integers) = array.as_primitive_opt::<Int64Type>() {
+        // The text form an integer casts to, written on the stack instead of into a new array.
+        let mut text = itoa::Buffer::new();
+        return integers
+            .iter()
+            .map(|value| value.map(|v| entity_fraction(text.format(v))))
+            .collect();
+    }
     let Ok(text) = cast(array, &DataType::Utf8) else {
         return vec![None; array.len()];
     };
@@ -917,6 +948,21 @@ mod tests {
 
     fn days(date: &str) -> i32 {
         Date32Type::parse(date).unwrap()
+    }
+
+    /// An integer column is hashed from its digits written on the stack: the fractions must be
+    /// those of the text arrow's cast gives, or a hash split would move rows between versions.
+    #[test]
+    fn integer_fractions_are_those_of_their_cast_text() {
+        let values: Vec<Option<i64>> = [i64::MIN, -1_000_001, -1, 0, 7, 42, 100_000, i64::MAX]
+            .into_iter()
+            .map(Some)
+            .chain([None])
+            .collect();
+        let integers: ArrayRef = Arc::new(arrow::array::Int64Array::from(values));
+        let text = cast(&integers, &DataType::Utf8).unwrap();
+        assert_eq!(entity_fractions(&integers), entity_fractions(&text));
+        assert_eq!(entity_fractions(&integers)[4], Some(entity_fraction("7")));
     }
 
     fn batch(dates: &[&str], ids: &[&str]) -> RecordBatch {

@@ -15,6 +15,7 @@ pub mod shards;
 pub mod source;
 pub mod spec;
 pub mod split;
+mod timestamp_text;
 pub mod types;
 pub mod unsplit;
 pub mod values;

@@ -58,7 +58,11 @@ impl ColumnDigest {
                 self.values.update(&bytes);
             }
             DataType::Utf8 => self.texts(array.as_string::<i32>()),
-            _ => self.texts(&text_array(array)),
+            // The v1 text all the same, written without chrono's formatter.
+            _ => match crate::timestamp_text::texts(array) {
+                Some(text) => self.texts(&text),
+                None => self.texts(&text_array(array)),
+            },
         }
     }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark the data tools against their peers, each side by side in the same run, and write
 #   bench/shardify.json     CSV -> zstd Parquet: shardify vs pyarrow vs DuckDB on three row shapes (wide
-#                           demo rows, 10.5M short rows, a real table) (+ shardify alone on 4x the wide data)
+#                           demo rows, 10.5M short rows, a real table) and the nine of the shape sweep
+#                           (scripts/bench/shapes.py) (+ shardify alone on 4x the wide data)
 #   bench/ds-validate.json  profile: ds-validate profile vs DuckDB SUMMARIZE vs pandas describe(include='all')
 #                           on the wide demo rows; vs DuckDB on short rows (CSV and Parquet) and a real table
 #   bench/leak-check.json   cross-split near-duplicate texts: leak-check vs datasketch MinHashLSH
@@ -22,6 +23,8 @@
 #                       made by DuckDB from a fixed query (default 10500000)
 #   BENCH_SHORT_ROWS    rows of the short-row shape of shardify and ds-validate (default 10500000)
 #   BENCH_STOPS_COPIES  copies of testdata/real/stops in their real-table shape (default 50)
+#   BENCH_SWEEP         0: leave out shardify's shape sweep (default 1)
+#   BENCH_SWEEP_SHAPES  comma list of the sweep's shapes (default: every one `shapes.py list` names)
 #   BENCH_LEAK_DOCS     documents for leak-check (default 100000)
 #   BENCH_LEAK_PLANTED  planted near-duplicate pairs among them (default 2000)
 #   BENCH_QUIET_WAIT_S  per benchmark, seconds one may wait in all for other processes (a build)
@@ -34,6 +37,8 @@
 #   bench/work/churn-<rows>   target/release/demo-data --rows N --seed 7 --parts 16, N chosen so the
 #                             CSV is about BENCH_DATA_GB GiB (bytes per row probed on 100k rows);
 #                             over 8M rows in chunks (seed 7, 8, ...) of 16 parts each
+#   bench/work/sweep/NAME     scripts/bench/shapes.py make NAME: one shape of the sweep, remade when
+#                             shapes.py or DuckDB (its writer) changed
 #   bench/work/leak-docs-*    scripts/bench/make_docs.py: synthetic doc_id,note texts with planted
 #                             near copies, and the exact true cross-split pairs (truth.json)
 # How each tool is timed and measured: scripts/bench/harness.py (child processes, wall clock, peak
@@ -254,6 +259,29 @@ os.replace(spec_path + ".tmp", spec_path)
 PY
     fi
 fi
+# The shape sweep of shardify: each shape's CSV parts and spec, remade when the generator changed.
+SWEEP_SPECS=""
+if wants shardify && [[ "${BENCH_SWEEP:-1}" != 0 ]]; then
+    SWEEP_PRINT="$(sha256sum scripts/bench/shapes.py | cut -d' ' -f1) $("$PY" -c 'import duckdb; print(duckdb.__version__)')"
+    mapfile -t ALL_SHAPES < <("$PY" scripts/bench/shapes.py list | "$PY" -c 'import json, sys; [print(json.loads(l)["name"]) for l in sys.stdin]')
+    WANT_SHAPES="${BENCH_SWEEP_SHAPES:-$(IFS=,; echo "${ALL_SHAPES[*]}")}"
+    for shape in ${WANT_SHAPES//,/ }; do
+        [[ " ${ALL_SHAPES[*]} " == *" $shape "* ]] || die "unknown shape in BENCH_SWEEP_SHAPES: $shape (shapes: ${ALL_SHAPES[*]})"
+        dir="$WORK/sweep/$shape" spec="$WORK/sweep/$shape.spec.json"
+        if [[ -s "$spec" && "$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("fingerprint"))' "$spec")" == "$SWEEP_PRINT" ]]; then
+            log "reusing $dir"
+        else
+            log "generating $dir (scripts/bench/shapes.py make $shape)"
+            rm -rf "$dir" "$spec"
+            mkdir -p "$WORK/sweep"
+            "$PY" scripts/bench/shapes.py make "$shape" "$dir" \
+                | "$PY" -c 'import json, sys; d = json.load(sys.stdin); d["fingerprint"] = sys.argv[1]; print(json.dumps(d, indent=2))' "$SWEEP_PRINT" \
+                > "$spec.tmp" || die "shapes.py make $shape failed"
+            mv "$spec.tmp" "$spec"
+        fi
+        SWEEP_SPECS="${SWEEP_SPECS:+$SWEEP_SPECS:}$spec"
+    done
+fi
 DOCS="$WORK/leak-docs-$LEAK_DOCS-$LEAK_PLANTED"
 if wants leak-check; then
     DOCS_SPEC="$(sha256sum scripts/bench/make_docs.py | cut -d' ' -f1)"
@@ -269,7 +297,7 @@ fi
 # --- the three benchmarks, one after the other (never two heavy things at once) -------------------
 export PYTHONDONTWRITEBYTECODE=1 BENCH_PY="$PY" BENCH_SCRATCH="$WORK/scratch" BENCH_RUNS_N="$RUNS" BENCH_RUNS_4X_N="$RUNS_4X" \
     BENCH_SPEC_1X="$SPEC_1X" BENCH_SPEC_4X="$SPEC_4X" BENCH_DOCS="$DOCS" \
-    BENCH_SPEC_SHORT="$SPEC_SHORT" BENCH_SPEC_REAL="$SPEC_REAL" \
+    BENCH_SPEC_SHORT="$SPEC_SHORT" BENCH_SPEC_REAL="$SPEC_REAL" BENCH_SWEEP_SPECS="$SWEEP_SPECS" \
     BENCH_SHARDIFY=target/release/shardify BENCH_LEAK_CHECK=target/release/leak-check \
     BENCH_DS_VALIDATE=target/release/ds-validate BENCH_DS_VALIDATE_STATUS="$DSV_STATUS"
 rm -rf "$BENCH_SCRATCH"

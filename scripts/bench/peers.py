@@ -2,6 +2,8 @@
 and peak RSS are measured like the Rust tool's, interpreter start-up and imports included).
 
     peers.py pyarrow-parquet  CSV_DIR OUT.parquet   pyarrow.csv.read_csv per part, concat, write_table zstd
+    peers.py pyarrow-parquet-newlines CSV_DIR OUT   the same with newlines_in_values=True (needed, and
+                                                    slower, when a quoted value holds a line break)
     peers.py duckdb-parquet   CSV_DIR OUT.parquet   COPY (SELECT * FROM read_csv_auto('DIR/*.csv')) TO ... zstd
     peers.py duckdb-summarize CSV_DIR OUT.csv       SUMMARIZE SELECT * FROM read_csv_auto('DIR/*.csv')
     peers.py pandas-describe  CSV_DIR OUT.csv       pandas.read_csv per part, concat, describe(include='all')
@@ -27,12 +29,13 @@ def parts(csv_dir):
     return files
 
 
-def pyarrow_parquet(csv_dir, out):
+def pyarrow_parquet(csv_dir, out, newlines=False):
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    tables = [pacsv.read_csv(f) for f in parts(csv_dir)]
+    parse = pacsv.ParseOptions(newlines_in_values=newlines)
+    tables = [pacsv.read_csv(f, parse_options=parse) for f in parts(csv_dir)]
     table = pa.concat_tables(tables, promote_options="default")
     pq.write_table(table, out, compression="zstd")
     print(json.dumps({"rows": table.num_rows}))
@@ -237,6 +240,7 @@ def versions():
 
 
 COMMANDS = {"pyarrow-parquet": pyarrow_parquet, "duckdb-parquet": duckdb_parquet,
+            "pyarrow-parquet-newlines": lambda csv_dir, out: pyarrow_parquet(csv_dir, out, newlines=True),
             "duckdb-summarize": duckdb_summarize, "pandas-describe": pandas_describe,
             "duckdb-summarize-parquet": duckdb_summarize_parquet, "make-events": make_events,
             "make-events-csv": make_events_csv, "duckdb-leaks": duckdb_leaks,

@@ -120,7 +120,7 @@ SHAPES = {
             ("note", nulls(14, 30, f"{words(15, 3)} || ', ' || {words(18, 3)}"))]},
     # Half the bytes are quoted text with commas, doubled quotes and line breaks; a date split.
     "quoted-text": {
-        "rows": 2_000_000, "split": ["train=created < 2025-10-01", "test=created >= 2025-10-01"],
+        "rows": 2_000_000, "newlines": True, "split": ["train=created < 2025-10-01", "test=created >= 2025-10-01"],
         "time": "created",
         "varies": "~200 bytes a row, about half of them quoted text with commas, doubled quotes and "
                   "newlines, date split",
@@ -163,7 +163,7 @@ SHAPES = {
                             ("seq", "i"), ("unit", pick(7, ["C", "pct", "hPa"]))]},
     # A few nullable text columns with mixed quoting at 5% nulls: 150 bytes, 20% quoted bytes.
     "mixed-text": {
-        "rows": 3_000_000, "split": ["train=opened < 2025-08-01", "test=opened >= 2025-08-01"],
+        "rows": 3_000_000, "newlines": True, "split": ["train=opened < 2025-08-01", "test=opened >= 2025-08-01"],
         "time": "opened",
         "varies": "9 columns, ~150 bytes, about a fifth of the bytes quoted text, 5% nulls, date split",
         "columns": lambda: [("id", "i"), ("opened", day(1)), ("state", pick(2, ["open", "closed", "hold"])),
@@ -223,10 +223,10 @@ def make(name, out_dir):
         os.replace(tmp, out)
         files.append(out)
     nbytes = sum(os.path.getsize(f) for f in files)
-    spec = {"rows": rows, "dir": out_dir, "files": len(files), "columns": [c for c, _ in shape["columns"]()],
+    spec = {"name": name, "rows": rows, "dir": out_dir, "files": len(files), "columns": [c for c, _ in shape["columns"]()],
             "bytes": nbytes, "bytes_per_row": round(nbytes / rows, 1),
             "quoted_bytes_share": quoted_share(files[0]), "null_share": null_share(files[0]),
-            "split": shape["split"],
+            "split": shape["split"], "newlines_in_values": bool(shape.get("newlines")),
             "time": shape["time"], "seed": SEED, "generator": f"duckdb {duckdb.__version__}",
             "command": f"python scripts/bench/shapes.py make {name} {out_dir}",
             "description": f"sweep shape {name}: {shape['varies']}"}
@@ -237,7 +237,7 @@ def main(argv):
     if len(argv) == 2 and argv[1] == "list":
         for name, s in SHAPES.items():
             print(json.dumps({"name": name, "rows": s["rows"], "split": s["split"], "time": s["time"],
-                              "varies": s["varies"]}))
+                              "newlines_in_values": bool(s.get("newlines")), "varies": s["varies"]}))
     elif len(argv) == 4 and argv[1] == "make" and argv[2] in SHAPES:
         make(argv[2], argv[3])
     else:

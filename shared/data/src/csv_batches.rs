@@ -145,7 +145,7 @@ impl<R: Read> CsvBatches<R> {
         batch.project(&self.keep)
     }
 
-    fn next_batch(&mut self) -> Result<Option<RecordBatch>, ArrowError> {
+    fn next_batch(&mut self) -> Result<Option<Pending>, ArrowError> {
         let mut start = self.position;
         let header = usize::from(self.first);
         let columns = self.direct_schema.fields().len();
@@ -158,7 +158,7 @@ impl<R: Read> CsvBatches<R> {
             {
                 Scan::Done => break,
                 Scan::NeedMore => self.fill(&mut start)?,
-                Scan::Unusual => return self.decode_with_arrow(start),
+                Scan::Unusual => return Ok(self.decode_with_arrow(start)?.map(Pending::Built)),
             }
         }
         let end = start + self.fields.consumed;
@@ -166,7 +166,7 @@ impl<R: Read> CsvBatches<R> {
         // Fields are cut at ASCII bytes, so a batch of valid UTF-8 has valid UTF-8 fields; an
         // invalid one is left to arrow, which names the line and field.
         if std::str::from_utf8(bytes).is_err() {
-            return self.decode_with_arrow(start);
+            return Ok(self.decode_with_arrow(start)?.map(Pending::Built));
         }
         let first = std::mem::replace(&mut self.first, false);
         self.position = end;
@@ -174,18 +174,30 @@ impl<R: Read> CsvBatches<R> {
         if self.fields.records <= header {
             return Ok(None);
         }
-        let columns = self.direct_schema.fields().len();
-        match build_direct(
-            &self.kept_schema,
-            &self.keep,
-            columns,
-            bytes,
-            &self.fields,
+        Ok(Some(Pending::Scanned(Scanned {
+            bytes: bytes.to_vec(),
+            fields: std::mem::take(&mut self.fields),
             header,
-        ) {
-            Some(batch) => Ok(Some(batch)),
-            None => self.decode_as_text(bytes, first),
-        }
+            first,
+            plan: self.plan(),
+        })))
+    }
+
+    /// What building a scanned batch needs, apart from its bytes.
+    fn plan(&self) -> Arc<Plan> {
+        Arc::new(Plan {
+            kept_schema: self.kept_schema.clone(),
+            keep: self.keep.clone(),
+            columns: self.direct_schema.fields().len(),
+            text_schema: self.text_schema.clone(),
+            batch_rows: self.batch_rows,
+        })
+    }
+
+    /// The next batch, its columns not yet built where building them can wait (see
+    /// [`Pending`]).
+    pub fn next_pending(&mut self) -> Result<Option<Pending>, ArrowError> {
+        self.next_batch()
     }
 
     /// What a batch's scan looks for: `batch_rows` records after the header, or fewer of
@@ -223,7 +235,9 @@ impl<R: Read> CsvBatches<R> {
         };
         match typed {
             Some(batch) => Ok(Some(batch)),
-            None => self.decode_as_text(&self.buffer[start..self.position], first),
+            None => self
+                .plan()
+                .decode_as_text(&self.buffer[start..self.position], first),
         }
     }
 
@@ -269,7 +283,91 @@ impl<R: Read> CsvBatches<R> {
         self.at_end = read == 0;
         Ok(())
     }
+}
 
+impl<R: Read> Iterator for CsvBatches<R> {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_batch() {
+            Ok(Some(pending)) => Some(pending.build()),
+            Ok(None) => None,
+            Err(error) => Some(Err(error)),
+        }
+    }
+}
+
+/// A batch as `CsvBatches` hands it out: built, or scanned with its columns still to build.
+///
+/// Finding a batch's records is one pass that must go front to back (a quote changes what
+/// every later byte means); building its columns from the spans found is most of the work and
+/// needs nothing from the other batches. A reader of one large file builds its scanned batches
+/// on every core (shardify did a single-file snapshot on one core while the scan and the build
+/// took turns). `build` gives the batch `next` gives.
+pub enum Pending {
+    Built(RecordBatch),
+    Scanned(Scanned),
+}
+
+/// A scanned batch: its bytes, its fields' spans in them, and how to build it.
+pub struct Scanned {
+    bytes: Vec<u8>,
+    fields: Fields,
+    header: usize,
+    first: bool,
+    plan: Arc<Plan>,
+}
+
+/// What building a batch needs from its reader.
+struct Plan {
+    kept_schema: SchemaRef,
+    keep: Vec<usize>,
+    columns: usize,
+    text_schema: SchemaRef,
+    batch_rows: usize,
+}
+
+impl Pending {
+    /// Rows the batch holds, known before it is built.
+    pub fn rows(&self) -> usize {
+        match self {
+            Pending::Built(batch) => batch.num_rows(),
+            Pending::Scanned(scanned) => scanned.fields.records - scanned.header,
+        }
+    }
+
+    pub fn build(self) -> Result<RecordBatch, ArrowError> {
+        let scanned = match self {
+            Pending::Built(batch) => return Ok(batch),
+            Pending::Scanned(scanned) => scanned,
+        };
+        let rows = scanned.fields.records - scanned.header;
+        let plan = &scanned.plan;
+        let built = match build_direct(
+            &plan.kept_schema,
+            &plan.keep,
+            plan.columns,
+            &scanned.bytes,
+            &scanned.fields,
+            scanned.header,
+        ) {
+            Some(batch) => batch,
+            None => match plan.decode_as_text(&scanned.bytes, scanned.first)? {
+                Some(batch) => batch,
+                None => RecordBatch::new_empty(plan.kept_schema.clone()),
+            },
+        };
+        if built.num_rows() != rows {
+            return Err(ArrowError::CsvError(format!(
+                "a batch scanned as {rows} records decoded as {}",
+                built.num_rows()
+            )));
+        }
+        Ok(built)
+    }
+}
+
+impl Plan {
     /// A batch's bytes decoded again, every non-string column as text.
     fn decode_as_text(
         &self,
@@ -291,16 +389,14 @@ impl<R: Read> CsvBatches<R> {
         decoder.decode(&[])?;
         decoder
             .flush()?
-            .map(|batch| self.project(batch))
+            .map(|batch| {
+                if self.keep.len() == batch.num_columns() {
+                    Ok(batch)
+                } else {
+                    batch.project(&self.keep)
+                }
+            })
             .transpose()
-    }
-}
-
-impl<R: Read> Iterator for CsvBatches<R> {
-    type Item = Result<RecordBatch, ArrowError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.next_batch().transpose()
     }
 }
 
@@ -1054,7 +1150,7 @@ mod tests {
                 state ^= state >> 7;
                 state ^= state << 17;
                 // Most cases hold the plain forms only, so their batches take the direct path.
-                let odd = case % 3 == 0 && state % 5 == 0;
+                let odd = case % 3 == 0 && state.is_multiple_of(5);
                 let at = if odd {
                     stamps[(state >> 8) as usize % stamps.len()]
                 } else {

@@ -17,7 +17,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::csv_batches::CsvBatches;
+use crate::csv_batches::{CsvBatches, Pending};
 use crate::error::DataError;
 use crate::hashing_reader::{HashingReader, ReadHash};
 use crate::infer::{SAMPLE_ROWS, TypeVotes};
@@ -51,6 +51,31 @@ pub struct TypedBatch {
     /// Row number (0-based, data rows only) of the batch's first row within its file.
     pub first_row: u64,
     pub bad_values: BadValues,
+}
+
+/// A batch of one file read but not yet built and typed (see [`Snapshot::read_file_pending`]).
+pub struct PendingBatch {
+    batch: Pending,
+    /// Index into `Snapshot::files`.
+    pub file: usize,
+    /// Row number (0-based, data rows only) of the batch's first row within its file.
+    pub first_row: u64,
+}
+
+impl PendingBatch {
+    pub fn rows(&self) -> usize {
+        self.batch.rows()
+    }
+}
+
+impl std::fmt::Debug for PendingBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingBatch")
+            .field("file", &self.file)
+            .field("first_row", &self.first_row)
+            .field("rows", &self.rows())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Rows of one file that can be read on their own: some of its Parquet row groups, or the
@@ -307,6 +332,21 @@ impl Snapshot {
         hash: Option<&ReadHash>,
     ) -> Result<Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_>, DataError>
     {
+        let pending = self.read_file_pending(file, batch_rows, hash)?;
+        Ok(Box::new(pending.map(move |batch| self.finish(batch?))))
+    }
+
+    /// Like `read_file_hashing`, and a CSV batch comes with its columns still to build and
+    /// type ([`PendingBatch`]): the caller builds them with [`Snapshot::finish`] on whatever
+    /// thread it likes, so one file's batches are built on every core. The batches come in
+    /// file order with their first rows known.
+    pub fn read_file_pending(
+        &self,
+        file: usize,
+        batch_rows: usize,
+        hash: Option<&ReadHash>,
+    ) -> Result<Box<dyn Iterator<Item = Result<PendingBatch, DataError>> + Send + '_>, DataError>
+    {
         let batch_rows = batch_rows.max(1);
         let source = &self.files[file];
         let open = || -> Result<Box<dyn std::io::Read + Send>, DataError> {
@@ -320,28 +360,27 @@ impl Snapshot {
             })
         };
         let path = source.path.clone();
-        let raw: Box<dyn Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>> + Send> =
+        let raw: Box<dyn Iterator<Item = Result<Pending, arrow::error::ArrowError>> + Send> =
             match source.format {
                 FileFormat::Csv => {
                     let all = self.file_columns.as_ref().unwrap_or(&self.columns);
-                    let batches = CsvBatches::new(open()?, all, batch_rows);
-                    match &self.file_columns {
-                        None => Box::new(batches),
-                        Some(all) => {
-                            let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
-                            let batches = batches
-                                .projected(self.kept(&names))
-                                .map_err(|e| DataError::file(&path, e))?;
-                            Box::new(batches)
-                        }
+                    let mut batches = CsvBatches::new(open()?, all, batch_rows);
+                    if let Some(all) = &self.file_columns {
+                        let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+                        batches = batches
+                            .projected(self.kept(&names))
+                            .map_err(|e| DataError::file(&path, e))?;
                     }
+                    Box::new(std::iter::from_fn(move || {
+                        batches.next_pending().transpose()
+                    }))
                 }
                 FileFormat::JsonLines => {
                     let reader = arrow::json::ReaderBuilder::new(self.schema.clone())
                         .with_batch_size(batch_rows)
                         .build(BufReader::new(open()?))
                         .map_err(|e| DataError::file(&path, e))?;
-                    Box::new(reader)
+                    Box::new(reader.map(|batch| batch.map(Pending::Built)))
                 }
                 FileFormat::Parquet => {
                     let reader = self
@@ -349,10 +388,34 @@ impl Snapshot {
                         .with_batch_size(batch_rows)
                         .build()
                         .map_err(|e| not_parquet(&path, e))?;
-                    Box::new(reader)
+                    Box::new(reader.map(|batch| batch.map(Pending::Built)))
                 }
             };
-        Ok(self.typed_batches(raw, file, 0))
+        let format = source.format;
+        let mut next_row = 0;
+        Ok(Box::new(raw.map(move |batch| {
+            let batch =
+                batch.map_err(|e| DataError::file(&path, describe_read_error(e, &path, format)))?;
+            let first_row = next_row;
+            next_row += batch.rows() as u64;
+            Ok(PendingBatch {
+                batch,
+                file,
+                first_row,
+            })
+        })))
+    }
+
+    /// A pending batch built and cast to the snapshot's schema, as `read_file_hashing` gives it.
+    pub fn finish(&self, pending: PendingBatch) -> Result<TypedBatch, DataError> {
+        let source = &self.files[pending.file];
+        let batch = pending.batch.build().map_err(|e| {
+            DataError::file(
+                &source.path,
+                describe_read_error(e, &source.path, source.format),
+            )
+        })?;
+        self.type_batch(batch, pending.file, pending.first_row)
     }
 
     /// `raw`, the batches of `file` from row `first_row` on, cast to the snapshot's schema, a

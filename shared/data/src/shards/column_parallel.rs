@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::{
@@ -135,7 +135,7 @@ impl<W: Write + Send> ColumnParallelWriter<W> {
                 take = 1;
                 bytes = row_bytes::range_bytes(&remaining, 0, 1);
             }
-            let part = remaining.slice(0, take);
+            let part = without_empty_validity(&remaining.slice(0, take))?;
             remaining = remaining.slice(take, remaining.num_rows() - take);
             if self.slots.limit == 0 {
                 encode_calls(
@@ -474,6 +474,36 @@ fn close_writers(writers: Vec<ArrowColumnWriter>) -> Result<Vec<ArrowColumnChunk
         .into_par_iter()
         .map(ArrowColumnWriter::close)
         .collect::<Result<_>>()
+}
+
+/// `batch` with the validity buffer of each column that holds no null left out.
+///
+/// The Parquet writer cuts a call into mini-batches of 1,024 rows when a column's definition
+/// levels are materialized (it has a validity buffer) and of 20,000 when they are uniform, and a
+/// page ends at a mini-batch's end. Whether a column of a call still carries a validity buffer
+/// with no null in it depends on the batches its rows were gathered from (a slice keeps its
+/// parent's buffer), so with the buffer kept a page could end elsewhere under another
+/// `--memory`: a table with one bad value became other bytes at 8M than at 1G.
+fn without_empty_validity(batch: &RecordBatch) -> Result<RecordBatch> {
+    if batch
+        .columns()
+        .iter()
+        .all(|c| c.nulls().is_none() || c.null_count() > 0)
+    {
+        return Ok(batch.clone());
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|column| {
+            if column.nulls().is_none() || column.null_count() > 0 {
+                return Ok(column.clone());
+            }
+            let data = column.to_data().into_builder().nulls(None).build()?;
+            Ok(arrow::array::make_array(data))
+        })
+        .collect::<std::result::Result<Vec<_>, arrow::error::ArrowError>>()?;
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 mod cardinality;
 mod column_digest;
 mod column_parallel;
+mod file_read;
 mod index;
 mod out_lock;
 mod remote;

@@ -20,10 +20,11 @@ use crate::hashing_reader::ReadHash;
 use crate::read::{BadValues, Snapshot};
 use crate::shards::cardinality::DistinctSample;
 use crate::shards::column_parallel::GroupSlots;
+use crate::shards::file_read::{FileRead, ReadPlan};
 use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEntry};
 use crate::shards::rows::RowsDigest;
 use crate::shards::runs::gather_by_key;
-use crate::shards::spill::{Chunk, Slot};
+use crate::shards::spill::Slot;
 use crate::shards::writer::{
     ROW_GROUP_BYTES, ShardWriterOptions, SplitWriter, remove_if_present, sync_dir,
 };
@@ -51,10 +52,6 @@ pub struct ShardOptions {
     /// the snapshot came from a store).
     pub source_name: Option<String>,
 }
-
-/// What reading one file gave: its bad values, its rows per split (the last in no split), the
-/// rows and bytes it spilled, and its sample of distinct values.
-type FileRead = (BadValues, Vec<u64>, (u64, u64), DistinctSample);
 
 /// Called with the number of rows read so far, for a progress bar.
 pub type ShardProgress<'a> = &'a (dyn Fn(u64) + Sync);
@@ -116,51 +113,23 @@ pub fn shardify(
         .zip(&row_bytes)
         .map(|(file, row)| file.bytes / row)
         .sum();
+    let plan = ReadPlan {
+        snapshot,
+        splits,
+        keyed_schema: &keyed_schema,
+        slots: &slots,
+        buckets,
+        seed_mix,
+        chunk_bytes,
+        estimated_rows,
+        read_rows: &read_rows,
+        progress,
+    };
     let per_file: Vec<FileRead> = (0..snapshot.files.len())
         .into_par_iter()
         .map(|file| {
-            let mut bad = BadValues::default();
-            // Rows per split, and last the rows in no split.
-            let mut counts = vec![0u64; split_count + 1];
-            let mut sample =
-                DistinctSample::new(estimated_rows, split_count, snapshot.columns.len());
             let batch_rows = read_batch_rows(decoded_row_bytes[file], options.memory_bytes);
-            let mut chunk = Chunk::default();
-            for typed in snapshot.read_file_hashing(file, batch_rows, Some(&read_hashes[file]))? {
-                let typed = typed?;
-                bad.merge(&typed.bad_values);
-                let rows = typed.batch.num_rows();
-                let assignment = splits.assign(&typed.batch).map_err(|overlap| {
-                    DataError::file(
-                        &snapshot.files[file].path,
-                        format!(
-                            "row {} falls in both splits `{}` and `{}`",
-                            typed.first_row + overlap.row as u64 + 1,
-                            overlap.first,
-                            overlap.second
-                        ),
-                    )
-                })?;
-                for split in &assignment {
-                    counts[split.map_or(split_count, usize::from)] += 1;
-                }
-                let keys: Vec<u64> = (0..rows as u64)
-                    .map(|row| {
-                        splitmix64(seed_mix ^ ((file as u64) << 40 | (typed.first_row + row)))
-                    })
-                    .collect();
-                sample.observe(&typed.batch, &keys, &assignment);
-                chunk.push(with_keys(&typed.batch, &keyed_schema, keys)?, assignment);
-                if chunk.bytes() >= chunk_bytes {
-                    chunk.spill(buckets, &slots, &keyed_schema)?;
-                }
-                progress(
-                    read_rows.fetch_add(rows as u64, std::sync::atomic::Ordering::Relaxed)
-                        + rows as u64,
-                );
-            }
-            chunk.spill(buckets, &slots, &keyed_schema)?;
-            Ok((bad, counts, chunk.spilled(), sample))
+            plan.read(file, batch_rows, &read_hashes[file])
         })
         .collect::<Vec<Result<_, DataError>>>()
         // The first failing file in file order, so the error is the same on every run.
@@ -182,14 +151,14 @@ pub fn shardify(
     let mut counts = vec![0u64; split_count + 1];
     let (mut spilled_rows, mut spilled_bytes) = (0, 0);
     let mut sample = DistinctSample::new(estimated_rows, split_count, snapshot.columns.len());
-    for (bad, file_counts, (rows, bytes), file_sample) in per_file {
-        bad_values.merge(&bad);
-        for (total, count) in counts.iter_mut().zip(file_counts) {
+    for read in per_file {
+        bad_values.merge(&read.bad);
+        for (total, count) in counts.iter_mut().zip(read.counts) {
             *total += count;
         }
-        spilled_rows += rows;
-        spilled_bytes += bytes;
-        sample.merge(file_sample);
+        spilled_rows += read.spilled.0;
+        spilled_bytes += read.spilled.1;
+        sample.merge(read.sample);
     }
     let unassigned_rows = counts[split_count];
     // Refused before the old shards go.
@@ -442,7 +411,7 @@ fn keyed_schema(schema: &SchemaRef) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-fn with_keys(
+pub(super) fn with_keys(
     batch: &RecordBatch,
     schema: &SchemaRef,
     keys: Vec<u64>,

@@ -124,6 +124,7 @@ pub fn shardify(
         estimated_rows,
         read_rows: &read_rows,
         progress,
+        started: std::sync::atomic::AtomicUsize::new(0),
     };
     let per_file: Vec<FileRead> = (0..snapshot.files.len())
         .into_par_iter()

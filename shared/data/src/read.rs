@@ -391,9 +391,21 @@ impl Snapshot {
                     Box::new(reader.map(|batch| batch.map(Pending::Built)))
                 }
             };
-        let format = source.format;
-        let mut next_row = 0;
-        Ok(Box::new(raw.map(move |batch| {
+        Ok(self.pending_batches(raw, file, 0))
+    }
+
+    /// `raw`, the batches of `file` from row `first_row` on, each with its first row, a read
+    /// error described with the file's row or line.
+    fn pending_batches(
+        &self,
+        raw: Box<dyn Iterator<Item = Result<Pending, arrow::error::ArrowError>> + Send>,
+        file: usize,
+        first_row: u64,
+    ) -> Box<dyn Iterator<Item = Result<PendingBatch, DataError>> + Send + 'static> {
+        let source = &self.files[file];
+        let (path, format) = (source.path.clone(), source.format);
+        let mut next_row = first_row;
+        Box::new(raw.map(move |batch| {
             let batch =
                 batch.map_err(|e| DataError::file(&path, describe_read_error(e, &path, format)))?;
             let first_row = next_row;
@@ -403,7 +415,7 @@ impl Snapshot {
                 file,
                 first_row,
             })
-        })))
+        }))
     }
 
     /// A pending batch built and cast to the snapshot's schema, as `read_file_hashing` gives it.
@@ -426,16 +438,11 @@ impl Snapshot {
         file: usize,
         first_row: u64,
     ) -> Box<dyn Iterator<Item = Result<TypedBatch, DataError>> + Send + '_> {
-        let source = &self.files[file];
-        let (path, format) = (source.path.clone(), source.format);
-        let mut next_row = first_row;
-        Box::new(raw.map(move |batch| {
-            let batch =
-                batch.map_err(|e| DataError::file(&path, describe_read_error(e, &path, format)))?;
-            let first_row = next_row;
-            next_row += batch.num_rows() as u64;
-            self.type_batch(batch, file, first_row)
-        }))
+        let raw = Box::new(raw.map(|batch| batch.map(Pending::Built)));
+        Box::new(
+            self.pending_batches(raw, file, first_row)
+                .map(move |batch| self.finish(batch?)),
+        )
     }
 
     /// About how many bytes a row of `file` takes in its file: its size over its rows (from a

@@ -54,13 +54,7 @@ pub fn format(micros: i64, out: &mut [u8; 26]) -> Option<usize> {
     }
     let seconds = in_day / MICROS_PER_SECOND;
     let fraction = in_day % MICROS_PER_SECOND;
-    let mut put = |at: usize, value: i64, digits: usize| {
-        let mut value = value;
-        for i in (0..digits).rev() {
-            out[at + i] = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
-    };
+    let mut put = |at: usize, value: i64, digits: usize| put_digits(out, at, value, digits);
     put(0, year, 4);
     put(5, month, 2);
     put(8, day, 2);
@@ -83,6 +77,14 @@ pub fn format(micros: i64, out: &mut [u8; 26]) -> Option<usize> {
         out[19] = b'.';
     }
     Some(length)
+}
+
+/// `value` as `width` decimal digits, zero-padded, at `out[at..]`.
+pub(crate) fn put_digits(out: &mut [u8], at: usize, mut value: i64, width: usize) {
+    for i in (0..width).rev() {
+        out[at + i] = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
 }
 
 /// A timestamp column's text as `cast` writes it, each value formatted here where it can be.
@@ -114,8 +116,8 @@ pub fn texts(array: &ArrayRef) -> Option<StringArray> {
 }
 
 /// The proleptic Gregorian (year, month, day) of `days` since 1970-01-01 (H. Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+/// `civil_from_days`), as chrono counts them.
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);

@@ -16,6 +16,7 @@ use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::{max, min};
 use arrow::datatypes::{DataType, Date32Type, Float64Type, Int64Type};
 
+use crate::timestamp_text::{civil_from_days, put_digits};
 use crate::values::text_array;
 
 /// A column's texts: row `i`'s is `values[offsets[i]..offsets[i + 1]]`, unless `nulls` says
@@ -212,32 +213,12 @@ fn offset(values: &[u8]) -> i32 {
 /// algorithm of H. Hinnant, proleptic Gregorian as chrono).
 fn date_text(days: i32) -> [u8; 10] {
     let mut buffer = [0u8; 10];
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    let put = |buffer: &mut [u8; 10], at: usize, value: i64, width: usize| {
-        let mut value = value;
-        for i in (0..width).rev() {
-            buffer[at + i] = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
-    };
-    put(&mut buffer, 0, year, 4);
+    let (year, month, day) = civil_from_days(i64::from(days));
+    put_digits(&mut buffer, 0, year, 4);
     buffer[4] = b'-';
-    put(&mut buffer, 5, month, 2);
+    put_digits(&mut buffer, 5, month, 2);
     buffer[7] = b'-';
-    put(&mut buffer, 8, day, 2);
+    put_digits(&mut buffer, 8, day, 2);
     buffer
 }
 

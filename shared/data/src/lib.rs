@@ -1,5 +1,6 @@
 //! The data plane: snapshots read as typed Arrow batches, split expressions, Parquet shards.
 
+mod calendar_text;
 mod csv_batches;
 mod csv_fields;
 pub mod error;
@@ -15,7 +16,6 @@ pub mod shards;
 pub mod source;
 pub mod spec;
 pub mod split;
-mod timestamp_text;
 pub mod types;
 pub mod unsplit;
 pub mod values;

@@ -59,7 +59,7 @@ impl ColumnDigest {
             }
             DataType::Utf8 => self.texts(array.as_string::<i32>()),
             // The v1 text all the same, written without chrono's formatter.
-            _ => match crate::timestamp_text::texts(array) {
+            _ => match crate::calendar_text::texts(array) {
                 Some(text) => self.texts(&text),
                 None => self.texts(&text_array(array)),
             },

@@ -23,9 +23,12 @@ use crate::error::DataError;
 use crate::hashing_reader::ReadHash;
 use crate::read::{BadValues, PendingBatch, Snapshot};
 use crate::shards::cardinality::DistinctSample;
-use crate::shards::shuffle::{ShardProgress, splitmix64, with_keys};
+use crate::shards::keys::{splitmix64, with_keys};
 use crate::shards::spill::{Chunk, Slot};
 use crate::split::Splits;
+
+/// Called with the number of rows read so far, for a progress bar.
+pub type ShardProgress<'a> = &'a (dyn Fn(u64) + Sync);
 
 /// What the read of every file shares.
 pub struct ReadPlan<'a> {

@@ -6,6 +6,7 @@ mod column_digest;
 mod column_parallel;
 mod file_read;
 mod index;
+mod keys;
 mod out_lock;
 mod remote;
 mod row_bytes;
@@ -17,11 +18,12 @@ mod string_gather;
 mod value_text;
 mod writer;
 
+pub use file_read::ShardProgress;
 pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry};
 pub use out_lock::LOCK_NAME;
 pub use remote::{local_shards, publish};
 pub use rows::{ROWS_FORMAT, ROWS_FORMAT_V1, RowsDigest, split_rows_digest};
-pub use shuffle::{ShardOptions, ShardProgress, shardify};
+pub use shuffle::{ShardOptions, shardify};
 
 #[cfg(test)]
 mod tests;

@@ -9,10 +9,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use arrow::array::{ArrayRef, RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::RecordBatch;
 use rayon::prelude::*;
 
 use crate::error::DataError;
@@ -20,8 +19,9 @@ use crate::hashing_reader::ReadHash;
 use crate::read::{BadValues, Snapshot};
 use crate::shards::cardinality::DistinctSample;
 use crate::shards::column_parallel::GroupSlots;
-use crate::shards::file_read::{FileRead, ReadPlan};
+use crate::shards::file_read::{FileRead, ReadPlan, ShardProgress};
 use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardIndex, Source, SplitEntry};
+use crate::shards::keys::{keyed_schema, splitmix64};
 use crate::shards::rows::RowsDigest;
 use crate::shards::runs::gather_by_key;
 use crate::shards::spill::Slot;
@@ -30,7 +30,6 @@ use crate::shards::writer::{
 };
 use crate::split::Splits;
 
-const KEY_COLUMN: &str = "__runfn_shuffle_key";
 const MAX_BUCKETS: u64 = 1024;
 /// A read batch's rows in memory, at most (see `read_batch_rows`).
 const CACHE_BATCH_BYTES: u64 = 4 << 20;
@@ -52,9 +51,6 @@ pub struct ShardOptions {
     /// the snapshot came from a store).
     pub source_name: Option<String>,
 }
-
-/// Called with the number of rows read so far, for a progress bar.
-pub type ShardProgress<'a> = &'a (dyn Fn(u64) + Sync);
 
 /// Shards `snapshot` into `options.out`. Returns the index written and the blake3 of its bytes.
 pub fn shardify(
@@ -371,14 +367,6 @@ fn background_row_groups(row_bytes: u64, columns: usize, options: &ShardOptions)
         .min(2)
 }
 
-/// A bijective 64-bit mixer (Steele et al.'s splitmix64 finalizer).
-pub(crate) fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Enough buckets that one bucket of the largest split, sorted (about twice its size), fits in
 /// a third of the budget, each file's rows counted at their size in memory.
 fn bucket_count(
@@ -404,22 +392,6 @@ fn bucket_count(
         .max(1)
         .next_power_of_two()
         .min(MAX_BUCKETS)
-}
-
-fn keyed_schema(schema: &SchemaRef) -> SchemaRef {
-    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new(KEY_COLUMN, DataType::UInt64, false));
-    Arc::new(Schema::new(fields))
-}
-
-pub(super) fn with_keys(
-    batch: &RecordBatch,
-    schema: &SchemaRef,
-    keys: Vec<u64>,
-) -> Result<RecordBatch, DataError> {
-    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    columns.push(Arc::new(UInt64Array::from(keys)));
-    RecordBatch::try_new(schema.clone(), columns).map_err(|e| DataError::Other(e.to_string()))
 }
 
 /// Part files of an earlier run that the new index does not list.

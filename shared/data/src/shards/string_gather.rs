@@ -83,7 +83,7 @@ mod tests {
     impl Draws {
         fn below(&mut self, n: usize) -> usize {
             self.0 += 1;
-            (crate::shards::shuffle::splitmix64(self.0) % n as u64) as usize
+            (crate::shards::keys::splitmix64(self.0) % n as u64) as usize
         }
     }
 

@@ -16,7 +16,7 @@ use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::{max, min};
 use arrow::datatypes::{DataType, Date32Type, Float64Type, Int64Type};
 
-use crate::timestamp_text::{civil_from_days, put_digits};
+use crate::calendar_text::{civil_from_days, put_digits};
 use crate::values::text_array;
 
 /// A column's texts: row `i`'s is `values[offsets[i]..offsets[i + 1]]`, unless `nulls` says

@@ -62,12 +62,12 @@ const BATCH_BYTES: usize = 1 << 20;
 /// as every batch once was, so its rows, or its error, are those arrow gives.
 pub struct CsvBatches<R> {
     input: R,
-    /// The schema arrow's decoder reads a batch with (dates as text).
+    /// The schema arrow's decoder reads a batch with (dates, timestamps and booleans as text).
     decoded_schema: SchemaRef,
     /// The batches' schema when every direct column parsed.
     direct_schema: SchemaRef,
     /// The date, timestamp and boolean columns, which the decoder reads as text.
-    dates: Vec<usize>,
+    parsed_here: Vec<usize>,
     text_schema: SchemaRef,
     batch_rows: usize,
     buffer: Vec<u8>,
@@ -100,7 +100,7 @@ impl<R: Read> CsvBatches<R> {
     pub fn new(input: R, columns: &[Column], batch_rows: usize) -> CsvBatches<R> {
         let batch_rows = batch_rows.max(1);
         let direct_schema = schema(columns, true);
-        let dates: Vec<usize> = (0..columns.len())
+        let parsed_here: Vec<usize> = (0..columns.len())
             .filter(|&i| parsed_from_text(direct_schema.field(i).data_type()))
             .collect();
         let mut decoded_fields: Vec<Field> = direct_schema
@@ -108,14 +108,14 @@ impl<R: Read> CsvBatches<R> {
             .iter()
             .map(|f| f.as_ref().clone())
             .collect();
-        for &i in &dates {
+        for &i in &parsed_here {
             decoded_fields[i] = decoded_fields[i].clone().with_data_type(DataType::Utf8View);
         }
         CsvBatches {
             input,
             decoded_schema: Arc::new(Schema::new(decoded_fields)),
             direct_schema: direct_schema.clone(),
-            dates,
+            parsed_here,
             text_schema: schema(columns, false),
             batch_rows,
             buffer: vec![0; FIRST_BUFFER],
@@ -230,7 +230,7 @@ impl<R: Read> CsvBatches<R> {
         let first = std::mem::replace(&mut self.first, false);
         let typed = match decoder.flush() {
             Err(ArrowError::ParseError(_)) => None,
-            Ok(Some(batch)) => self.with_dates(batch)?,
+            Ok(Some(batch)) => self.with_parsed_here(batch)?,
             other => return other?.map(|batch| self.project(batch)).transpose(),
         };
         match typed {
@@ -243,9 +243,9 @@ impl<R: Read> CsvBatches<R> {
 
     /// `batch` with its date, timestamp and boolean columns parsed; `None` when a value does
     /// not parse.
-    fn with_dates(&self, batch: RecordBatch) -> Result<Option<RecordBatch>, ArrowError> {
+    fn with_parsed_here(&self, batch: RecordBatch) -> Result<Option<RecordBatch>, ArrowError> {
         let mut columns = batch.columns().to_vec();
-        for &i in &self.dates {
+        for &i in &self.parsed_here {
             let text = columns[i].as_string_view();
             let parsed = match self.direct_schema.field(i).data_type() {
                 DataType::Date32 => parse_dates(text).map(|dates| Arc::new(dates) as ArrayRef),
@@ -571,7 +571,7 @@ impl FieldValues<'_> {
     }
 }
 
-/// Whether a column of `data_type` is decoded as text and parsed here (`with_dates`).
+/// Whether a column of `data_type` is decoded as text and parsed here (`with_parsed_here`).
 fn parsed_from_text(data_type: &DataType) -> bool {
     matches!(
         data_type,

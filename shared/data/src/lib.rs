@@ -13,6 +13,7 @@ pub mod rolling;
 pub mod row_scores;
 mod rule_tokens;
 pub mod shards;
+pub mod short_hash;
 pub mod source;
 pub mod spec;
 pub mod split;

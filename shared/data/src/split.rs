@@ -21,6 +21,7 @@ use arrow::datatypes::{DataType, Date32Type, Int64Type, TimestampMicrosecondType
 use crate::error::DataError;
 use crate::rolling::{Rolling, check_time_column, format_point};
 use crate::rule_tokens::{Op, Token, tokenize};
+use crate::short_hash::{ShortHashes, prefix_of};
 use crate::types::ColumnType;
 use crate::values::numeric_values;
 
@@ -627,10 +628,11 @@ impl Condition {
 /// The position of an entity in [0, 1): the first 8 bytes of blake3 of its text form. The same
 /// entity always lands in the same split, on every machine.
 pub fn entity_fraction(text: &str) -> f64 {
-    let hash = blake3::hash(text.as_bytes());
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&hash.as_bytes()[..8]);
-    (u64::from_le_bytes(first) >> 11) as f64 / (1u64 << 53) as f64
+    fraction_of(prefix_of(text.as_bytes()))
+}
+
+fn fraction_of(prefix: u64) -> f64 {
+    (prefix >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// One batch's entity fractions by column, each column hashed once however many rules read it.
@@ -653,21 +655,31 @@ impl EntityFractions {
     }
 }
 
+/// [`entity_fraction`] of every value, the ids hashed eight at a time (see
+/// [`crate::short_hash`]).
 fn entity_fractions(array: &ArrayRef) -> Vec<Option<f64>> {
-    if let Some(integers) = array.as_primitive_opt::<Int64Type>() {
+    let mut hashes = ShortHashes::with_capacity(array.len() - array.null_count());
+    let valid: Vec<bool> = if let Some(integers) = array.as_primitive_opt::<Int64Type>() {
         // The text form an integer casts to, written on the stack instead of into a new array.
         let mut text = itoa::Buffer::new();
-        return integers
+        integers
             .iter()
-            .map(|value| value.map(|v| entity_fraction(text.format(v))))
-            .collect();
-    }
-    let Ok(text) = cast(array, &DataType::Utf8) else {
-        return vec![None; array.len()];
+            .map(|value| value.inspect(|&v| hashes.push(text.format(v).as_bytes())))
+            .map(|value| value.is_some())
+            .collect()
+    } else {
+        let Ok(text) = cast(array, &DataType::Utf8) else {
+            return vec![None; array.len()];
+        };
+        text.as_string::<i32>()
+            .iter()
+            .map(|value| value.inspect(|v| hashes.push(v.as_bytes())).is_some())
+            .collect()
     };
-    let text = text.as_string::<i32>();
-    (0..text.len())
-        .map(|i| text.is_valid(i).then(|| entity_fraction(text.value(i))))
+    let mut prefixes = hashes.finish().into_iter();
+    valid
+        .into_iter()
+        .map(|valid| valid.then(|| prefixes.next().map(fraction_of)).flatten())
         .collect()
 }
 

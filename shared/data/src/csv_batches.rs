@@ -481,7 +481,7 @@ impl FieldValues<'_> {
                 self.each_text(|text| builder.append_option(text));
                 Arc::new(builder.finish())
             }
-            DataType::Int64 => Arc::new(self.parsed::<Int64Type>(Int64Type::parse)?),
+            DataType::Int64 => Arc::new(self.parsed::<Int64Type>(integer)?),
             // An infinity fails the batch here like any bad value, so that the cast path nulls
             // and reports it (see `read::finite`).
             DataType::Float64 => Arc::new(self.parsed::<Float64Type>(|text| {
@@ -549,26 +549,71 @@ impl FieldValues<'_> {
     }
 
     /// The column parsed by `parse`, empty values null; `None` when a value does not parse.
+    ///
+    /// The spans are walked in order and the null bitmap is begun at the first empty value:
+    /// a column without nulls (the common case) builds none, and a value without doubled
+    /// quotes is parsed where it lies.
     fn parsed<T: ArrowPrimitiveType>(
         &self,
         parse: impl Fn(&str) -> Option<T::Native>,
     ) -> Option<PrimitiveArray<T>> {
         let mut values = Vec::with_capacity(self.rows);
-        let mut nulls = BooleanBufferBuilder::new(self.rows);
-        for row in 0..self.rows {
-            let text = self.text(row);
-            if text.is_empty() {
+        let mut nulls: Option<BooleanBufferBuilder> = None;
+        let spans = self.fields.spans[self.first..]
+            .iter()
+            .step_by(self.step)
+            .take(self.rows);
+        for (row, &(start, end)) in spans.enumerate() {
+            if start == end {
                 values.push(T::Native::default());
-                nulls.append(false);
+                nulls
+                    .get_or_insert_with(|| {
+                        let mut nulls = BooleanBufferBuilder::new(self.rows);
+                        nulls.append_n(row, true);
+                        nulls
+                    })
+                    .append(false);
+                continue;
+            }
+            values.push(if self.fields.escaped.is_empty() {
+                // SAFETY: as in `text`: the span starts and ends at ASCII bytes of valid UTF-8.
+                parse(unsafe {
+                    std::str::from_utf8_unchecked(&self.bytes[start as usize..end as usize])
+                })?
             } else {
-                values.push(parse(&text)?);
+                parse(&self.text(row))?
+            });
+            if let Some(nulls) = nulls.as_mut() {
                 nulls.append(true);
             }
         }
-        let nulls = NullBuffer::new(nulls.finish());
-        let nulls = (nulls.null_count() > 0).then_some(nulls);
+        let nulls = nulls.map(|mut nulls| NullBuffer::new(nulls.finish()));
         Some(PrimitiveArray::new(values.into(), nulls))
     }
+}
+
+/// An integer as `Int64Type::parse` reads it. Up to 18 digits cannot overflow, so they are read
+/// without the overflow check the parse makes at every digit (that parse was a twentieth of
+/// shardify's time on rows of integers); anything else goes to the parse itself.
+fn integer(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    let (negative, digits) = match bytes.first() {
+        Some(b'-') => (true, &bytes[1..]),
+        Some(b'+') => (false, &bytes[1..]),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() || digits.len() > 18 {
+        return Int64Type::parse(text);
+    }
+    let mut value: i64 = 0;
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return Int64Type::parse(text);
+        }
+        value = value * 10 + i64::from(digit);
+    }
+    Some(if negative { -value } else { value })
 }
 
 /// Whether a column of `data_type` is decoded as text and parsed here (`with_parsed_here`).
@@ -1165,6 +1210,44 @@ mod tests {
                 .collect::<Result<_, _>>()
                 .unwrap();
             assert!(batches.is_empty(), "{text:?}");
+        }
+    }
+
+    /// The fast integer read gives what arrow's parse gives, on every kind of text it may meet.
+    #[test]
+    fn integers_read_as_arrow_reads_them() {
+        let texts = [
+            "0",
+            "7",
+            "-0",
+            "+0",
+            "007",
+            "-12",
+            "+12",
+            "123456789012345678",
+            "-123456789012345678",
+            "1234567890123456789",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "99999999999999999999",
+            "",
+            "-",
+            "+",
+            "1.5",
+            "1e3",
+            " 1",
+            "1 ",
+            "12a",
+            "a12",
+            "--1",
+            "+-1",
+            "0x10",
+            "١٢",
+        ];
+        for text in texts {
+            assert_eq!(integer(text), Int64Type::parse(text), "{text:?}");
         }
     }
 }

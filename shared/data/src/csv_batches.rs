@@ -1249,5 +1249,26 @@ mod tests {
         for text in texts {
             assert_eq!(integer(text), Int64Type::parse(text), "{text:?}");
         }
+        // Every length, every digit in every place, and a stranger in every place.
+        let mut state = 7u64;
+        for length in 1..=20 {
+            for _ in 0..500 {
+                let mut text: String = (0..length)
+                    .map(|_| {
+                        state = state
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        char::from(b'0' + (state >> 59) as u8 % 10)
+                    })
+                    .collect();
+                for sign in ["", "-", "+"] {
+                    let signed = format!("{sign}{text}");
+                    assert_eq!(integer(&signed), Int64Type::parse(&signed), "{signed:?}");
+                }
+                let at = (state >> 40) as usize % length;
+                text.replace_range(at..at + 1, [":", "/", "a", " "][(state >> 20) as usize % 4]);
+                assert_eq!(integer(&text), Int64Type::parse(&text), "{text:?}");
+            }
+        }
     }
 }

@@ -57,6 +57,9 @@ pub struct ShortHashes {
     /// Message words by word then lane, as the lanes load them.
     words: [[u32; LANES]; 16],
     lengths: [u32; LANES],
+    /// Words of each lane its last text wrote: the words past a text must be zero, and only
+    /// those a longer text left are cleared (an id fills a few of the sixteen).
+    written: [usize; LANES],
     /// Where each filled lane's prefix goes in `out`.
     slots: [usize; LANES],
     filled: usize,
@@ -69,6 +72,7 @@ impl ShortHashes {
             out: Vec::with_capacity(capacity),
             words: [[0; LANES]; 16],
             lengths: [0; LANES],
+            written: [0; LANES],
             slots: [0; LANES],
             filled: 0,
             simd: simd_available(),
@@ -83,9 +87,12 @@ impl ShortHashes {
         let lane = self.filled;
         let mut block = [0u8; BLOCK];
         block[..text.len()].copy_from_slice(text);
-        for (word, bytes) in self.words.iter_mut().zip(block.chunks_exact(4)) {
+        let words = text.len().div_ceil(4);
+        let touched = words.max(self.written[lane]);
+        for (word, bytes) in self.words[..touched].iter_mut().zip(block.chunks_exact(4)) {
             word[lane] = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
         }
+        self.written[lane] = words;
         self.lengths[lane] = text.len() as u32;
         self.slots[lane] = self.out.len();
         self.out.push(0);
@@ -297,6 +304,17 @@ mod tests {
             let expected: Vec<u64> = texts[..take].iter().map(|t| prefix_of(t)).collect();
             assert_eq!(all(&texts[..take]), expected, "{take} texts");
         }
+        // Longest first, and long and short in turn: a lane's words past a shorter text must
+        // not keep a longer one's bytes.
+        let mut mixed: Vec<Vec<u8>> = texts.iter().rev().cloned().collect();
+        mixed.extend(
+            texts
+                .iter()
+                .zip(texts.iter().rev())
+                .flat_map(|(a, b)| [a.clone(), b.clone()]),
+        );
+        let expected: Vec<u64> = mixed.iter().map(|t| prefix_of(t)).collect();
+        assert_eq!(all(&mixed), expected);
     }
 
     #[test]

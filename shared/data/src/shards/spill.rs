@@ -71,46 +71,17 @@ impl Chunk {
         let splits = std::mem::take(&mut self.splits);
         self.bytes = 0;
         let key_index = schema.fields().len() - 1;
-        let shift = 64 - buckets.trailing_zeros();
-        // Rows by slot (a vector indexed by slot: a map lookup per row cost more than the rest
-        // of the partitioning), then each slot's rows in key order.
-        let mut by_slot: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); slots.len()];
-        for (batch_index, (batch, splits)) in batches.iter().zip(&splits).enumerate() {
-            let keys = batch
-                .column(key_index)
-                .as_primitive_opt::<UInt64Type>()
-                .ok_or_else(|| DataError::Other("the shuffle key column is not UInt64".into()))?
-                .values();
-            for (row, split) in splits.iter().enumerate() {
-                if let Some(split) = split {
-                    let key = keys[row];
-                    let bucket = if buckets == 1 {
-                        0
-                    } else {
-                        (key >> shift) as usize
-                    };
-                    by_slot[*split as usize * buckets as usize + bucket].push((
-                        key,
-                        batch_index as u32,
-                        row as u32,
-                    ));
-                }
-            }
-        }
-        let mut order: Vec<(usize, usize)> = Vec::with_capacity(by_slot.iter().map(Vec::len).sum());
-        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-        for (slot, mut rows) in by_slot.into_iter().enumerate() {
-            if rows.is_empty() {
-                continue;
-            }
-            // Keys are unique, so an unstable sort gives the one order.
-            rows.sort_unstable_by_key(|&(key, _, _)| key);
-            runs.push((slot, order.len(), rows.len()));
-            order.extend(
-                rows.into_iter()
-                    .map(|(_, batch, row)| (batch as usize, row as usize)),
-            );
-        }
+        let keys: Vec<&[u64]> = batches
+            .iter()
+            .map(|batch| {
+                batch
+                    .column(key_index)
+                    .as_primitive_opt::<UInt64Type>()
+                    .map(|keys| &keys.values()[..])
+                    .ok_or_else(|| DataError::Other("the shuffle key column is not UInt64".into()))
+            })
+            .collect::<Result<_, _>>()?;
+        let (order, runs) = slot_order(&keys, &splits, buckets, slots.len());
         if order.is_empty() {
             return Ok(());
         }
@@ -145,6 +116,71 @@ impl Chunk {
         }
         Ok(())
     }
+}
+
+/// A slot's run in a chunk's order: (slot, its first place, its rows).
+type Run = (usize, usize, usize);
+
+/// Bits of the key below the bucket's by which rows are grouped before each group is sorted.
+const GROUP_BITS: u32 = 8;
+
+/// Every assigned row as (batch, row), by slot (`split * buckets + bucket`, the bucket being
+/// the key's top bits) and within a slot by key; and each slot's run as (slot, start, rows).
+///
+/// A counting sort on the slot and the key's next `GROUP_BITS` bits, then a sort of each
+/// group: the keys are uniform (splitmix64), so the groups are small and sorted in the cache.
+/// Sorting each slot's rows whole was a fourteenth of the read half on narrow rows. The keys
+/// are unique, so the order is the one any sort by key gives.
+fn slot_order(
+    keys: &[&[u64]],
+    splits: &[Vec<Option<u8>>],
+    buckets: u64,
+    slots: usize,
+) -> (Vec<(usize, usize)>, Vec<Run>) {
+    let bucket_bits = buckets.trailing_zeros();
+    let group = |split: u8, key: u64| -> usize {
+        let bucket = key.checked_shr(64 - bucket_bits).unwrap_or(0) as usize;
+        let within = ((key << bucket_bits) >> (64 - GROUP_BITS)) as usize;
+        ((split as usize * buckets as usize + bucket) << GROUP_BITS) | within
+    };
+    let mut starts = vec![0usize; (slots << GROUP_BITS) + 1];
+    for (keys, splits) in keys.iter().zip(splits) {
+        for (&key, split) in keys.iter().zip(splits) {
+            if let Some(split) = *split {
+                starts[group(split, key) + 1] += 1;
+            }
+        }
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let rows = starts[starts.len() - 1];
+    let mut placed = vec![(0u64, 0u32, 0u32); rows];
+    let mut next = starts.clone();
+    for (batch, (keys, splits)) in keys.iter().zip(splits).enumerate() {
+        for (row, (&key, split)) in keys.iter().zip(splits).enumerate() {
+            if let Some(split) = *split {
+                let at = &mut next[group(split, key)];
+                placed[*at] = (key, batch as u32, row as u32);
+                *at += 1;
+            }
+        }
+    }
+    for pair in starts.windows(2) {
+        placed[pair[0]..pair[1]].sort_unstable_by_key(|&(key, _, _)| key);
+    }
+    let runs = (0..slots)
+        .map(|slot| {
+            let (start, end) = (starts[slot << GROUP_BITS], starts[(slot + 1) << GROUP_BITS]);
+            (slot, start, end - start)
+        })
+        .filter(|&(_, _, rows)| rows > 0)
+        .collect();
+    let order = placed
+        .into_iter()
+        .map(|(_, batch, row)| (batch as usize, row as usize))
+        .collect();
+    (order, runs)
 }
 
 /// One (split, bucket): its sorted runs, in an Arrow IPC stream.
@@ -343,6 +379,67 @@ mod tests {
         for cut in [written.len() - 8, written.len() / 2, 4] {
             let short = Buffer::from_vec(written[..cut].to_vec());
             assert!(decode_runs(&short, &schema).is_err(), "cut at {cut}");
+        }
+    }
+
+    /// The counting sort gives each slot's rows in key order, as sorting the slot whole does,
+    /// with rows in no split left out, for one bucket and for many.
+    #[test]
+    fn slot_order_is_the_order_a_sort_by_slot_and_key_gives() {
+        use crate::shards::keys::splitmix64;
+        let keys: Vec<Vec<u64>> = (0..3u64)
+            .map(|batch| {
+                (0..5000)
+                    .map(|row| splitmix64(batch * 10_000 + row))
+                    .collect()
+            })
+            .collect();
+        let splits: Vec<Vec<Option<u8>>> = (0..3usize)
+            .map(|batch| {
+                (0..5000usize)
+                    .map(|row| match (batch + row) % 7 {
+                        0 => None,
+                        n => Some((n % 2) as u8),
+                    })
+                    .collect()
+            })
+            .collect();
+        let key_slices: Vec<&[u64]> = keys.iter().map(Vec::as_slice).collect();
+        for buckets in [1u64, 2, 8] {
+            let shift = 64 - buckets.trailing_zeros();
+            let mut expected: Vec<(usize, u64, usize, usize)> = Vec::new();
+            for (batch, (keys, splits)) in keys.iter().zip(&splits).enumerate() {
+                for (row, (&key, split)) in keys.iter().zip(splits).enumerate() {
+                    if let Some(split) = split {
+                        let bucket = if buckets == 1 {
+                            0
+                        } else {
+                            (key >> shift) as usize
+                        };
+                        expected.push((
+                            *split as usize * buckets as usize + bucket,
+                            key,
+                            batch,
+                            row,
+                        ));
+                    }
+                }
+            }
+            expected.sort();
+            let (order, runs) = slot_order(&key_slices, &splits, buckets, 2 * buckets as usize);
+            let expected_order: Vec<(usize, usize)> = expected
+                .iter()
+                .map(|&(_, _, batch, row)| (batch, row))
+                .collect();
+            assert_eq!(order, expected_order, "{buckets} buckets");
+            let mut expected_runs: Vec<(usize, usize, usize)> = Vec::new();
+            for (at, &(slot, ..)) in expected.iter().enumerate() {
+                match expected_runs.last_mut() {
+                    Some(run) if run.0 == slot => run.2 += 1,
+                    _ => expected_runs.push((slot, at, 1)),
+                }
+            }
+            assert_eq!(runs, expected_runs, "{buckets} buckets");
         }
     }
 }

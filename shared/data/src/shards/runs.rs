@@ -17,26 +17,14 @@ use rayon::prelude::*;
 use crate::error::DataError;
 use crate::shards::string_gather::gather_strings;
 
-/// The rows of `batches` (each with the key column last, keys unique across them) in key
-/// order, without the key column, cut into consecutive batches of `lengths` rows (which sum to
-/// the rows given). Every piece of every column is gathered on its own task, so a wide text
-/// column is not one core's work, and each input column is freed once its pieces exist, so the
-/// rows are held about once, not twice. Pieces of a few MiB are also memory the allocator
-/// reuses: a bucket-sized gather was fresh pages, faulted in, every time.
-pub fn gather_by_key(
+/// The rows of `batches` (key column last, keys unique across them) in key order, as
+/// (batch, row).
+pub fn key_order(
     schema: &SchemaRef,
-    batches: Vec<RecordBatch>,
-    lengths: &[usize],
-) -> Result<Vec<RecordBatch>, DataError> {
-    let other = |e: arrow::error::ArrowError| DataError::Other(e.to_string());
+    batches: &[RecordBatch],
+) -> Result<Vec<(usize, usize)>, DataError> {
     let key_index = schema.fields().len() - 1;
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    if lengths.iter().sum::<usize>() != rows {
-        return Err(DataError::Other(format!(
-            "pieces of {} rows asked of {rows} rows",
-            lengths.iter().sum::<usize>()
-        )));
-    }
     let mut order: Vec<(u64, u32, u32)> = Vec::with_capacity(rows);
     for (batch_index, batch) in batches.iter().enumerate() {
         let keys = batch
@@ -54,10 +42,33 @@ pub fn gather_by_key(
     // are unique, so the order is the same whatever the sort. (rayon's parallel sort was
     // tried here: no gain that alternating runs could measure.)
     order.sort_by_key(|&(key, _, _)| key);
-    let indices: Vec<(usize, usize)> = order
+    Ok(order
         .into_iter()
         .map(|(_, batch, row)| (batch as usize, row as usize))
-        .collect();
+        .collect())
+}
+
+/// The rows of `batches` (each with the key column last) at `indices` (their order by key, see
+/// [`key_order`]), without the key column, cut into consecutive batches of `lengths` rows
+/// (which sum to the rows given). Every piece of every column is gathered on its own task, so a wide text
+/// column is not one core's work, and each input column is freed once its pieces exist, so the
+/// rows are held about once, not twice. Pieces of a few MiB are also memory the allocator
+/// reuses: a bucket-sized gather was fresh pages, faulted in, every time.
+pub fn gather_in_order(
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    indices: &[(usize, usize)],
+    lengths: &[usize],
+) -> Result<Vec<RecordBatch>, DataError> {
+    let other = |e: arrow::error::ArrowError| DataError::Other(e.to_string());
+    let key_index = schema.fields().len() - 1;
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    if lengths.iter().sum::<usize>() != rows || indices.len() != rows {
+        return Err(DataError::Other(format!(
+            "pieces of {} rows asked of {rows} rows",
+            lengths.iter().sum::<usize>()
+        )));
+    }
     let mut ranges = Vec::with_capacity(lengths.len());
     let mut start = 0;
     for &length in lengths {
@@ -71,7 +82,7 @@ pub fn gather_by_key(
             parts.push(column);
         }
     }
-    let columns = gather_columns(by_column, &indices, &ranges)?;
+    let columns = gather_columns(by_column, indices, &ranges)?;
     let schema = Arc::new(
         schema
             .project(&(0..key_index).collect::<Vec<_>>())
@@ -129,6 +140,15 @@ mod tests {
     use arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
+
+    fn gather_by_key(
+        schema: &SchemaRef,
+        batches: Vec<RecordBatch>,
+        lengths: &[usize],
+    ) -> Result<Vec<RecordBatch>, DataError> {
+        let order = key_order(schema, &batches)?;
+        gather_in_order(schema, batches, &order, lengths)
+    }
 
     fn keyed(keys: &[u64]) -> RecordBatch {
         let schema = schema();

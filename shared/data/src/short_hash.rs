@@ -85,12 +85,25 @@ impl ShortHashes {
             return;
         }
         let lane = self.filled;
-        let mut block = [0u8; BLOCK];
-        block[..text.len()].copy_from_slice(text);
-        let words = text.len().div_ceil(4);
-        let touched = words.max(self.written[lane]);
-        for (word, bytes) in self.words[..touched].iter_mut().zip(block.chunks_exact(4)) {
-            word[lane] = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        // Word by word from the text, the last one padded with zeros: copying the text into a
+        // zeroed block first cost a call to memmove per id.
+        let mut chunks = text.chunks_exact(4);
+        let mut words = 0;
+        for chunk in &mut chunks {
+            self.words[words][lane] = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            words += 1;
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let last = rest
+                .iter()
+                .enumerate()
+                .fold(0u32, |word, (i, &byte)| word | u32::from(byte) << (8 * i));
+            self.words[words][lane] = last;
+            words += 1;
+        }
+        for word in self.words[words..self.written[lane].max(words)].iter_mut() {
+            word[lane] = 0;
         }
         self.written[lane] = words;
         self.lengths[lane] = text.len() as u32;

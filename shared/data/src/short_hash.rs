@@ -2,15 +2,17 @@
 //!
 //! A hash split hashes one id a row, and an id is a few bytes: one blake3 block, so the crate's
 //! SIMD (which runs many *blocks of one input* side by side) never applies, and a single-block
-//! compression was a tenth of shardify's time on narrow rows. Here eight texts of up to 64 bytes
-//! are compressed side by side in AVX2 lanes, one lane per text. The function is blake3's, word
-//! for word (the reference implementation's `compress` with the flags a one-block input gets),
-//! so every position is the one `blake3::hash` gives; the tests compare them on every length.
-//! Without AVX2, or for a longer text, `blake3::hash` itself is called.
+//! compression was a tenth of shardify's time on narrow rows. Here sixteen texts of up to 64
+//! bytes are compressed side by side, one lane per text: in one AVX-512 vector, or in two AVX2
+//! halves. The function is blake3's, word for word (the reference implementation's `compress`
+//! with the flags a one-block input gets), so every position is the one `blake3::hash` gives;
+//! the tests compare them on every length, on every path the machine has. Without AVX2, or for
+//! a longer text, `blake3::hash` itself is called.
 
 /// The longest text hashed in a lane: one blake3 block.
 const BLOCK: usize = 64;
-const LANES: usize = 8;
+/// Texts compressed at once: an AVX-512 vector of 32-bit words (two of AVX2).
+const LANES: usize = 16;
 
 /// blake3's initial chaining value (the SHA-256 IV).
 const IV: [u32; 8] = [
@@ -63,7 +65,14 @@ pub struct ShortHashes {
     /// Where each filled lane's prefix goes in `out`.
     slots: [usize; LANES],
     filled: usize,
-    simd: bool,
+    simd: Option<Simd>,
+}
+
+/// The vectors the machine has.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Simd {
+    Avx2,
+    Avx512,
 }
 
 impl ShortHashes {
@@ -80,7 +89,7 @@ impl ShortHashes {
     }
 
     pub fn push(&mut self, text: &[u8]) {
-        if !self.simd || text.len() > BLOCK {
+        if self.simd.is_none() || text.len() > BLOCK {
             self.out.push(prefix_of(text));
             return;
         }
@@ -125,7 +134,7 @@ impl ShortHashes {
         if self.filled == 0 {
             return;
         }
-        let prefixes = compress_lanes(&self.words, &self.lengths);
+        let prefixes = compress_lanes(self.simd, &self.words, &self.lengths);
         for (&slot, prefix) in self.slots[..self.filled].iter().zip(prefixes) {
             self.out[slot] = prefix;
         }
@@ -133,29 +142,123 @@ impl ShortHashes {
     }
 }
 
-fn simd_available() -> bool {
+fn simd_available() -> Option<Simd> {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2")
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            Some(Simd::Avx512)
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            Some(Simd::Avx2)
+        } else {
+            None
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        None
     }
 }
 
 /// Lanes left unfilled hold stale words; their prefixes are computed and dropped.
-fn compress_lanes(words: &[[u32; LANES]; 16], lengths: &[u32; LANES]) -> [u64; LANES] {
+fn compress_lanes(
+    simd: Option<Simd>,
+    words: &[[u32; LANES]; 16],
+    lengths: &[u32; LANES],
+) -> [u64; LANES] {
+    let mut out = [0u64; LANES];
     #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: `ShortHashes` fills lanes only where `simd_available` found AVX2.
-        unsafe { avx2::compress(words, lengths) }
+    // SAFETY: `simd_available` found the features each path needs, and `ShortHashes` fills
+    // lanes only where it found some.
+    unsafe {
+        match simd {
+            Some(Simd::Avx512) => avx512::compress(words, lengths, 0, &mut out),
+            Some(Simd::Avx2) => {
+                avx2::compress(words, lengths, 0, &mut out);
+                avx2::compress(words, lengths, 8, &mut out);
+            }
+            None => unreachable!("lanes are filled only where a vector unit was found"),
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (words, lengths);
-        unreachable!("lanes are filled only where AVX2 was found")
+        let _ = (simd, words, lengths);
+        unreachable!("lanes are filled only where a vector unit was found")
     }
+    out
+}
+
+/// blake3's quarter-round and one-block compression over the vectors of the module it is
+/// expanded in, `$width` texts to a vector: that module gives `add`, `xor`, `splat`, `load`,
+/// `store` and the four rotations, each with `$feature` enabled.
+#[cfg(target_arch = "x86_64")]
+macro_rules! lane_compression {
+    ($vector:ty, $width:literal, $feature:literal) => {
+        /// blake3's quarter-round on state words a, b, c, d with message words x, y.
+        #[inline]
+        #[target_feature(enable = $feature)]
+        fn g(v: &mut [$vector; 16], [a, b, c, d]: [usize; 4], x: $vector, y: $vector) {
+            v[a] = add(add(v[a], v[b]), x);
+            v[d] = rotate_16(xor(v[d], v[a]));
+            v[c] = add(v[c], v[d]);
+            v[b] = rotate_12(xor(v[b], v[c]));
+            v[a] = add(add(v[a], v[b]), y);
+            v[d] = rotate_8(xor(v[d], v[a]));
+            v[c] = add(v[c], v[d]);
+            v[b] = rotate_7(xor(v[b], v[c]));
+        }
+
+        /// blake3's compression of one root block per lane (chaining value IV, counter 0), cut
+        /// to the output's first two words, for lanes `first..first + $width` into `out`.
+        #[target_feature(enable = $feature)]
+        pub fn compress(
+            words: &[[u32; LANES]; 16],
+            lengths: &[u32; LANES],
+            first: usize,
+            out: &mut [u64; LANES],
+        ) {
+            let lanes = first..first + $width;
+            let mut m = [splat(0); 16];
+            for (vector, word) in m.iter_mut().zip(words) {
+                *vector = load(&word[lanes.clone()]);
+            }
+            let mut v = [
+                splat(IV[0]),
+                splat(IV[1]),
+                splat(IV[2]),
+                splat(IV[3]),
+                splat(IV[4]),
+                splat(IV[5]),
+                splat(IV[6]),
+                splat(IV[7]),
+                splat(IV[0]),
+                splat(IV[1]),
+                splat(IV[2]),
+                splat(IV[3]),
+                splat(0),
+                splat(0),
+                load(&lengths[lanes.clone()]),
+                splat(ONE_BLOCK_ROOT),
+            ];
+            for s in &SCHEDULE {
+                g(&mut v, [0, 4, 8, 12], m[s[0]], m[s[1]]);
+                g(&mut v, [1, 5, 9, 13], m[s[2]], m[s[3]]);
+                g(&mut v, [2, 6, 10, 14], m[s[4]], m[s[5]]);
+                g(&mut v, [3, 7, 11, 15], m[s[6]], m[s[7]]);
+                g(&mut v, [0, 5, 10, 15], m[s[8]], m[s[9]]);
+                g(&mut v, [1, 6, 11, 12], m[s[10]], m[s[11]]);
+                g(&mut v, [2, 7, 8, 13], m[s[12]], m[s[13]]);
+                g(&mut v, [3, 4, 9, 14], m[s[14]], m[s[15]]);
+            }
+            // The output's words 0 and 1 are v0 ^ v8 and v1 ^ v9.
+            let mut low = [0u32; $width];
+            let mut high = [0u32; $width];
+            store(&mut low, xor(v[0], v[8]));
+            store(&mut high, xor(v[1], v[9]));
+            for ((out, low), high) in out[lanes].iter_mut().zip(low).zip(high) {
+                *out = u64::from(low) | (u64::from(high) << 32);
+            }
+        }
+    };
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -167,6 +270,23 @@ mod avx2 {
     };
 
     use super::{IV, LANES, ONE_BLOCK_ROOT, SCHEDULE};
+
+    lane_compression!(__m256i, 8, "avx2");
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn load(words: &[u32]) -> __m256i {
+        assert_eq!(words.len(), 8);
+        // SAFETY: reads eight u32, the slice's length.
+        unsafe { _mm256_loadu_si256(words.as_ptr().cast()) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn store(words: &mut [u32; 8], vector: __m256i) {
+        // SAFETY: writes eight u32, the array's length.
+        unsafe { _mm256_storeu_si256(words.as_mut_ptr().cast(), vector) }
+    }
 
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -218,73 +338,75 @@ mod avx2 {
     fn rotate_7(x: __m256i) -> __m256i {
         _mm256_or_si256(_mm256_srli_epi32::<7>(x), _mm256_slli_epi32::<25>(x))
     }
+}
 
-    /// blake3's quarter-round on state words a, b, c, d with message words x, y.
+/// AVX-512 rotates in one instruction, where AVX2 takes a shuffle or two shifts and an or.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::{
+        __m512i, _mm512_add_epi32, _mm512_loadu_si512, _mm512_ror_epi32, _mm512_set1_epi32,
+        _mm512_storeu_si512, _mm512_xor_si512,
+    };
+
+    use super::{IV, LANES, ONE_BLOCK_ROOT, SCHEDULE};
+
+    lane_compression!(__m512i, 16, "avx512f");
+
     #[inline]
-    #[target_feature(enable = "avx2")]
-    fn g(v: &mut [__m256i; 16], [a, b, c, d]: [usize; 4], x: __m256i, y: __m256i) {
-        v[a] = add(add(v[a], v[b]), x);
-        v[d] = rotate_16(xor(v[d], v[a]));
-        v[c] = add(v[c], v[d]);
-        v[b] = rotate_12(xor(v[b], v[c]));
-        v[a] = add(add(v[a], v[b]), y);
-        v[d] = rotate_8(xor(v[d], v[a]));
-        v[c] = add(v[c], v[d]);
-        v[b] = rotate_7(xor(v[b], v[c]));
+    #[target_feature(enable = "avx512f")]
+    fn load(words: &[u32]) -> __m512i {
+        assert_eq!(words.len(), 16);
+        // SAFETY: reads sixteen u32, the slice's length.
+        unsafe { _mm512_loadu_si512(words.as_ptr().cast()) }
     }
 
-    /// blake3's compression of one root block per lane (chaining value IV, counter 0), cut
-    /// to the output's first two words.
-    #[target_feature(enable = "avx2")]
-    pub fn compress(words: &[[u32; LANES]; 16], lengths: &[u32; LANES]) -> [u64; LANES] {
-        let mut m = [splat(0); 16];
-        for (vector, word) in m.iter_mut().zip(words) {
-            // SAFETY: reads one [u32; 8], 32 bytes.
-            *vector = unsafe { _mm256_loadu_si256(word.as_ptr().cast()) };
-        }
-        // SAFETY: as above.
-        let lengths = unsafe { _mm256_loadu_si256(lengths.as_ptr().cast()) };
-        let mut v = [
-            splat(IV[0]),
-            splat(IV[1]),
-            splat(IV[2]),
-            splat(IV[3]),
-            splat(IV[4]),
-            splat(IV[5]),
-            splat(IV[6]),
-            splat(IV[7]),
-            splat(IV[0]),
-            splat(IV[1]),
-            splat(IV[2]),
-            splat(IV[3]),
-            splat(0),
-            splat(0),
-            lengths,
-            splat(ONE_BLOCK_ROOT),
-        ];
-        for s in &SCHEDULE {
-            g(&mut v, [0, 4, 8, 12], m[s[0]], m[s[1]]);
-            g(&mut v, [1, 5, 9, 13], m[s[2]], m[s[3]]);
-            g(&mut v, [2, 6, 10, 14], m[s[4]], m[s[5]]);
-            g(&mut v, [3, 7, 11, 15], m[s[6]], m[s[7]]);
-            g(&mut v, [0, 5, 10, 15], m[s[8]], m[s[9]]);
-            g(&mut v, [1, 6, 11, 12], m[s[10]], m[s[11]]);
-            g(&mut v, [2, 7, 8, 13], m[s[12]], m[s[13]]);
-            g(&mut v, [3, 4, 9, 14], m[s[14]], m[s[15]]);
-        }
-        // The output's words 0 and 1 are v0 ^ v8 and v1 ^ v9.
-        let mut low = [0u32; LANES];
-        let mut high = [0u32; LANES];
-        // SAFETY: each store writes one [u32; 8].
-        unsafe {
-            _mm256_storeu_si256(low.as_mut_ptr().cast(), xor(v[0], v[8]));
-            _mm256_storeu_si256(high.as_mut_ptr().cast(), xor(v[1], v[9]));
-        }
-        let mut out = [0u64; LANES];
-        for (lane, out) in out.iter_mut().enumerate() {
-            *out = u64::from(low[lane]) | (u64::from(high[lane]) << 32);
-        }
-        out
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn store(words: &mut [u32; 16], vector: __m512i) {
+        // SAFETY: writes sixteen u32, the array's length.
+        unsafe { _mm512_storeu_si512(words.as_mut_ptr().cast(), vector) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn add(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_add_epi32(a, b)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn xor(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_xor_si512(a, b)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn splat(x: u32) -> __m512i {
+        _mm512_set1_epi32(x as i32)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn rotate_16(x: __m512i) -> __m512i {
+        _mm512_ror_epi32::<16>(x)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn rotate_12(x: __m512i) -> __m512i {
+        _mm512_ror_epi32::<12>(x)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn rotate_8(x: __m512i) -> __m512i {
+        _mm512_ror_epi32::<8>(x)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn rotate_7(x: __m512i) -> __m512i {
+        _mm512_ror_epi32::<7>(x)
     }
 }
 
@@ -292,12 +414,36 @@ mod avx2 {
 mod tests {
     use super::*;
 
-    fn all(texts: &[Vec<u8>]) -> Vec<u64> {
-        let mut hashes = ShortHashes::with_capacity(texts.len());
-        for text in texts {
-            hashes.push(text);
+    /// The paths this machine can run: AVX2 where it has AVX-512 too.
+    fn paths() -> Vec<Option<Simd>> {
+        let mut paths = vec![None];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                paths.push(Some(Simd::Avx2));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                paths.push(Some(Simd::Avx512));
+            }
         }
-        hashes.finish()
+        paths
+    }
+
+    /// Every text's prefix on every path the machine has, checked to agree.
+    fn all(texts: &[Vec<u8>]) -> Vec<u64> {
+        let mut results = paths().into_iter().map(|simd| {
+            let mut hashes = ShortHashes::with_capacity(texts.len());
+            hashes.simd = simd;
+            for text in texts {
+                hashes.push(text);
+            }
+            (simd, hashes.finish())
+        });
+        let (_, first) = results.next().unwrap();
+        for (simd, other) in results {
+            assert_eq!(other, first, "{simd:?}");
+        }
+        first
     }
 
     /// Every length from empty to past one block, in batches that fill the lanes and batches

@@ -52,7 +52,7 @@ impl ShardSet {
 pub fn lane_count(batch: usize) -> usize {
     (1..=64.min(batch.max(1)))
         .rev()
-        .find(|l| batch % l == 0)
+        .find(|l| batch.is_multiple_of(*l))
         .unwrap_or(1)
 }
 

@@ -34,7 +34,7 @@ impl Splits {
         };
         let val = shard_set(job, "val");
         let (rank, world) = job.group.as_ref().map_or((0, 1), |g| (g.rank, g.world));
-        if config.global_batch % world as u64 != 0 {
+        if !config.global_batch.is_multiple_of(world as u64) {
             bail!(
                 "manifest.config.global_batch = {} does not split evenly over {world} ranks: the global batch \
                  is fixed and every rank takes an equal part of it; choose a multiple of {world}",

@@ -337,7 +337,7 @@ impl<'a> TrainingLoop<'a> {
         self.last_loss = Some(trained.loss);
 
         let (mut line, mut closed) = (None, None);
-        if step % config.log_every == 0 || step == config.max_steps {
+        if step.is_multiple_of(config.log_every) || step == config.max_steps {
             let (text, window) = self
                 .window
                 .close(step, self.epoch, trained.lr, trained.grad_norm);
@@ -347,8 +347,8 @@ impl<'a> TrainingLoop<'a> {
         if let (Some(wait), Some(line)) = (trained.copy_wait, line.as_mut()) {
             line["ckpt_copy_wait_s"] = json!(wait);
         }
-        let eval_now =
-            self.val.is_some() && (step % config.eval_every == 0 || step == config.max_steps);
+        let eval_now = self.val.is_some()
+            && (step.is_multiple_of(config.eval_every) || step == config.max_steps);
         // Only rank 0 scores val, so only it checkpoints a new best between scheduled steps.
         let improved = match self.splits.root && eval_now {
             true => self.score_val(&mut line, trained.loss)?,
@@ -363,7 +363,7 @@ impl<'a> TrainingLoop<'a> {
         }
         // A stop request at the step where early stopping ends the run changes nothing.
         let stop = stop.filter(|_| !self.stopped_early);
-        let scheduled = step % config.ckpt_every == 0
+        let scheduled = step.is_multiple_of(config.ckpt_every)
             || trained.by_time
             || stop.is_some()
             || self.stopped_early

@@ -22,7 +22,7 @@ pub(crate) fn encode(bytes: &[u8]) -> String {
 
 pub(crate) fn decode(text: &str) -> Result<Vec<u8>, HexError> {
     let raw = text.as_bytes();
-    if raw.len() % 2 != 0 {
+    if !raw.len().is_multiple_of(2) {
         return Err(HexError::OddLength(raw.len()));
     }
     let nibble = |index: usize| -> Result<u8, HexError> {

@@ -34,38 +34,88 @@ pub fn write_atomic_file<F>(path: &Path, write: F) -> Result<(), InputError>
 where
     F: FnOnce(&mut File, &Path) -> std::io::Result<()>,
 {
-    let target = replaceable_target(path)?;
-    let io_error = |source| InputError::Io {
+    let mut file = AtomicFile::create(path)?;
+    let temp_path = file.temp_path().to_path_buf();
+    write(file.file_mut(), &temp_path).map_err(|source| InputError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let dir = match target.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let name = target.file_name().ok_or_else(|| {
-        io_error(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a file path",
-        ))
     })?;
-    remove_stale_temps(dir, &format!(".{}.tmp", name.to_string_lossy()));
-    let mut temp = tempfile::Builder::new()
-        .prefix(&format!(".{}.tmp", name.to_string_lossy()))
-        // Outputs are data to share, not secrets: the usual 0644 rather than tempfile's 0600.
-        .permissions(readable_by_all())
-        .tempfile_in(dir)
-        .map_err(|source| match folder_error(dir, source) {
-            InputError::Io { source, .. } => io_error(source),
-            other => other,
+    file.commit()
+}
+
+/// A file written over time that appears at its path whole, on [`AtomicFile::commit`], or not
+/// at all: dropped uncommitted (an error on the way, a panic), its temp file goes. For outputs
+/// written while their rows stream past, where [`write_atomic`]'s one closure would have to
+/// hold the whole computation.
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: PathBuf,
+    target: PathBuf,
+    temp: tempfile::NamedTempFile,
+}
+
+impl AtomicFile {
+    /// An empty temp file beside `path`'s target (a symlink followed; a FIFO, socket, device
+    /// or folder refused), after removing what killed writers of it left.
+    pub fn create(path: &Path) -> Result<AtomicFile, InputError> {
+        let target = replaceable_target(path)?;
+        let io_error = |source| InputError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = match target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let name = target.file_name().ok_or_else(|| {
+            io_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a file path",
+            ))
         })?;
-    let temp_path = temp.path().to_path_buf();
-    write(temp.as_file_mut(), &temp_path).map_err(io_error)?;
-    temp.as_file().sync_all().map_err(io_error)?;
-    temp.persist(&target).map_err(|err| io_error(err.error))?;
-    File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(io_error)
+        remove_stale_temps(dir, &format!(".{}.tmp", name.to_string_lossy()));
+        let temp = tempfile::Builder::new()
+            .prefix(&format!(".{}.tmp", name.to_string_lossy()))
+            // Outputs are data to share, not secrets: the usual 0644 rather than tempfile's 0600.
+            .permissions(readable_by_all())
+            .tempfile_in(dir)
+            .map_err(|source| match folder_error(dir, source) {
+                InputError::Io { source, .. } => io_error(source),
+                other => other,
+            })?;
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            target,
+            temp,
+        })
+    }
+
+    pub fn file_mut(&mut self) -> &mut File {
+        self.temp.as_file_mut()
+    }
+
+    pub fn temp_path(&self) -> &Path {
+        self.temp.path()
+    }
+
+    /// Syncs the file, renames it over the target and syncs the folder.
+    pub fn commit(self) -> Result<(), InputError> {
+        let io_error = |source| InputError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.temp.as_file().sync_all().map_err(io_error)?;
+        let dir = match self.target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        self.temp
+            .persist(&self.target)
+            .map_err(|err| io_error(err.error))?;
+        File::open(&dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(io_error)
+    }
 }
 
 /// How long a temp file must have gone unwritten before it counts as a killed writer's: a live

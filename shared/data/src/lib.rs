@@ -16,6 +16,7 @@ pub mod shards;
 pub mod short_hash;
 pub mod source;
 pub mod spec;
+pub mod spill_sort;
 pub mod split;
 pub mod types;
 pub mod unsplit;

@@ -59,45 +59,23 @@ impl RowScores {
     }
 
     fn to_parquet(&self) -> Result<Vec<u8>, parquet::errors::ParquetError> {
-        let mut fields = vec![Field::new("row", DataType::UInt64, false)];
-        let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(self.rows.clone()))];
-        if let Some(keys) = &self.keys {
-            fields.push(Field::new("key", DataType::Utf8, false));
-            columns.push(Arc::new(StringArray::from_iter_values(keys)));
+        let mut writer = RowScoresWriter::new(
+            Vec::new(),
+            &self.split,
+            &self.rows_blake3,
+            self.key_column.as_deref(),
+            self.slices.iter().map(|(c, _)| c.clone()).collect(),
+        )?;
+        for (i, &row) in self.rows.iter().enumerate() {
+            writer.push(
+                row,
+                self.keys.as_ref().map(|k| k[i].as_str()),
+                self.labels[i],
+                self.scores[i],
+                self.slices.iter().map(|(_, v)| v[i].as_str()),
+            )?;
         }
-        fields.push(Field::new("label", DataType::Boolean, false));
-        columns.push(Arc::new(BooleanArray::from(self.labels.clone())));
-        fields.push(Field::new("score", DataType::Float64, false));
-        columns.push(Arc::new(Float64Array::from(self.scores.clone())));
-        for (column, values) in &self.slices {
-            fields.push(Field::new(
-                format!("{SLICE_PREFIX}{column}"),
-                DataType::Utf8,
-                false,
-            ));
-            columns.push(Arc::new(StringArray::from_iter_values(values)));
-        }
-        let schema = Arc::new(Schema::new(fields));
-        let batch = RecordBatch::try_new(schema.clone(), columns)?;
-        let metadata = [
-            ("runfn.format", FORMAT.to_string()),
-            ("runfn.split", self.split.clone()),
-            ("runfn.rows_blake3", self.rows_blake3.clone()),
-            (
-                "runfn.key",
-                self.key_column.clone().unwrap_or_else(|| "row".into()),
-            ),
-        ]
-        .into_iter()
-        .map(|(k, v)| KeyValue::new(k.to_string(), v))
-        .collect();
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata(Some(metadata))
-            .build();
-        let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(properties))?;
-        writer.write(&batch)?;
-        writer.into_inner()
+        writer.finish()
     }
 
     /// Reads a file `write` made. Every way it can be wrong names the file (and the row).
@@ -213,6 +191,143 @@ impl RowScores {
     }
 }
 
+/// Rows per row group of the file (and per batch handed to the Parquet writer). Fixed, so the
+/// file's bytes follow from its rows alone, whether they came held in memory or streamed in
+/// batches of any size.
+const CHUNK_ROWS: usize = 65_536;
+
+/// A row scores file written a row at a time, holding at most [`CHUNK_ROWS`] rows: what
+/// `evaluate` writes while the split streams past. [`RowScores::write`] goes through it too, so
+/// both give the same bytes for the same rows.
+pub struct RowScoresWriter<W: std::io::Write + Send> {
+    writer: ArrowWriter<W>,
+    schema: Arc<Schema>,
+    keyed: bool,
+    rows: Vec<u64>,
+    keys: Vec<String>,
+    labels: Vec<bool>,
+    scores: Vec<f64>,
+    slices: Vec<Vec<String>>,
+}
+
+impl<W: std::io::Write + Send> std::fmt::Debug for RowScoresWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowScoresWriter")
+            .field("pending", &self.rows.len())
+            .finish()
+    }
+}
+
+impl<W: std::io::Write + Send> RowScoresWriter<W> {
+    /// A file of the rows of `split` (rows digest `rows_blake3`), keyed by `key_column` (else by
+    /// position), with a `slice:<column>` column for each of `slices`.
+    pub fn new(
+        out: W,
+        split: &str,
+        rows_blake3: &str,
+        key_column: Option<&str>,
+        slices: Vec<String>,
+    ) -> Result<RowScoresWriter<W>, parquet::errors::ParquetError> {
+        let mut fields = vec![Field::new("row", DataType::UInt64, false)];
+        if key_column.is_some() {
+            fields.push(Field::new("key", DataType::Utf8, false));
+        }
+        fields.push(Field::new("label", DataType::Boolean, false));
+        fields.push(Field::new("score", DataType::Float64, false));
+        for column in &slices {
+            fields.push(Field::new(
+                format!("{SLICE_PREFIX}{column}"),
+                DataType::Utf8,
+                false,
+            ));
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let metadata = [
+            ("runfn.format", FORMAT.to_string()),
+            ("runfn.split", split.to_string()),
+            ("runfn.rows_blake3", rows_blake3.to_string()),
+            ("runfn.key", key_column.unwrap_or("row").to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| KeyValue::new(k.to_string(), v))
+        .collect();
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_key_value_metadata(Some(metadata))
+            .set_max_row_group_row_count(Some(CHUNK_ROWS))
+            .build();
+        Ok(RowScoresWriter {
+            writer: ArrowWriter::try_new(out, schema.clone(), Some(properties))?,
+            schema,
+            keyed: key_column.is_some(),
+            rows: Vec::new(),
+            keys: Vec::new(),
+            labels: Vec::new(),
+            scores: Vec::new(),
+            slices: vec![Vec::new(); slices.len()],
+        })
+    }
+
+    /// One row: its position, its key (when the file is keyed), label, score and each slice
+    /// column's value, in the order the slices were named.
+    pub fn push<'a>(
+        &mut self,
+        row: u64,
+        key: Option<&str>,
+        label: bool,
+        score: f64,
+        slices: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), parquet::errors::ParquetError> {
+        self.rows.push(row);
+        if self.keyed {
+            self.keys.push(key.unwrap_or_default().to_string());
+        }
+        self.labels.push(label);
+        self.scores.push(score);
+        for (values, value) in self.slices.iter_mut().zip(slices) {
+            values.push(value.to_string());
+        }
+        if self.rows.len() == CHUNK_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), parquet::errors::ParquetError> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let mut columns: Vec<ArrayRef> =
+            vec![Arc::new(UInt64Array::from(std::mem::take(&mut self.rows)))];
+        if self.keyed {
+            columns.push(Arc::new(StringArray::from_iter_values(std::mem::take(
+                &mut self.keys,
+            ))));
+        }
+        columns.push(Arc::new(BooleanArray::from(std::mem::take(
+            &mut self.labels,
+        ))));
+        columns.push(Arc::new(Float64Array::from(std::mem::take(
+            &mut self.scores,
+        ))));
+        for values in &mut self.slices {
+            columns.push(Arc::new(StringArray::from_iter_values(std::mem::take(
+                values,
+            ))));
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+        self.writer.write(&batch)?;
+        // Each chunk is a row group of its own, wherever the Parquet writer would cut.
+        self.writer.flush()
+    }
+
+    /// Writes what is pending and the footer; returns the output.
+    pub fn finish(mut self) -> Result<W, parquet::errors::ParquetError> {
+        self.flush()?;
+        self.writer.into_inner()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +364,52 @@ mod tests {
         };
         keyed.write(&path).unwrap();
         assert_eq!(RowScores::read(&path).unwrap(), keyed);
+    }
+
+    /// More rows than a chunk, keyed, with a slice: the writer fed row by row gives the bytes
+    /// `RowScores::write` gives, and they read back whole.
+    #[test]
+    fn rows_streamed_past_a_chunk_write_the_same_file() {
+        let n = CHUNK_ROWS + 1_234;
+        let scores = RowScores {
+            split: "test".into(),
+            rows_blake3: "cd".repeat(32),
+            key_column: Some("id".into()),
+            rows: (0..n as u64).collect(),
+            keys: Some((0..n).map(|i| format!("k{i}")).collect()),
+            labels: (0..n).map(|i| i % 3 == 0).collect(),
+            scores: (0..n).map(|i| (i % 97) as f64 / 96.0).collect(),
+            slices: vec![(
+                "tier".into(),
+                (0..n).map(|i| format!("t{}", i % 5)).collect(),
+            )],
+        };
+        let held = scores.to_parquet().unwrap();
+        let mut streamed = RowScoresWriter::new(
+            Vec::new(),
+            "test",
+            &"cd".repeat(32),
+            Some("id"),
+            vec!["tier".into()],
+        )
+        .unwrap();
+        for i in 0..n {
+            let tier = format!("t{}", i % 5);
+            streamed
+                .push(
+                    i as u64,
+                    Some(&format!("k{i}")),
+                    i % 3 == 0,
+                    (i % 97) as f64 / 96.0,
+                    [tier.as_str()],
+                )
+                .unwrap();
+        }
+        assert_eq!(streamed.finish().unwrap(), held);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("scores.parquet");
+        std::fs::write(&path, &held).unwrap();
+        assert_eq!(RowScores::read(&path).unwrap(), scores);
     }
 
     #[test]

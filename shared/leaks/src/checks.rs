@@ -13,7 +13,7 @@ use crate::movement::{Movement, movement_of, overdispersed_p};
 use crate::near_twins::{ColumnSearch, NearTwin, read_text};
 use crate::report::{LeakCheck, Pair};
 use crate::scan::{Layout, Merged};
-use crate::spill::{Record, SpillSorter, u32_at, u64_at};
+use runfn_data::spill_sort::{Record, SpillSorter, u32_at, u64_at};
 
 /// Each split's place in time: its position in `config.split_order`, else after those.
 pub fn ranks(data: &Partitioned, config: &LeakConfig) -> Vec<usize> {

@@ -92,11 +92,13 @@ impl LeakConfig {
 
     /// A folder of this run's own for what it spills, removed when dropped; what killed runs
     /// left there goes first.
-    pub fn spill_root(&self) -> Result<crate::spill::SpillRoot, runfn_data::DataError> {
+    pub fn spill_root(&self) -> Result<runfn_data::spill_sort::SpillRoot, runfn_data::DataError> {
         let parent = self.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        crate::spill::SpillRoot::create(&parent).map_err(|source| runfn_data::DataError::Io {
-            path: parent,
-            source,
+        runfn_data::spill_sort::SpillRoot::create(&parent, "leak-check").map_err(|source| {
+            runfn_data::DataError::Io {
+                path: parent,
+                source,
+            }
         })
     }
 

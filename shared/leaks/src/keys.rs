@@ -12,7 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::location::Loc;
-use crate::spill::{Record, SharedSorter, Sorted, u32_at, u64_at};
+use runfn_data::spill_sort::{Record, SharedSorter, Sorted, u32_at, u64_at};
 
 /// A key's 128-bit hash.
 pub fn hash128(bytes: &[u8]) -> u128 {

@@ -13,8 +13,6 @@ mod near_twins;
 mod proxies;
 mod report;
 mod scan;
-mod spill;
-
 pub use config::{LeakConfig, conventional_order};
 pub use location::Loc;
 pub use report::{LeakCheck, LeakReport, Pair};

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use runfn_stats::minhash::{Sketcher, bucket_cap, jaccard};
 
-use crate::spill::{Record, SharedSorter, SpillSorter, u16_at, u32_at, u64_at};
+use runfn_data::spill_sort::{Record, SharedSorter, SpillSorter, u16_at, u32_at, u64_at};
 
 /// Where a text is: its split, its id (file << 40 | 0-based row) and its bytes in its file's
 /// store. Ordered by split, then id: the order the in-memory index adds texts in.

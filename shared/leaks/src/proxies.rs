@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use runfn_stats::auc::{AucError, auc_of_groups};
 
-use crate::spill::{Record, SharedSorter, u64_at};
+use runfn_data::spill_sort::{Record, SharedSorter, u64_at};
 
 /// Category cardinality beyond which a target encoding would fit noise, not signal.
 pub const MAX_PROXY_CATEGORIES: usize = 1000;

@@ -20,59 +20,95 @@ pub use runfn_schema::record::EvalMetrics as Metrics;
 /// Metrics of `scores` (probabilities) against `labels`. Both must be non-empty and equally long.
 pub fn compute(scores: &[f64], labels: &[bool]) -> Metrics {
     assert_eq!(scores.len(), labels.len());
-    let n = scores.len() as f64;
-    let (auc, auc_note) = match runfn_stats::auc::auc(scores, labels) {
-        Ok(auc) => (Some(auc), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let mut logloss = 0.0;
-    let mut brier = 0.0;
-    let mut correct = 0usize;
-    let mut predicted = 0usize;
-    let mut positives = 0usize;
+    let mut tally = MetricsTally::default();
     for (&p, &y) in scores.iter().zip(labels) {
-        let y = if y { 1.0 } else { 0.0 };
-        let q = p.clamp(CLIP, 1.0 - CLIP);
-        logloss -= y * q.ln() + (1.0 - y) * (1.0 - q).ln();
-        brier += (p - y) * (p - y);
-        let call = p >= THRESHOLD;
-        predicted += call as usize;
-        positives += (y == 1.0) as usize;
-        correct += (call == (y == 1.0)) as usize;
+        tally.push(p, y);
     }
-    Metrics {
-        auc,
-        auc_note,
-        logloss: logloss / n,
-        brier: brier / n,
-        ece: ece(scores, labels),
-        accuracy: correct as f64 / n,
-        positive_rate: predicted as f64 / n,
-        label_rate: positives as f64 / n,
-        mean_score: scores.iter().sum::<f64>() / n,
-        rows: scores.len() as u64,
-        ci95: None,
-    }
+    tally.finish(runfn_stats::auc::auc(scores, labels))
 }
 
 /// Expected calibration error: the row-weighted mean over 10 equal-width score bins of
 /// |mean score - label rate|. A score of exactly 1 falls in the last bin.
 pub fn ece(scores: &[f64], labels: &[bool]) -> f64 {
-    let mut sum_p = [0.0; ECE_BINS];
-    let mut sum_y = [0.0; ECE_BINS];
-    let mut count = [0usize; ECE_BINS];
+    let mut tally = MetricsTally::default();
     for (&p, &y) in scores.iter().zip(labels) {
-        let bin = ((p * ECE_BINS as f64) as usize).min(ECE_BINS - 1);
-        sum_p[bin] += p;
-        sum_y[bin] += if y { 1.0 } else { 0.0 };
-        count[bin] += 1;
+        tally.push(p, y);
     }
-    let n = scores.len() as f64;
-    // A float sum starts at -0.0: no rows would print `"ece": -0.0`.
-    0.0 + (0..ECE_BINS)
-        .filter(|&b| count[b] > 0)
-        .map(|b| (sum_p[b] - sum_y[b]).abs() / n)
-        .sum::<f64>()
+    tally.ece()
+}
+
+/// Every metric but the AUC, summed a row at a time in the rows' order, so rows streamed
+/// through it give bit for bit what [`compute`] gives on them held in memory. The AUC needs
+/// the rows in score order and comes from elsewhere ([`runfn_stats::auc::SortedAuc`] over a
+/// sorter, or [`runfn_stats::auc::auc`]).
+#[derive(Debug, Clone, Default)]
+pub struct MetricsTally {
+    rows: u64,
+    logloss: f64,
+    brier: f64,
+    correct: u64,
+    predicted: u64,
+    positives: u64,
+    score_sum: f64,
+    bin_score: [f64; ECE_BINS],
+    bin_label: [f64; ECE_BINS],
+    bin_rows: [u64; ECE_BINS],
+}
+
+impl MetricsTally {
+    /// One row: its probability `p` and its label `y`.
+    pub fn push(&mut self, p: f64, y: bool) {
+        let label = if y { 1.0 } else { 0.0 };
+        let q = p.clamp(CLIP, 1.0 - CLIP);
+        self.logloss -= label * q.ln() + (1.0 - label) * (1.0 - q).ln();
+        self.brier += (p - label) * (p - label);
+        let call = p >= THRESHOLD;
+        self.predicted += u64::from(call);
+        self.positives += u64::from(y);
+        self.correct += u64::from(call == y);
+        self.score_sum += p;
+        let bin = ((p * ECE_BINS as f64) as usize).min(ECE_BINS - 1);
+        self.bin_score[bin] += p;
+        self.bin_label[bin] += label;
+        self.bin_rows[bin] += 1;
+        self.rows += 1;
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn ece(&self) -> f64 {
+        let n = self.rows as f64;
+        // A float sum starts at -0.0: no rows would print `"ece": -0.0`.
+        0.0 + (0..ECE_BINS)
+            .filter(|&b| self.bin_rows[b] > 0)
+            .map(|b| (self.bin_score[b] - self.bin_label[b]).abs() / n)
+            .sum::<f64>()
+    }
+
+    /// The metrics of the rows pushed, with `auc` the AUC of the same rows (an error: null,
+    /// with the error as the note).
+    pub fn finish(&self, auc: Result<f64, runfn_stats::auc::AucError>) -> Metrics {
+        let n = self.rows as f64;
+        let (auc, auc_note) = match auc {
+            Ok(auc) => (Some(auc), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        Metrics {
+            auc,
+            auc_note,
+            logloss: self.logloss / n,
+            brier: self.brier / n,
+            ece: self.ece(),
+            accuracy: self.correct as f64 / n,
+            positive_rate: self.predicted as f64 / n,
+            label_rate: self.positives as f64 / n,
+            mean_score: self.score_sum / n,
+            rows: self.rows,
+            ci95: None,
+        }
+    }
 }
 
 /// Reads one metric of a bootstrap replicate.

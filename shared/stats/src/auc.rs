@@ -101,6 +101,69 @@ pub fn auc_of_groups(mut groups: Vec<(f64, u64, u64)>) -> Result<f64, AucError> 
     Ok(twice_u as f64 / (2.0 * positives as f64 * negatives as f64))
 }
 
+/// ROC AUC of rows fed one at a time in ascending score order ([`f64::total_cmp`]): the same
+/// integer sum as [`auc`], so the same value, in constant memory. The rows can come from a
+/// sorter that spilled to disk, which is how a split of any size is scored within a budget.
+#[derive(Debug, Clone, Default)]
+pub struct SortedAuc {
+    twice_u: u128,
+    negatives_below: u128,
+    /// The open tie group: its score and its positives and negatives.
+    group: Option<(f64, u128, u128)>,
+    positives: u64,
+    negatives: u64,
+    rows: usize,
+    nan_at: Option<usize>,
+}
+
+impl SortedAuc {
+    /// The next row, at or above every score fed before it.
+    pub fn push(&mut self, score: f64, label: bool) {
+        if score.is_nan() {
+            self.nan_at.get_or_insert(self.rows);
+        }
+        self.rows += 1;
+        if label {
+            self.positives += 1;
+        } else {
+            self.negatives += 1;
+        }
+        match &mut self.group {
+            // == so that −0.0 and +0.0, adjacent in total_cmp's order, tie as they do in `auc`.
+            Some((at, p, n)) if *at == score => {
+                *p += u128::from(label);
+                *n += u128::from(!label);
+            }
+            _ => {
+                self.close_group();
+                self.group = Some((score, u128::from(label), u128::from(!label)));
+            }
+        }
+    }
+
+    fn close_group(&mut self) {
+        if let Some((_, p, n)) = self.group.take() {
+            self.twice_u += p * (2 * self.negatives_below + n);
+            self.negatives_below += n;
+        }
+    }
+
+    /// The AUC of every row fed.
+    pub fn finish(mut self) -> Result<f64, AucError> {
+        if let Some(index) = self.nan_at {
+            return Err(AucError::NanScore { index });
+        }
+        self.close_group();
+        if self.positives == 0 || self.negatives == 0 {
+            return Err(AucError::OneClass {
+                positives: self.positives as usize,
+                negatives: self.negatives as usize,
+            });
+        }
+        Ok(self.twice_u as f64 / (2.0 * self.positives as f64 * self.negatives as f64))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,7 +258,54 @@ mod tests {
             })
     }
 
+    /// `SortedAuc` over the rows sorted by score (either label first among ties).
+    fn sorted_auc(scores: &[f64], labels: &[bool], positives_first: bool) -> Result<f64, AucError> {
+        let mut rows: Vec<(f64, bool)> =
+            scores.iter().copied().zip(labels.iter().copied()).collect();
+        rows.sort_by(|a, b| {
+            a.0.total_cmp(&b.0).then(
+                (a.1 == positives_first)
+                    .cmp(&(b.1 == positives_first))
+                    .reverse(),
+            )
+        });
+        let mut tally = SortedAuc::default();
+        for (score, label) in rows {
+            tally.push(score, label);
+        }
+        tally.finish()
+    }
+
+    #[test]
+    fn sorted_rows_give_the_hand_computed_values_and_errors() {
+        assert_eq!(
+            sorted_auc(&[0.3, 0.5, 0.3, 0.1], &labels(&[1, 1, 0, 0]), true),
+            Ok(0.875)
+        );
+        assert_eq!(sorted_auc(&[-0.0, 0.0], &labels(&[1, 0]), false), Ok(0.5));
+        assert_eq!(
+            sorted_auc(&[0.1, 0.2], &[true, true], true),
+            Err(AucError::OneClass {
+                positives: 2,
+                negatives: 0
+            })
+        );
+        assert_eq!(
+            SortedAuc::default().finish(),
+            Err(AucError::OneClass {
+                positives: 0,
+                negatives: 0
+            })
+        );
+    }
+
     proptest! {
+        #[test]
+        fn sorted_rows_give_the_same_value_as_auc_bit_for_bit((scores, labels) in scored(), first in any::<bool>()) {
+            let scores: Vec<f64> = scores.iter().map(|s| s / 7.0).collect();
+            prop_assert_eq!(sorted_auc(&scores, &labels, first), auc(&scores, &labels));
+        }
+
         #[test]
         fn matches_the_pairwise_definition((scores, labels) in scored()) {
             let exact = auc(&scores, &labels).expect("both classes");

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use extsort::{ExternalSorter, PushExternalSorter, Sortable, SortedIterator};
 
-/// A run's spill folder, `.leak-check-spill*` in the parent, held by a lock on a file inside
+/// A run's spill folder, `.<tool>-spill*` in the parent, held by a lock on a file inside
 /// it for as long as the run lives: the kernel drops the lock when the process ends, however
 /// it ends, so a folder whose lock can be taken was left by a killed run (gigabytes, maybe)
 /// and is removed by the next one. Removed with this value.
@@ -19,14 +19,15 @@ pub struct SpillRoot {
     _lock: File,
 }
 
-const SPILL_PREFIX: &str = ".leak-check-spill";
 const LOCK_NAME: &str = "lock";
 
 impl SpillRoot {
-    pub fn create(parent: &Path) -> io::Result<SpillRoot> {
-        remove_abandoned(parent);
+    /// A folder `.<tool>-spill*` in `parent`; `tool`'s killed runs' folders there go first.
+    pub fn create(parent: &Path, tool: &str) -> io::Result<SpillRoot> {
+        let prefix = format!(".{tool}-spill");
+        remove_abandoned(parent, &prefix);
         let dir = tempfile::Builder::new()
-            .prefix(SPILL_PREFIX)
+            .prefix(&prefix)
             .tempdir_in(parent)?;
         let lock = File::create(dir.path().join(LOCK_NAME))?;
         lock.lock()?;
@@ -41,7 +42,7 @@ impl SpillRoot {
 /// Removes the spill folders in `parent` whose lock nobody holds. Best effort: one that cannot
 /// be read or removed stays, as it would have; one without its lock file yet (a run between
 /// making its folder and locking it) is left alone.
-fn remove_abandoned(parent: &Path) {
+fn remove_abandoned(parent: &Path, prefix: &str) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
@@ -49,7 +50,7 @@ fn remove_abandoned(parent: &Path) {
         let is_spill = entry
             .file_name()
             .to_str()
-            .is_some_and(|name| name.starts_with(SPILL_PREFIX));
+            .is_some_and(|name| name.starts_with(prefix));
         if !is_spill || !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
@@ -219,6 +220,37 @@ impl<T: Record> Iterator for Sorted<T> {
     }
 }
 
+// The sorters hold records and extsort's state, neither worth printing: say what they hold.
+impl<T: Record> std::fmt::Debug for Stored<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stored")
+    }
+}
+
+impl<T: Record> std::fmt::Debug for SpillSorter<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpillSorter")
+            .field("buffered", &self.buffer.len())
+            .field("spilled", &self.spilled.is_some())
+            .finish()
+    }
+}
+
+impl<T: Record> std::fmt::Debug for SharedSorter<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedSorter")
+    }
+}
+
+impl<T: Record> std::fmt::Debug for Sorted<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Sorted::Memory(_) => "Sorted::Memory",
+            Sorted::Disk { .. } => "Sorted::Disk",
+        })
+    }
+}
+
 /// Little-endian field readers for `Record::read_from`.
 pub fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
@@ -278,9 +310,9 @@ mod tests {
         std::fs::create_dir(&killed).unwrap();
         File::create(killed.join(LOCK_NAME)).unwrap();
         std::fs::write(killed.join("run-0"), vec![0u8; 1024]).unwrap();
-        let live = SpillRoot::create(parent.path()).unwrap();
+        let live = SpillRoot::create(parent.path(), "leak-check").unwrap();
         assert!(!killed.exists());
-        let next = SpillRoot::create(parent.path()).unwrap();
+        let next = SpillRoot::create(parent.path(), "leak-check").unwrap();
         assert!(live.path().exists() && next.path().exists());
         let (live_path, next_path) = (live.path().to_path_buf(), next.path().to_path_buf());
         drop((live, next));

@@ -654,3 +654,77 @@ fn a_declared_row_key_keys_the_per_row_scores_and_must_be_unique() {
         out.stderr
     );
 }
+
+/// `--memory` bounds what evaluate holds: at a budget of a kibibyte every sorter spills, and
+/// the section, the row scores file and the predictions are those of a budget that holds
+/// everything. The spill folder goes with the run, the timings entry names the budget, and a
+/// bootstrap that cannot fit is refused before anything is scored.
+#[test]
+fn a_tiny_memory_budget_spills_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(&fixture().record, &dir.path().join("run"), &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let keyed = rehashed(&trained.stdout, |m| {
+        m["eval"]["row_key"] = "customer_id".into()
+    });
+    let spill = dir.path().join("tmp");
+    std::fs::create_dir(&spill).unwrap();
+    let run = |memory: &str| {
+        let predictions = dir.path().join(format!("predictions-{memory}.csv"));
+        let out = tool("evaluate")
+            .args(["--memory", memory, "-q"])
+            .args(["--predictions".as_ref(), predictions.as_os_str()])
+            .env("TMPDIR", &spill)
+            .stdin(keyed.clone())
+            .run();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let record = out.json();
+        let row_scores = record["evaluate"]["row_scores"]["path"].as_str().unwrap();
+        let row_scores = std::fs::read(row_scores).unwrap();
+        let entry = record["timings"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        (
+            record["evaluate"].clone(),
+            row_scores,
+            std::fs::read(predictions).unwrap(),
+            entry,
+        )
+    };
+    let (small, small_scores, small_predictions, entry) = run("1K");
+    assert_eq!(entry["tool"], "evaluate");
+    assert_eq!(entry["memory_budget_bytes"], 1024);
+    // Each row is sorted once overall and once per slice column: past 2,048 records (the
+    // sorter's smallest run) the runs go to disk.
+    assert!(
+        small["overall"]["rows"].as_u64().unwrap() * 3 > 2 * 2048,
+        "enough rows that a kibibyte's sorter spills"
+    );
+    assert_eq!(
+        std::fs::read_dir(&spill).unwrap().count(),
+        0,
+        "the spilled runs go with the run"
+    );
+    let (large, large_scores, large_predictions, _) = run("8G");
+    assert_eq!(small, large);
+    assert_eq!(small_scores, large_scores);
+    assert_eq!(small_predictions, large_predictions);
+    assert!(small["mistakes"].as_array().is_some_and(|m| m.len() == 10));
+    assert!(small["score_bins"]["counts"].as_array().is_some());
+
+    let out = tool("evaluate")
+        .args(["--memory", "1K", "--bootstrap", "100", "-q"])
+        .stdin(keyed)
+        .run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("evaluate: --bootstrap: resamples every row in memory"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty());
+}

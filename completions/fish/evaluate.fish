@@ -13,6 +13,7 @@ complete -c evaluate -l predictions -d 'Also write every row\'s label and score 
 complete -c evaluate -l row-scores -d 'Where the per-row scores go (Parquet, for gate\'s paired test); a path or store URL. Default: beside the scored model\'s training, row-scores-<evaluate|baseline>-<split>-<weights blake3>-<rows blake3>.parquet (12 hex each)' -r
 complete -c evaluate -l shards -d 'The shard folder (default: the record\'s shards.dir)' -r -F
 complete -c evaluate -l device -d 'cpu, cuda or cuda:N' -r
+complete -c evaluate -l memory -d 'Memory the evaluation may hold beyond one batch (default: a quarter of the machine\'s): the rows the AUCs and the key check sort past it wait on disk under TMPDIR' -r
 complete -c evaluate -l record -d 'Read the record from FILE instead of stdin' -r -F
 complete -c evaluate -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c evaluate -l pretty -d 'Indent the JSON on stdout (default: one line)'

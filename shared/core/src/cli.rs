@@ -105,6 +105,20 @@ impl Tool {
         self.finish_entry(record, exit, entry)
     }
 
+    /// `finish_for` and `finish_within` together.
+    pub fn finish_for_within(
+        &self,
+        record: Record,
+        exit: Exit,
+        role: &str,
+        budget: u64,
+    ) -> anyhow::Result<Exit> {
+        let mut entry = self.stopwatch.entry(self.name);
+        entry["for"] = serde_json::Value::from(role);
+        entry["memory_budget_bytes"] = serde_json::Value::from(budget);
+        self.finish_entry(record, exit, entry)
+    }
+
     fn finish_entry(
         &self,
         mut record: Record,

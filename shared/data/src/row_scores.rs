@@ -62,7 +62,6 @@ impl RowScores {
         let mut writer = RowScoresWriter::new(
             Vec::new(),
             &self.split,
-            &self.rows_blake3,
             self.key_column.as_deref(),
             self.slices.iter().map(|(c, _)| c.clone()).collect(),
         )?;
@@ -75,7 +74,7 @@ impl RowScores {
                 self.slices.iter().map(|(_, v)| v[i].as_str()),
             )?;
         }
-        writer.finish()
+        writer.finish(&self.rows_blake3)
     }
 
     /// Reads a file `write` made. Every way it can be wrong names the file (and the row).
@@ -200,6 +199,8 @@ const CHUNK_ROWS: usize = 65_536;
 /// `evaluate` writes while the split streams past. [`RowScores::write`] goes through it too, so
 /// both give the same bytes for the same rows.
 pub struct RowScoresWriter<W: std::io::Write + Send> {
+    split: String,
+    key_column: Option<String>,
     writer: ArrowWriter<W>,
     schema: Arc<Schema>,
     keyed: bool,
@@ -219,12 +220,12 @@ impl<W: std::io::Write + Send> std::fmt::Debug for RowScoresWriter<W> {
 }
 
 impl<W: std::io::Write + Send> RowScoresWriter<W> {
-    /// A file of the rows of `split` (rows digest `rows_blake3`), keyed by `key_column` (else by
-    /// position), with a `slice:<column>` column for each of `slices`.
+    /// A file of the rows of `split`, keyed by `key_column` (else by position), with a
+    /// `slice:<column>` column for each of `slices`. The rows digest, known once every row has
+    /// passed, goes into the footer at [`RowScoresWriter::finish`].
     pub fn new(
         out: W,
         split: &str,
-        rows_blake3: &str,
         key_column: Option<&str>,
         slices: Vec<String>,
     ) -> Result<RowScoresWriter<W>, parquet::errors::ParquetError> {
@@ -242,21 +243,13 @@ impl<W: std::io::Write + Send> RowScoresWriter<W> {
             ));
         }
         let schema = Arc::new(Schema::new(fields));
-        let metadata = [
-            ("runfn.format", FORMAT.to_string()),
-            ("runfn.split", split.to_string()),
-            ("runfn.rows_blake3", rows_blake3.to_string()),
-            ("runfn.key", key_column.unwrap_or("row").to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| KeyValue::new(k.to_string(), v))
-        .collect();
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata(Some(metadata))
             .set_max_row_group_row_count(Some(CHUNK_ROWS))
             .build();
         Ok(RowScoresWriter {
+            split: split.to_string(),
+            key_column: key_column.map(str::to_string),
             writer: ArrowWriter::try_new(out, schema.clone(), Some(properties))?,
             schema,
             keyed: key_column.is_some(),
@@ -321,9 +314,22 @@ impl<W: std::io::Write + Send> RowScoresWriter<W> {
         self.writer.flush()
     }
 
-    /// Writes what is pending and the footer; returns the output.
-    pub fn finish(mut self) -> Result<W, parquet::errors::ParquetError> {
+    /// Writes what is pending and the footer, which names the format, the split, the rows
+    /// digest and the key; returns the output.
+    pub fn finish(mut self, rows_blake3: &str) -> Result<W, parquet::errors::ParquetError> {
         self.flush()?;
+        for (key, value) in [
+            ("runfn.format", FORMAT.to_string()),
+            ("runfn.split", self.split.clone()),
+            ("runfn.rows_blake3", rows_blake3.to_string()),
+            (
+                "runfn.key",
+                self.key_column.clone().unwrap_or_else(|| "row".into()),
+            ),
+        ] {
+            self.writer
+                .append_key_value_metadata(KeyValue::new(key.to_string(), value));
+        }
         self.writer.into_inner()
     }
 }
@@ -385,14 +391,8 @@ mod tests {
             )],
         };
         let held = scores.to_parquet().unwrap();
-        let mut streamed = RowScoresWriter::new(
-            Vec::new(),
-            "test",
-            &"cd".repeat(32),
-            Some("id"),
-            vec!["tier".into()],
-        )
-        .unwrap();
+        let mut streamed =
+            RowScoresWriter::new(Vec::new(), "test", Some("id"), vec!["tier".into()]).unwrap();
         for i in 0..n {
             let tier = format!("t{}", i % 5);
             streamed
@@ -405,7 +405,7 @@ mod tests {
                 )
                 .unwrap();
         }
-        assert_eq!(streamed.finish().unwrap(), held);
+        assert_eq!(streamed.finish(&"cd".repeat(32)).unwrap(), held);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("scores.parquet");
         std::fs::write(&path, &held).unwrap();

@@ -28,42 +28,67 @@ pub fn score(
     slice_columns: &[String],
     device: Device,
 ) -> Result<Scored> {
-    let _guard = tch::no_grad_guard();
-    let lookup = preprocess.lookup();
-    let mut columns = preprocess.columns();
-    columns.extend(slice_columns.iter().map(String::as_str));
     let mut out = Scored {
         slices: slice_columns
             .iter()
             .map(|c| (c.clone(), Vec::new()))
             .collect(),
-        unseen: preprocess
-            .categorical
-            .iter()
-            .map(|c| (c.name.clone(), 0))
-            .collect(),
         ..Scored::default()
     };
+    out.unseen = score_each(model, preprocess, shards, slice_columns, device, |batch| {
+        out.scores.extend(&batch.scores);
+        out.labels.extend(&batch.labels);
+        for ((_, values), (_, batch_values)) in out.slices.iter_mut().zip(&batch.slices) {
+            values.extend(batch_values.iter().cloned());
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`score`] a batch at a time: `each` gets every batch's rows as they are scored, in index
+/// order, so a split of any size is scored in the memory of one batch. Returns the rows of
+/// each categorical feature whose value the model's vocabulary lacks.
+pub fn score_each(
+    model: &Mlp,
+    preprocess: &Preprocess,
+    shards: &[PathBuf],
+    slice_columns: &[String],
+    device: Device,
+    mut each: impl FnMut(&Scored) -> Result<()>,
+) -> Result<Vec<(String, u64)>> {
+    let _guard = tch::no_grad_guard();
+    let lookup = preprocess.lookup();
+    let mut columns = preprocess.columns();
+    columns.extend(slice_columns.iter().map(String::as_str));
+    let mut unseen: Vec<(String, u64)> = preprocess
+        .categorical
+        .iter()
+        .map(|c| (c.name.clone(), 0))
+        .collect();
     for path in shards {
         let mut reader = ShardReader::open(path, &columns)?;
         while let Some((batch, first_row)) = reader.next_batch()? {
             let block = preprocess.apply(&lookup, &batch, path, first_row)?;
-            for (total, count) in out
-                .unseen
+            for (total, count) in unseen
                 .iter_mut()
                 .zip(preprocess.count_unseen(&lookup, &batch, path)?)
             {
                 total.1 += count;
             }
-            out.scores
-                .extend(probabilities(model, &block, device, path, first_row)?);
-            out.labels.extend(block.labels.iter().map(|&y| y == 1.0));
-            for (name, values) in &mut out.slices {
-                values.extend(display_strings(&batch, name, path)?);
-            }
+            let scored = Scored {
+                scores: probabilities(model, &block, device, path, first_row)?,
+                labels: block.labels.iter().map(|&y| y == 1.0).collect(),
+                slices: slice_columns
+                    .iter()
+                    .map(|name| Ok((name.clone(), display_strings(&batch, name, path)?)))
+                    .collect::<Result<_>>()?,
+                unseen: Vec::new(),
+            };
+            each(&scored)?;
         }
     }
-    Ok(out)
+    Ok(unseen)
 }
 
 /// The model's probabilities for the rows of `block`, in order (no gradients are kept).
@@ -152,33 +177,4 @@ pub fn values_of_rows(
         }
     }
     Ok(found)
-}
-
-/// The positions of the `k` most confident wrong predictions (a positive scored below 0.5, a
-/// negative at or above it), the most confident first; ties go to the earlier row.
-pub fn confident_mistakes(scores: &[f64], labels: &[bool], k: usize) -> Vec<u64> {
-    let mut wrong: Vec<(f64, u64)> = scores
-        .iter()
-        .zip(labels)
-        .enumerate()
-        .filter(|(_, (s, l))| **l != (**s >= crate::metrics::THRESHOLD))
-        .map(|(i, (s, l))| ((if *l { 1.0 } else { 0.0 } - s).abs(), i as u64))
-        .collect();
-    wrong.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    wrong.into_iter().take(k).map(|(_, i)| i).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_most_confident_wrong_predictions_come_first() {
-        let scores = [0.9, 0.1, 0.6, 0.45, 0.99, 0.02];
-        let labels = [false, true, true, true, false, false];
-        // Wrong: row 0 (0.9, neg), row 1 (0.1, pos), row 3 (0.45, pos), row 4 (0.99, neg).
-        assert_eq!(confident_mistakes(&scores, &labels, 10), [4, 0, 1, 3]);
-        assert_eq!(confident_mistakes(&scores, &labels, 2), [4, 0]);
-        assert!(confident_mistakes(&[0.7, 0.2], &[true, false], 10).is_empty());
-    }
 }

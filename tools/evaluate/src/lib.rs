@@ -5,6 +5,7 @@
 mod external;
 mod model;
 mod rows;
+mod tally;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,11 +13,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use runfn_core::atomic::write_atomic;
 use runfn_core::cli::{CommonArgs, Tool};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
-use runfn_data::row_scores::RowScores;
 use runfn_learn::device::DeviceChoice;
 use runfn_learn::metrics::{self, Metrics};
 use runfn_learn::{inputs, score};
@@ -73,6 +72,13 @@ let them through), the candidate's result adds
   \"contamination\": {\"twin_rows\", \"twins_in\": \"train\", \"overall_without_twins\": {metrics},
                     \"delta_auc\" (auc with the twin rows minus auc without them)}
 the scored rows with a twin in train found again on the shards, so each is known exactly.
+
+Memory: the rows stream past, a batch at a time, so evaluate holds a batch and what --memory SIZE
+lets its sorters keep (default: a quarter of the machine's); the rows the AUCs, the score bins and
+the row key check read in sorted order wait beyond it on disk under TMPDIR, removed at the end.
+Every figure and file is the same at any budget. --bootstrap resamples every row in memory
+(9 bytes a row, a copy per thread): a split too large for the budget is refused by name. The
+timings entry says the budget (memory_budget_bytes) and the peak (max_rss_bytes).
 
 Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
 preprocessing, NaN features or labels, an empty split).";
@@ -140,6 +146,10 @@ pub struct Args {
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu", value_parser = DeviceChoice::parse)]
     device: DeviceChoice,
+    /// Memory the evaluation may hold beyond one batch (default: a quarter of the machine's):
+    /// the rows the AUCs and the key check sort past it wait on disk under TMPDIR.
+    #[arg(long, value_name = "SIZE", value_parser = runfn_data::spec::parse_size)]
+    memory: Option<u64>,
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
@@ -210,25 +220,33 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         .iter()
         .map(|s| shards.dir.join(&s.path))
         .collect();
-    let (mut scored, scorer) = match &args.scores {
-        Some(file) => {
-            let key = row_key.as_deref().expect("--scores has a key");
-            let (scored, read) =
-                external::score(&record, file, key, &paths, &read_columns, &args.split)?;
-            tool.info(format!(
-                "judging {} scores of `{}` from {} (keyed by {key})",
-                scored.scores.len(),
-                args.split,
-                file.display()
-            ));
-            let scorer = external::scorer(&record, read, args.role == Role::Candidate)?;
-            (scored, Scorer::Outside(scorer))
-        }
+    // The rows digest comes from the shards before any row is scored: it names the default row
+    // scores file, which is written while the rows stream past, and goes in that file's footer.
+    let (rows_blake3, digested_rows) = rows::rows_digest(&shards, &args.split, split)?;
+    let memory = args
+        .memory
+        .unwrap_or_else(runfn_core::environment::quarter_of_the_machine);
+    if args.bootstrap > 0 {
+        rows::check_bootstrap_fits(split.rows, memory)?;
+    }
+    let twins = match section {
+        "evaluate" if names_twins(&record)? => Some(twin_mask(&record, &shards, &args.split)?),
+        _ => None,
+    };
+    if let Some(mask) = &twins {
+        anyhow::ensure!(
+            mask.len() as u64 == digested_rows,
+            "{} twin flags for {digested_rows} rows of `{}`",
+            mask.len(),
+            args.split
+        );
+    }
+    let scorer = match &args.scores {
+        Some(_) => None,
         None => {
-            let from_checkpoint = args.checkpoint == Checkpoint::Best;
             let model = model.expect("resolved above without --scores");
             let device = args.device.open().map_err(anyhow::Error::msg)?;
-            let loaded = model.load(from_checkpoint, device)?;
+            let loaded = model.load(args.checkpoint == Checkpoint::Best, device)?;
             tool.info(format!(
                 "scoring {} rows of `{}` with {}",
                 split.rows,
@@ -241,25 +259,31 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             if spec.label.is_some() {
                 preprocess.label_positive = spec.label_positive.clone();
             }
-            let scored = score::score(&loaded.model, &preprocess, &paths, &read_columns, device)?;
-            (
-                scored,
-                Scorer::Own {
-                    model,
-                    loaded: Box::new(loaded),
-                    preprocess,
-                },
-            )
+            Some((model, Box::new(loaded), preprocess, device))
         }
     };
-    let keys = rows::take_keys(
-        &mut scored,
-        row_key.as_deref(),
-        &slices,
-        &args.split,
-        key_field,
-    )?;
-    let rows_blake3 = rows::verify_rows_digest(&shards, &args.split, split, scored.scores.len())?;
+    // An outside file's scores are read (and joined to the rows) before anything is written.
+    let outside = match &args.scores {
+        Some(file) => {
+            let key = row_key.as_deref().expect("--scores has a key");
+            let (scored, read) =
+                external::score(&record, file, key, &paths, &read_columns, &args.split)?;
+            tool.info(format!(
+                "judging {} scores of `{}` from {} (keyed by {key})",
+                scored.scores.len(),
+                args.split,
+                file.display()
+            ));
+            let scorer = external::scorer(&record, read, args.role == Role::Candidate)?;
+            Some((scored, scorer))
+        }
+        None => None,
+    };
+    let weights_blake3 = match (&scorer, &outside) {
+        (Some((_, loaded, _, _)), _) => loaded.blake3.clone(),
+        (_, Some((_, outside))) => outside.weights_blake3.clone(),
+        _ => unreachable!("a model or an outside file scores the rows"),
+    };
     let row_scores_at = match &args.row_scores {
         Some(location) => location.clone(),
         None => default_row_scores(
@@ -267,45 +291,109 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             &record,
             section,
             &args.split,
-            scorer.weights_blake3(),
+            &weights_blake3,
             &rows_blake3,
         )?,
     };
-    let feature_columns = scorer.feature_columns(&shards, spec.label.as_deref());
-    let mistakes = mistakes(&scored, keys.as_deref(), &feature_columns, &paths)?;
     // The per-row file is keyed as every evaluation of this manifest keys it (its row_key, else
     // the position), whatever key joined an outside file's scores, so gate pairs any two.
-    let (file_key, file_keys) = if row_key == declared_key {
-        (row_key.clone(), keys)
+    let file_key = if row_key == declared_key {
+        row_key.clone()
     } else {
-        (None, None)
+        None
     };
-    let per_row = RowScores {
-        split: args.split.clone(),
-        rows_blake3: rows_blake3.clone(),
-        key_column: file_key.clone(),
-        rows: (0..scored.scores.len() as u64).collect(),
-        keys: file_keys,
-        labels: scored.labels.clone(),
-        scores: scored.scores.clone(),
-        slices: scored.slices.clone(),
+    let spill = runfn_data::spill_sort::SpillRoot::create(&std::env::temp_dir(), "evaluate")
+        .context("making a folder under TMPDIR for what evaluate sorts")?;
+    let plan = tally::Plan {
+        columns: read_columns.clone(),
+        slices: slices.clone(),
+        key: row_key.as_ref().map(|column| tally::KeyColumn {
+            at: read_columns
+                .iter()
+                .position(|c| c == column)
+                .expect("the key column is read"),
+            in_file: file_key.is_some(),
+        }),
+        twins,
+        keep_rows: args.bootstrap > 0,
+        memory,
+        spill: spill.path(),
     };
+    let mut row_scores_file = rows::RowScoresFile::create(&row_scores_at)?;
+    let row_scores_writer = runfn_data::row_scores::RowScoresWriter::new(
+        row_scores_file.writer()?,
+        &args.split,
+        file_key.as_deref(),
+        slices.clone(),
+    )?;
+    let mut predictions_file = match &args.predictions {
+        Some(path) => Some(runfn_core::atomic::AtomicFile::create(path)?),
+        None => None,
+    };
+    let predictions_writer = match &mut predictions_file {
+        Some(file) => Some(
+            file.file_mut()
+                .try_clone()
+                .context("writing --predictions")?,
+        ),
+        None => None,
+    };
+    let mut tally = tally::Tally::new(plan, row_scores_writer, predictions_writer)?;
+    let (scorer, unseen_rows) = match (scorer, outside) {
+        (Some((model, loaded, preprocess, device)), _) => {
+            let unseen = score::score_each(
+                &loaded.model,
+                &preprocess,
+                &paths,
+                &read_columns,
+                device,
+                |batch| tally.push(batch),
+            )?;
+            let scorer = Scorer::Own {
+                model,
+                loaded,
+                preprocess,
+            };
+            (scorer, unseen)
+        }
+        (None, Some((scored, outside))) => {
+            tally.push(&scored)?;
+            (Scorer::Outside(outside), scored.unseen)
+        }
+        (None, None) => unreachable!("a model or an outside file scores the rows"),
+    };
+    let (tallied, written) = tally.finish(&rows_blake3)?;
+    if let Some(column) = &row_key {
+        rows::refuse_repeated_keys(
+            &paths,
+            column,
+            &tallied.repeated_keys,
+            &args.split,
+            key_field,
+        )?;
+    }
+    rows::check_rows_scored(&shards, &args.split, digested_rows, tallied.rows)?;
     let row_scores = RowScoresRef {
-        blake3: rows::write_row_scores(&per_row, &row_scores_at)?,
+        blake3: row_scores_file.commit(written)?,
         path: row_scores_at,
-        rows: per_row.len() as u64,
+        rows: tallied.rows,
         key: file_key.as_deref().unwrap_or("row").to_string(),
     };
-    let unseen = unseen_shares(tool, &scored);
-    let mut overall = metrics::compute(&scored.scores, &scored.labels);
+    if let Some(file) = predictions_file {
+        file.commit()?;
+    }
+    let feature_columns = scorer.feature_columns(&shards, spec.label.as_deref());
+    let mistakes = mistakes(&tallied.mistakes, &feature_columns, &paths)?;
+    let unseen = unseen_shares(tool, &unseen_rows, tallied.rows);
+    let mut overall = tallied.overall;
     if args.bootstrap > 0 {
         let seed = record
             .get_path("manifest.seed")
             .and_then(Value::as_u64)
             .unwrap_or(0);
         overall.ci95 = Some(metrics::bootstrap(
-            &scored.scores,
-            &scored.labels,
+            &tallied.kept.0,
+            &tallied.kept.1,
             args.bootstrap,
             seed,
         ));
@@ -314,25 +402,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         "evaluate" if names_twins(&record)? => Some(contamination(
             &record,
             &shards,
-            &args.split,
-            &scored,
+            tallied.twin_rows,
+            tallied.without_twins,
             overall.auc,
         )?),
         _ => None,
     };
-    let by_slice = scored
-        .slices
-        .iter()
-        .map(|(column, values)| {
-            (
-                column.clone(),
-                slice_metrics(values, &scored.scores, &scored.labels),
-            )
-        })
-        .collect();
-    if let Some(path) = &args.predictions {
-        write_predictions(path, &scored)?;
-    }
+    let by_slice = tallied.slices;
     tool.info(format!(
         "{}: auc {}, logloss {:.4}, ece {:.4} on {} rows",
         match args.role {
@@ -381,13 +457,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             contamination,
             mistakes,
             scores: identity.scores,
-            score_bins: Some(runfn_schema::record::ScoreBins::of(&scored.scores)),
+            score_bins: Some(tallied.score_bins),
             noise_floor,
         },
     )?;
     match args.role {
-        Role::Candidate => tool.finish(record, Exit::Passed),
-        Role::Baseline => tool.finish_for(record, Exit::Passed, "baseline"),
+        Role::Candidate => tool.finish_within(record, Exit::Passed, memory),
+        Role::Baseline => tool.finish_for_within(record, Exit::Passed, "baseline", memory),
     }
 }
 
@@ -411,13 +487,6 @@ struct Identity {
 }
 
 impl Scorer {
-    fn weights_blake3(&self) -> &str {
-        match self {
-            Scorer::Own { loaded, .. } => &loaded.blake3,
-            Scorer::Outside(outside) => &outside.weights_blake3,
-        }
-    }
-
     /// The columns the model read: its preprocessing's features, or (an outside model's, which
     /// runfn cannot know) every column of the shards but the label.
     fn feature_columns(&self, shards: &inputs::Shards, label: Option<&str>) -> Vec<String> {
@@ -463,30 +532,25 @@ impl Scorer {
     }
 }
 
-/// How many of the most confident wrong predictions the section keeps.
-const MISTAKES: usize = 10;
-
 /// The most confident wrong predictions, with each feature's value in the row: the mistakes
 /// people look at first (the rows are read again from the shards, only those).
 fn mistakes(
-    scored: &score::Scored,
-    keys: Option<&[String]>,
+    found: &[tally::Mistaken],
     columns: &[String],
     shards: &[PathBuf],
 ) -> anyhow::Result<Vec<Mistake>> {
-    let rows = score::confident_mistakes(&scored.scores, &scored.labels, MISTAKES);
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-    let wanted = rows.iter().copied().collect();
+    let wanted = found.iter().map(|m| m.row).collect();
     let mut values = score::values_of_rows(shards, &columns, &wanted)?;
-    Ok(rows
-        .into_iter()
-        .map(|row| Mistake {
-            row,
-            key: keys.map(|k| k[row as usize].clone()),
-            label: scored.labels[row as usize],
-            score: scored.scores[row as usize],
+    Ok(found
+        .iter()
+        .map(|m| Mistake {
+            row: m.row,
+            key: m.key.clone(),
+            label: m.label,
+            score: m.score,
             values: values
-                .remove(&row)
+                .remove(&m.row)
                 .unwrap_or_default()
                 .into_iter()
                 .collect(),
@@ -511,10 +575,9 @@ fn row_key(record: &Record) -> Result<Option<String>, InputError> {
 
 /// The share of the scored rows whose category each feature's vocabulary lacks, said on stderr
 /// when there are any.
-fn unseen_shares(tool: &Tool, scored: &score::Scored) -> BTreeMap<String, Unseen> {
-    let rows_scored = scored.scores.len() as f64;
-    let unseen: BTreeMap<String, Unseen> = scored
-        .unseen
+fn unseen_shares(tool: &Tool, unseen: &[(String, u64)], rows: u64) -> BTreeMap<String, Unseen> {
+    let rows_scored = rows as f64;
+    let unseen: BTreeMap<String, Unseen> = unseen
         .iter()
         .map(|(column, rows)| {
             let share = Unseen {
@@ -533,23 +596,6 @@ fn unseen_shares(tool: &Tool, scored: &score::Scored) -> BTreeMap<String, Unseen
         }
     }
     unseen
-}
-
-/// `--predictions`: every row's label and score as CSV.
-fn write_predictions(path: &std::path::Path, scored: &score::Scored) -> anyhow::Result<()> {
-    write_atomic(path, |out| {
-        writeln!(out, "row,label,score")?;
-        for (i, (s, l)) in scored.scores.iter().zip(&scored.labels).enumerate() {
-            writeln!(
-                out,
-                "{i},{},{}",
-                u8::from(*l),
-                ryu_js::Buffer::new().format(*s)
-            )?;
-        }
-        Ok(())
-    })
-    .context("writing --predictions")
 }
 
 /// Beside the scored model's training (train.weights' folder), else beside the shards, named by
@@ -597,38 +643,32 @@ fn names_twins(record: &Record) -> Result<bool, InputError> {
     }))
 }
 
-/// The scored split with and without its rows that have an exact or near twin in train, the
-/// twins found again on the shards themselves so each scored row is known exactly.
+/// Each row of `split`: whether it has an exact or near twin in train, found again on the
+/// shards themselves so each scored row is known exactly.
+fn twin_mask(record: &Record, shards: &inputs::Shards, split: &str) -> anyhow::Result<Vec<bool>> {
+    let names: Vec<String> = shards.index.splits.keys().cloned().collect();
+    let spec = runfn_data::spec::DataSpec::from_record(record)?;
+    let config = runfn_leaks::LeakConfig::from_spec(&spec, &names);
+    Ok(
+        runfn_leaks::twin_mask(&shards.dir, &config, split, &config.train_split)
+            .map_err(|e| InputError::field("shards", e.to_string()))?,
+    )
+}
+
+/// The scored split with and without its rows that have a twin in train.
 fn contamination(
     record: &Record,
     shards: &inputs::Shards,
-    split: &str,
-    scored: &score::Scored,
+    twin_rows: u64,
+    without: Option<Metrics>,
     auc: Option<f64>,
 ) -> anyhow::Result<Contamination> {
     let names: Vec<String> = shards.index.splits.keys().cloned().collect();
     let spec = runfn_data::spec::DataSpec::from_record(record)?;
     let config = runfn_leaks::LeakConfig::from_spec(&spec, &names);
-    let mask = runfn_leaks::twin_mask(&shards.dir, &config, split, &config.train_split)
-        .map_err(|e| InputError::field("shards", e.to_string()))?;
-    anyhow::ensure!(
-        mask.len() == scored.scores.len(),
-        "{} twin flags for {} scored rows",
-        mask.len(),
-        scored.scores.len()
-    );
-    let (scores, labels): (Vec<f64>, Vec<bool>) = scored
-        .scores
-        .iter()
-        .zip(&scored.labels)
-        .zip(&mask)
-        .filter(|(_, twin)| !**twin)
-        .map(|((s, l), _)| (*s, *l))
-        .unzip();
-    let without = (!scores.is_empty()).then(|| metrics::compute(&scores, &labels));
     let delta_auc = auc.zip(without.as_ref().and_then(|w| w.auc));
     Ok(Contamination {
-        twin_rows: mask.iter().filter(|t| **t).count() as u64,
+        twin_rows,
         twins_in: config.train_split.clone(),
         overall_without_twins: without,
         delta_auc: delta_auc.map(|(with, without)| with - without),
@@ -652,18 +692,4 @@ fn slice_columns(record: &Record) -> Result<Vec<String>, InputError> {
             "must be a list of column names",
         )),
     }
-}
-
-/// Metrics for each value of one slice column, values in sorted order.
-fn slice_metrics(values: &[String], scores: &[f64], labels: &[bool]) -> BTreeMap<String, Metrics> {
-    let mut groups: BTreeMap<&str, (Vec<f64>, Vec<bool>)> = BTreeMap::new();
-    for ((v, s), l) in values.iter().zip(scores).zip(labels) {
-        let group = groups.entry(v.as_str()).or_default();
-        group.0.push(*s);
-        group.1.push(*l);
-    }
-    groups
-        .into_iter()
-        .map(|(value, (s, l))| (value.to_string(), metrics::compute(&s, &l)))
-        .collect()
 }

@@ -1,8 +1,11 @@
 //! The rows scored: the split, its columns, its keys, its digest, and the per-row scores file.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
+
 use anyhow::Context;
 use runfn_core::InputError;
-use runfn_data::row_scores::RowScores;
+use runfn_core::atomic::AtomicFile;
 use runfn_data::shards::SplitEntry;
 use runfn_learn::{inputs, score};
 
@@ -59,79 +62,167 @@ pub fn check_columns(
     Ok(())
 }
 
-/// The row key's value on each scored row (taken out of the slices when it is not one), which
-/// must be unique in the split.
-pub fn take_keys(
-    scored: &mut score::Scored,
-    row_key: Option<&str>,
-    slices: &[String],
-    split: &str,
-    key_field: &str,
-) -> Result<Option<Vec<String>>, InputError> {
-    let Some(column) = row_key else {
-        return Ok(None);
-    };
-    let position = scored.slices.iter().position(|(c, _)| c == column);
-    let is_slice = slices.iter().any(|s| s == column);
-    let values = match position {
-        Some(i) if !is_slice => scored.slices.remove(i).1,
-        Some(i) => scored.slices[i].1.clone(),
-        None => Vec::new(),
-    };
-    let mut seen = std::collections::HashSet::with_capacity(values.len());
-    if let Some(duplicate) = values.iter().find(|v| !seen.insert(v.as_str())) {
-        return Err(InputError::field(
-            key_field,
-            format!("`{column}` is not a key of `{split}`: the value {duplicate} appears twice"),
-        ));
-    }
-    Ok(Some(values))
-}
-
-/// The rows digest recomputed from the rows scored, so a baseline scored elsewhere cannot claim
-/// these rows; it must be the index's.
-pub fn verify_rows_digest(
+/// The rows digest of the split recomputed from the shards (so a baseline scored elsewhere
+/// cannot claim these rows; it must be the index's), and the rows it covers.
+pub fn rows_digest(
     shards: &inputs::Shards,
     name: &str,
     split: &SplitEntry,
-    scored_rows: usize,
-) -> Result<String, InputError> {
+) -> Result<(String, u64), InputError> {
     let (rows_blake3, digested) =
         runfn_data::shards::split_rows_digest(&shards.dir, &shards.index, name)
             .map_err(|e| InputError::field("shards", e.to_string()))?;
-    if digested != scored_rows as u64
-        || split
-            .rows_blake3
-            .as_ref()
-            .is_some_and(|d| *d != rows_blake3)
+    if split
+        .rows_blake3
+        .as_ref()
+        .is_some_and(|d| *d != rows_blake3)
     {
+        return Err(rows_do_not_match(shards, name));
+    }
+    Ok((rows_blake3, digested))
+}
+
+/// The rows scored are the rows digested.
+pub fn check_rows_scored(
+    shards: &inputs::Shards,
+    name: &str,
+    digested: u64,
+    scored: u64,
+) -> Result<(), InputError> {
+    if digested != scored {
+        return Err(rows_do_not_match(shards, name));
+    }
+    Ok(())
+}
+
+fn rows_do_not_match(shards: &inputs::Shards, name: &str) -> InputError {
+    InputError::field(
+        "shards",
+        format!(
+            "{}: the rows of `{name}` do not match the rows digest in index.json",
+            shards.dir.display()
+        ),
+    )
+}
+
+/// The bootstrap resamples the rows, so it holds every row's score and label, and a copy of
+/// them for each thread drawing resamples: that must fit in the budget.
+pub fn check_bootstrap_fits(rows: u64, memory: u64) -> Result<(), InputError> {
+    const ROW_BYTES: u64 = 9;
+    let copies = 1 + rayon::current_num_threads() as u64;
+    let needed = rows * ROW_BYTES * copies;
+    if needed > memory {
         return Err(InputError::field(
-            "shards",
+            "--bootstrap",
             format!(
-                "{}: the rows of `{name}` do not match the rows digest in index.json",
-                shards.dir.display()
+                "resamples every row in memory: {rows} rows at {ROW_BYTES} bytes, {copies} copies (one per thread and the rows themselves), need {needed} bytes, more than --memory {memory}; raise --memory or leave out --bootstrap"
             ),
         ));
     }
-    Ok(rows_blake3)
+    Ok(())
 }
 
-/// Writes the per-row scores (atomically; to a store through a local file) and returns their
-/// blake3.
-pub fn write_row_scores(scores: &RowScores, location: &str) -> anyhow::Result<String> {
-    if !runfn_storage::is_remote(location) {
-        return Ok(scores
-            .write(std::path::Path::new(location))
-            .map_err(|e| InputError::field("--row-scores", e.to_string()))?);
+/// Refuses a row key that is not a key of the split: the first row whose key an earlier row
+/// has, its text read back from the shards (`repeats` are pairs of rows whose keys hash alike,
+/// earliest repeat first).
+pub fn refuse_repeated_keys(
+    shards: &[std::path::PathBuf],
+    column: &str,
+    repeats: &[(u64, u64)],
+    split: &str,
+    key_field: &str,
+) -> anyhow::Result<()> {
+    if repeats.is_empty() {
+        return Ok(());
     }
-    let local = runfn_storage::staged_path(location);
-    if let Some(parent) = local.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
+    let wanted = repeats.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let texts = score::values_of_rows(shards, &[column], &wanted)?;
+    let text = |row: u64| {
+        texts
+            .get(&row)
+            .and_then(|v| v.first())
+            .map(|(_, t)| t.clone())
+    };
+    for &(first, again) in repeats {
+        if let Some(value) = text(again).filter(|t| Some(t) == text(first).as_ref()) {
+            return Err(InputError::field(
+                key_field,
+                format!("`{column}` is not a key of `{split}`: the value {value} appears twice"),
+            )
+            .into());
+        }
     }
-    let digest = scores
-        .write(&local)
-        .map_err(|e| InputError::field("--row-scores", e.to_string()))?;
-    runfn_storage::Remote::parse(location)?.upload_file(&local)?;
-    Ok(digest)
+    Ok(())
+}
+
+/// The row scores file as it is written: a temp file beside its path (the staged copy's, for
+/// a store URL), hashed as the bytes go out, that appears whole on [`RowScoresFile::commit`].
+pub struct RowScoresFile {
+    location: String,
+    file: AtomicFile,
+}
+
+/// Writes through to `inner`, hashing what it writes.
+pub struct Hashing<W: Write> {
+    inner: W,
+    hasher: blake3::Hasher,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(bytes)?;
+        self.hasher.update(&bytes[..written]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl RowScoresFile {
+    pub fn create(location: &str) -> anyhow::Result<RowScoresFile> {
+        let local = if runfn_storage::is_remote(location) {
+            let local = runfn_storage::staged_path(location);
+            if let Some(parent) = local.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            local
+        } else {
+            std::path::PathBuf::from(location)
+        };
+        let file = AtomicFile::create(&local)
+            .map_err(|e| InputError::field("--row-scores", e.to_string()))?;
+        Ok(RowScoresFile {
+            location: location.to_string(),
+            file,
+        })
+    }
+
+    /// A writer of the file's bytes.
+    pub fn writer(&mut self) -> anyhow::Result<Hashing<BufWriter<File>>> {
+        let file = self
+            .file
+            .file_mut()
+            .try_clone()
+            .context("writing the row scores")?;
+        Ok(Hashing {
+            inner: BufWriter::new(file),
+            hasher: blake3::Hasher::new(),
+        })
+    }
+
+    /// Puts the file in place (and in the store, for a URL); returns its blake3.
+    pub fn commit(self, mut written: Hashing<BufWriter<File>>) -> anyhow::Result<String> {
+        written.flush().context("writing the row scores")?;
+        let digest = written.hasher.finalize().to_hex().to_string();
+        drop(written);
+        self.file.commit()?;
+        if runfn_storage::is_remote(&self.location) {
+            runfn_storage::Remote::parse(&self.location)?
+                .upload_file(&runfn_storage::staged_path(&self.location))?;
+        }
+        Ok(digest)
+    }
 }

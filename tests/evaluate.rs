@@ -728,3 +728,94 @@ fn a_tiny_memory_budget_spills_and_changes_nothing() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// `--part K/N --parts DIR` scores a part's shards; `--parts DIR` alone merges them into the
+/// record, row scores file and predictions one process writes, byte for byte. A missing part,
+/// a changed rows file and outside scores in parts are refused by name.
+#[test]
+fn parts_and_their_merge_write_what_one_process_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = train(&fixture().record, &dir.path().join("run"), &[]);
+    assert_eq!(trained.code, 0, "{}", trained.stderr);
+    let keyed = rehashed(&trained.stdout, |m| {
+        m["eval"]["row_key"] = "customer_id".into()
+    });
+    let run = |name: &str, extra: &[&str]| {
+        let row_scores = dir.path().join(format!("{name}.parquet"));
+        let predictions = dir.path().join(format!("{name}.csv"));
+        let out = tool("evaluate")
+            .args(["--row-scores".as_ref(), row_scores.as_os_str()])
+            .args(["--predictions".as_ref(), predictions.as_os_str()])
+            .args(["--split", "train", "-q"])
+            .args(extra)
+            .stdin(keyed.clone())
+            .run();
+        (out, row_scores, predictions)
+    };
+    let (one, one_scores, one_predictions) = run("one", &[]);
+    assert_eq!(one.code, 0, "{}", one.stderr);
+    let parts = dir.path().join("parts");
+    let parts_arg = parts.to_str().unwrap();
+    for k in 0..3 {
+        let out = tool("evaluate")
+            .args(["--part", &format!("{k}/3"), "--parts", parts_arg])
+            .args(["--split", "train", "-q"])
+            .stdin(keyed.clone())
+            .run();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.json()["part"]["part"], format!("{k}/3"));
+    }
+    let (merged, merged_scores, merged_predictions) = run("merged", &["--parts", parts_arg]);
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let (mut one_section, mut merged_section) = (
+        one.json()["evaluate"].clone(),
+        merged.json()["evaluate"].clone(),
+    );
+    assert!(one_section["overall"]["rows"].as_u64().unwrap() > 5000);
+    for section in [&mut one_section, &mut merged_section] {
+        section["row_scores"]["path"] = Value::Null;
+    }
+    assert_eq!(merged_section, one_section);
+    assert_eq!(
+        std::fs::read(merged_scores).unwrap(),
+        std::fs::read(one_scores).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(merged_predictions).unwrap(),
+        std::fs::read(one_predictions).unwrap()
+    );
+
+    let rows_file = parts.join("evaluate.part-1-of-3.rows.parquet");
+    let bytes = std::fs::read(&rows_file).unwrap();
+    let mut changed = bytes.clone();
+    let at = changed.len() / 2;
+    changed[at] ^= 1;
+    std::fs::write(&rows_file, &changed).unwrap();
+    let (out, _, _) = run("changed", &["--parts", parts_arg]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("evaluate.part-1-of-3.rows.parquet")
+            && out.stderr.contains("changed after the part wrote it"),
+        "{}",
+        out.stderr
+    );
+    std::fs::remove_file(parts.join("evaluate.part-1-of-3.json")).unwrap();
+    let (out, _, _) = run("missing", &["--parts", parts_arg]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("lacks part 1 of 3"), "{}", out.stderr);
+    assert!(out.stdout.is_empty());
+
+    let scores = dir.path().join("outside.csv");
+    std::fs::write(&scores, "customer_id,score\n").unwrap();
+    let out = tool("evaluate")
+        .args(["--scores".as_ref(), scores.as_os_str()])
+        .args(["--part", "0/2", "--parts", parts_arg, "-q"])
+        .stdin(keyed)
+        .run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("evaluate: --parts: "),
+        "{}",
+        out.stderr
+    );
+}

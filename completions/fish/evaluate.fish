@@ -15,6 +15,8 @@ complete -c evaluate -l shards -d 'The shard folder (default: the record\'s shar
 complete -c evaluate -l device -d 'cpu, cuda or cuda:N' -r
 complete -c evaluate -l memory -d 'Memory the evaluation may hold beyond one batch (default: a quarter of the machine\'s): the rows the AUCs and the key check sort past it wait on disk under TMPDIR' -r
 complete -c evaluate -l record -d 'Read the record from FILE instead of stdin' -r -F
+complete -c evaluate -l part -d 'Do part K of N (0-based: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX) and write its partial into --parts; the merge (the same command without --part) writes the record' -r
+complete -c evaluate -l parts -d 'The folder of the parts\' partials: written with --part, merged without it' -r -F
 complete -c evaluate -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c evaluate -l pretty -d 'Indent the JSON on stdout (default: one line)'
 complete -c evaluate -s h -l help -d 'Print help (see more with \'--help\')'

@@ -79,6 +79,37 @@ impl RowScores {
 
     /// Reads a file `write` made. Every way it can be wrong names the file (and the row).
     pub fn read(path: &Path) -> Result<RowScores, DataError> {
+        let mut out: Option<RowScores> = None;
+        RowScores::read_each(path, |chunk| {
+            match &mut out {
+                None => out = Some(chunk),
+                Some(out) => out.append(chunk),
+            }
+            Ok(())
+        })?;
+        out.ok_or_else(|| DataError::file(path, "holds no row group"))
+    }
+
+    /// The rows of `other` after these.
+    fn append(&mut self, other: RowScores) {
+        self.rows.extend(other.rows);
+        if let (Some(keys), Some(more)) = (&mut self.keys, other.keys) {
+            keys.extend(more);
+        }
+        self.labels.extend(other.labels);
+        self.scores.extend(other.scores);
+        for ((_, values), (_, more)) in self.slices.iter_mut().zip(other.slices) {
+            values.extend(more);
+        }
+    }
+
+    /// Reads a file `write` made a row group at a time: `each` gets every group's rows, with
+    /// the file's split, digest and key, in order (the first call, even for a file of no rows).
+    /// Every way the file can be wrong names it (and the row).
+    pub fn read_each(
+        path: &Path,
+        mut each: impl FnMut(RowScores) -> Result<(), DataError>,
+    ) -> Result<(), DataError> {
         let bad = |message: String| DataError::file(path, message);
         let file = std::fs::File::open(path).map_err(|source| DataError::Io {
             path: path.to_path_buf(),
@@ -99,9 +130,10 @@ impl RowScores {
         }
         let schema = builder.schema().clone();
         let reader = builder
+            .with_batch_size(CHUNK_ROWS)
             .build()
             .map_err(|e| bad(format!("not a readable Parquet file: {e}")))?;
-        let mut out = RowScores {
+        let empty = RowScores {
             split: metadata.get("runfn.split").cloned().unwrap_or_default(),
             rows_blake3: metadata
                 .get("runfn.rows_blake3")
@@ -116,78 +148,94 @@ impl RowScores {
                 .collect(),
             ..RowScores::default()
         };
-        let mut keys = Vec::new();
+        let mut batches = 0;
         for batch in reader {
             let batch = batch.map_err(|e| bad(format!("truncated or corrupt: {e}")))?;
-            let column = |name: &str, kind: DataType| -> Result<&ArrayRef, DataError> {
-                let array = batch
-                    .column_by_name(name)
-                    .ok_or_else(|| bad(format!("has no column `{name}`")))?;
-                if array.data_type() != &kind || array.null_count() > 0 {
-                    return Err(bad(format!(
-                        "column `{name}` must be non-null {kind}, found {}",
-                        array.data_type()
-                    )));
-                }
-                Ok(array)
-            };
-            let first = out.scores.len();
-            out.rows.extend(
-                column("row", DataType::UInt64)?
-                    .as_primitive::<UInt64Type>()
-                    .values(),
-            );
-            out.labels.extend(
-                column("label", DataType::Boolean)?
-                    .as_boolean()
-                    .iter()
-                    .flatten(),
-            );
-            out.scores.extend(
-                column("score", DataType::Float64)?
-                    .as_primitive::<Float64Type>()
-                    .values(),
-            );
+            let mut out = empty.clone();
             if out.key_column.is_some() {
-                keys.extend(
-                    column("key", DataType::Utf8)?
-                        .as_string::<i32>()
-                        .iter()
-                        .map(|k| k.unwrap_or_default().to_string()),
-                );
+                out.keys = Some(Vec::new());
             }
-            for (name, values) in &mut out.slices {
-                let array = column(&format!("{SLICE_PREFIX}{name}"), DataType::Utf8)?;
-                values.extend(
-                    array
-                        .as_string::<i32>()
-                        .iter()
-                        .map(|v| v.unwrap_or_default().to_string()),
-                );
-            }
-            if let Some(i) = out.scores[first..].iter().position(|s| !s.is_finite()) {
-                let row = out.rows[first + i];
-                return Err(bad(format!(
-                    "row {row}: score is {}, not a finite number",
-                    out.scores[first + i]
-                )));
-            }
-            if let Some(i) = out.scores[first..]
-                .iter()
-                .position(|s| !(0.0..=1.0).contains(s))
-            {
-                let row = out.rows[first + i];
-                return Err(bad(format!(
-                    "row {row}: score {} is not a probability in [0, 1]",
-                    out.scores[first + i]
-                )));
-            }
+            read_batch(&batch, &mut out, &bad)?;
+            each(out)?;
+            batches += 1;
         }
-        if out.key_column.is_some() {
-            out.keys = Some(keys);
+        if batches == 0 {
+            let mut out = empty;
+            if out.key_column.is_some() {
+                out.keys = Some(Vec::new());
+            }
+            each(out)?;
         }
-        Ok(out)
+        Ok(())
     }
+}
+
+/// One record batch's rows into `out`, every column checked.
+fn read_batch(
+    batch: &RecordBatch,
+    out: &mut RowScores,
+    bad: &dyn Fn(String) -> DataError,
+) -> Result<(), DataError> {
+    let column = |name: &str, kind: DataType| -> Result<&ArrayRef, DataError> {
+        let array = batch
+            .column_by_name(name)
+            .ok_or_else(|| bad(format!("has no column `{name}`")))?;
+        if array.data_type() != &kind || array.null_count() > 0 {
+            return Err(bad(format!(
+                "column `{name}` must be non-null {kind}, found {}",
+                array.data_type()
+            )));
+        }
+        Ok(array)
+    };
+    out.rows.extend(
+        column("row", DataType::UInt64)?
+            .as_primitive::<UInt64Type>()
+            .values(),
+    );
+    out.labels.extend(
+        column("label", DataType::Boolean)?
+            .as_boolean()
+            .iter()
+            .flatten(),
+    );
+    out.scores.extend(
+        column("score", DataType::Float64)?
+            .as_primitive::<Float64Type>()
+            .values(),
+    );
+    if let Some(keys) = &mut out.keys {
+        keys.extend(
+            column("key", DataType::Utf8)?
+                .as_string::<i32>()
+                .iter()
+                .map(|k| k.unwrap_or_default().to_string()),
+        );
+    }
+    for (name, values) in &mut out.slices {
+        let array = column(&format!("{SLICE_PREFIX}{name}"), DataType::Utf8)?;
+        values.extend(
+            array
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.unwrap_or_default().to_string()),
+        );
+    }
+    if let Some(i) = out.scores.iter().position(|s| !s.is_finite()) {
+        let row = out.rows[i];
+        return Err(bad(format!(
+            "row {row}: score is {}, not a finite number",
+            out.scores[i]
+        )));
+    }
+    if let Some(i) = out.scores.iter().position(|s| !(0.0..=1.0).contains(s)) {
+        let row = out.rows[i];
+        return Err(bad(format!(
+            "row {row}: score {} is not a probability in [0, 1]",
+            out.scores[i]
+        )));
+    }
+    Ok(())
 }
 
 /// Rows per row group of the file (and per batch handed to the Parquet writer). Fixed, so the

@@ -4,6 +4,7 @@
 
 mod external;
 mod model;
+mod parted;
 mod rows;
 mod tally;
 
@@ -154,6 +155,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
     #[command(flatten)]
+    parts: runfn_core::parts::PartArgs,
+    #[command(flatten)]
     common: CommonArgs,
 }
 
@@ -220,26 +223,15 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         .iter()
         .map(|s| shards.dir.join(&s.path))
         .collect();
-    // The rows digest comes from the shards before any row is scored: it names the default row
-    // scores file, which is written while the rows stream past, and goes in that file's footer.
-    let (rows_blake3, digested_rows) = rows::rows_digest(&shards, &args.split, split)?;
     let memory = args
         .memory
         .unwrap_or_else(runfn_core::environment::quarter_of_the_machine);
-    if args.bootstrap > 0 {
-        rows::check_bootstrap_fits(split.rows, memory)?;
-    }
-    let twins = match section {
-        "evaluate" if names_twins(&record)? => Some(twin_mask(&record, &shards, &args.split)?),
-        _ => None,
-    };
-    if let Some(mask) = &twins {
-        anyhow::ensure!(
-            mask.len() as u64 == digested_rows,
-            "{} twin flags for {digested_rows} rows of `{}`",
-            mask.len(),
-            args.split
-        );
+    if args.scores.is_some() && args.parts.parts.is_some() {
+        return Err(InputError::field(
+            "--parts",
+            "spreads the scoring of a model over parts; --scores needs none (its scores are read whole)",
+        )
+        .into());
     }
     let scorer = match &args.scores {
         Some(_) => None,
@@ -262,6 +254,58 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             Some((model, Box::new(loaded), preprocess, device))
         }
     };
+    let part_run = scorer.as_ref().map(|(_, loaded, _, _)| parted::PartRun {
+        part: args
+            .parts
+            .part
+            .unwrap_or(runfn_core::parts::Part { index: 0, count: 1 }),
+        dir: args
+            .parts
+            .parts
+            .as_deref()
+            .unwrap_or(std::path::Path::new(".")),
+        split_name: &args.split,
+        split,
+        weights_blake3: &loaded.blake3,
+        columns: &read_columns,
+    });
+    if let (Some(_), Some(run), Some((_, loaded, preprocess, device))) =
+        (args.parts.part, &part_run, &scorer)
+    {
+        return parted::run_part(tool, run, |mine, each| {
+            let mine: Vec<PathBuf> = mine.iter().map(|&i| paths[i].clone()).collect();
+            score::score_each(
+                &loaded.model,
+                preprocess,
+                &mine,
+                &read_columns,
+                *device,
+                each,
+            )
+        });
+    }
+    let merging = match (&args.parts.parts, &part_run) {
+        (Some(dir), Some(run)) => Some((dir.clone(), parted::read_parts(dir, run)?)),
+        _ => None,
+    };
+    // The rows digest comes from the shards before any row is scored: it names the default row
+    // scores file, which is written while the rows stream past, and goes in that file's footer.
+    let (rows_blake3, digested_rows) = rows::rows_digest(&shards, &args.split, split)?;
+    if args.bootstrap > 0 {
+        rows::check_bootstrap_fits(split.rows, memory)?;
+    }
+    let twins = match section {
+        "evaluate" if names_twins(&record)? => Some(twin_mask(&record, &shards, &args.split)?),
+        _ => None,
+    };
+    if let Some(mask) = &twins {
+        anyhow::ensure!(
+            mask.len() as u64 == digested_rows,
+            "{} twin flags for {digested_rows} rows of `{}`",
+            mask.len(),
+            args.split
+        );
+    }
     // An outside file's scores are read (and joined to the rows) before anything is written.
     let outside = match &args.scores {
         Some(file) => {
@@ -341,14 +385,19 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let mut tally = tally::Tally::new(plan, row_scores_writer, predictions_writer)?;
     let (scorer, unseen_rows) = match (scorer, outside) {
         (Some((model, loaded, preprocess, device)), _) => {
-            let unseen = score::score_each(
-                &loaded.model,
-                &preprocess,
-                &paths,
-                &read_columns,
-                device,
-                |batch| tally.push(batch),
-            )?;
+            let unseen = match &merging {
+                Some((dir, parts)) => {
+                    parted::stream_parts(dir, parts, &mut |batch| tally.push(batch))?
+                }
+                None => score::score_each(
+                    &loaded.model,
+                    &preprocess,
+                    &paths,
+                    &read_columns,
+                    device,
+                    |batch| tally.push(batch),
+                )?,
+            };
             let scorer = Scorer::Own {
                 model,
                 loaded,

@@ -261,10 +261,9 @@ pub fn stream_parts(
                 runfn_data::DataError::Other(message)
             })
         })
-        .or_else(|e| match failed.take() {
-            Some(err) => Err(err),
-            None => Err(InputError::field(path.display().to_string(), e.to_string()).into()),
-        })?;
+        // The tally's own error, else the file's (which names it; an unreadable disk stays
+        // the environment's).
+        .map_err(|e| failed.take().unwrap_or_else(|| anyhow::Error::new(e)))?;
         if rows != part.rows {
             return Err(InputError::field(
                 path.display().to_string(),

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, StringArray, UInt64Array,
+    Array, ArrayBuilder, ArrayRef, AsArray, BooleanBuilder, Float64Builder, StringBuilder,
+    UInt64Builder,
 };
 use arrow::datatypes::{DataType, Field, Float64Type, Schema, UInt64Type};
 use arrow::record_batch::RecordBatch;
@@ -252,11 +253,12 @@ pub struct RowScoresWriter<W: std::io::Write + Send> {
     writer: ArrowWriter<W>,
     schema: Arc<Schema>,
     keyed: bool,
-    rows: Vec<u64>,
-    keys: Vec<String>,
-    labels: Vec<bool>,
-    scores: Vec<f64>,
-    slices: Vec<Vec<String>>,
+    // Builders, so a row's texts are copied into the column once, with no String of their own.
+    rows: UInt64Builder,
+    keys: StringBuilder,
+    labels: BooleanBuilder,
+    scores: Float64Builder,
+    slices: Vec<StringBuilder>,
 }
 
 impl<W: std::io::Write + Send> std::fmt::Debug for RowScoresWriter<W> {
@@ -301,11 +303,11 @@ impl<W: std::io::Write + Send> RowScoresWriter<W> {
             writer: ArrowWriter::try_new(out, schema.clone(), Some(properties))?,
             schema,
             keyed: key_column.is_some(),
-            rows: Vec::new(),
-            keys: Vec::new(),
-            labels: Vec::new(),
-            scores: Vec::new(),
-            slices: vec![Vec::new(); slices.len()],
+            rows: UInt64Builder::new(),
+            keys: StringBuilder::new(),
+            labels: BooleanBuilder::new(),
+            scores: Float64Builder::new(),
+            slices: slices.iter().map(|_| StringBuilder::new()).collect(),
         })
     }
 
@@ -319,14 +321,14 @@ impl<W: std::io::Write + Send> RowScoresWriter<W> {
         score: f64,
         slices: impl IntoIterator<Item = &'a str>,
     ) -> Result<(), parquet::errors::ParquetError> {
-        self.rows.push(row);
+        self.rows.append_value(row);
         if self.keyed {
-            self.keys.push(key.unwrap_or_default().to_string());
+            self.keys.append_value(key.unwrap_or_default());
         }
-        self.labels.push(label);
-        self.scores.push(score);
+        self.labels.append_value(label);
+        self.scores.append_value(score);
         for (values, value) in self.slices.iter_mut().zip(slices) {
-            values.push(value.to_string());
+            values.append_value(value);
         }
         if self.rows.len() == CHUNK_ROWS {
             self.flush()?;
@@ -338,23 +340,14 @@ impl<W: std::io::Write + Send> RowScoresWriter<W> {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let mut columns: Vec<ArrayRef> =
-            vec![Arc::new(UInt64Array::from(std::mem::take(&mut self.rows)))];
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(self.rows.finish())];
         if self.keyed {
-            columns.push(Arc::new(StringArray::from_iter_values(std::mem::take(
-                &mut self.keys,
-            ))));
+            columns.push(Arc::new(self.keys.finish()));
         }
-        columns.push(Arc::new(BooleanArray::from(std::mem::take(
-            &mut self.labels,
-        ))));
-        columns.push(Arc::new(Float64Array::from(std::mem::take(
-            &mut self.scores,
-        ))));
+        columns.push(Arc::new(self.labels.finish()));
+        columns.push(Arc::new(self.scores.finish()));
         for values in &mut self.slices {
-            columns.push(Arc::new(StringArray::from_iter_values(std::mem::take(
-                values,
-            ))));
+            columns.push(Arc::new(values.finish()));
         }
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
         self.writer.write(&batch)?;

@@ -14,6 +14,9 @@ pub struct Shards {
     pub dir: PathBuf,
     pub index: ShardIndex,
     pub index_blake3: String,
+    /// The record's shards section names this index (its blake3 matched): the index's rows
+    /// digests are the ones shardify computed from these very shards (each re-hashed above).
+    pub named_by_record: bool,
 }
 
 /// The shard folder from `flag` or the record's `shards.dir`; its index is loaded and every shard
@@ -74,6 +77,7 @@ pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputErr
         dir,
         index,
         index_blake3,
+        named_by_record: section.is_some(),
     })
 }
 

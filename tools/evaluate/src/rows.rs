@@ -62,13 +62,19 @@ pub fn check_columns(
     Ok(())
 }
 
-/// The rows digest of the split recomputed from the shards (so a baseline scored elsewhere
-/// cannot claim these rows; it must be the index's), and the rows it covers.
+/// The rows digest of the split and the rows it covers. Where the record names the index
+/// (its blake3 checked) and every shard was re-hashed against it, the index's digest is the
+/// one shardify computed from these very rows and is taken as it is; otherwise (a folder
+/// named by --shards alone, or an index from before digests were kept) it is computed again
+/// from the rows, so a baseline scored elsewhere cannot claim rows it did not score.
 pub fn rows_digest(
     shards: &inputs::Shards,
     name: &str,
     split: &SplitEntry,
 ) -> Result<(String, u64), InputError> {
+    if let (true, Some(digest)) = (shards.named_by_record, &split.rows_blake3) {
+        return Ok((digest.clone(), split.rows));
+    }
     let (rows_blake3, digested) =
         runfn_data::shards::split_rows_digest(&shards.dir, &shards.index, name)
             .map_err(|e| InputError::field("shards", e.to_string()))?;

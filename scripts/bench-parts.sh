@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What cutting a data stage into parts costs: `mf-hash --data-digest` and `ds-validate` on the
-# demo snapshot, once as one process and once as PARTS parts (run one after another here) plus
+# What cutting a data stage into parts costs: `mf-hash --data-digest`, `ds-validate` and
+# `evaluate` (the snapshot's train split, shardified, scored by a model trained on 12,000 demo
+# rows) on the demo snapshot, once as one process and once as PARTS parts (run one after another here) plus
 # their merge, with the CPU seconds, wall seconds and peak memory of each, the parts' CPU over
 # the single process's (the overhead), and a check that the records are identical. Writes
 # bench/parts.json and a summary on stderr.
@@ -19,7 +20,7 @@ PARTS="${BENCH_PARTS:-4}"
 BIN="${BIN:-target/release}"
 WORK=bench/work/parts-demo
 OUT=bench/parts.json
-for tool in mf-hash ds-validate demo-data; do
+for tool in mf-hash ds-validate demo-data shardify train evaluate; do
   if [[ ! -x $BIN/$tool ]]; then
     echo "bench-parts: $BIN/$tool is missing; build first (make build) or set BIN" >&2
     exit 2
@@ -70,6 +71,23 @@ done
 measure validate-merge "$run/digest-one.json" "$run/validate-merged.json" "$BIN/ds-validate" \
   --parts "$run/validate-parts" --profile-out "$run/profile-merged.json" -q
 
+# evaluate: a small model, the snapshot's shards, the train split (the largest) scored.
+"$BIN/mf-hash" testdata/train/manifest.yaml -q > "$run/train-manifest.json"
+"$BIN/demo-data" --out "$run/small" --rows 12000 --parts 2 --seed 7 -q > /dev/null
+"$BIN/shardify" --in "$run/small" --out "$run/small-shards" -q < "$run/train-manifest.json" > "$run/small-shards.json"
+"$BIN/train" --out "$run/model" -q < "$run/small-shards.json" > "$run/trained-small.json"
+"$BIN/shardify" --in "$snapshot" --out "$run/shards" -q < "$run/train-manifest.json" > "$run/shards.json"
+python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); t["shards"] = json.load(open(sys.argv[2]))["shards"]; print(json.dumps(t))' \
+  "$run/trained-small.json" "$run/shards.json" > "$run/trained.json"
+measure evaluate-one "$run/trained.json" "$run/evaluate-one.json" "$BIN/evaluate" --split train \
+  --row-scores "$run/row-scores-one.parquet" -q
+for ((k = 0; k < PARTS; k++)); do
+  measure "evaluate-part-$k" "$run/trained.json" /dev/null "$BIN/evaluate" --split train \
+    --part "$k/$PARTS" --parts "$run/evaluate-parts" -q
+done
+measure evaluate-merge "$run/trained.json" "$run/evaluate-merged.json" "$BIN/evaluate" --split train \
+  --parts "$run/evaluate-parts" --row-scores "$run/row-scores-merged.parquet" -q
+
 python3 - "$run" "$ROWS" "$PARTS" "$BIN" "$OUT" << 'PY'
 import json, os, subprocess, sys
 run, rows, parts, bin_, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -78,9 +96,10 @@ def computed(path):
     record = json.load(open(path))
     record.pop("timings", None)
     record.get("validate", {}).pop("profile_file", None)
+    record.get("evaluate", {}).get("row_scores", {}).pop("path", None)
     return record
 stages = {}
-for stage in ["digest", "validate"]:
+for stage in ["digest", "validate", "evaluate"]:
     one = times[f"{stage}-one"]
     part_times = [times[f"{stage}-part-{k}"] for k in range(parts)]
     merge = times[f"{stage}-merge"]
@@ -97,6 +116,9 @@ for stage in ["digest", "validate"]:
     }
 stages["validate"]["profile_file_identical"] = (
     open(f"{run}/profile-one.json", "rb").read() == open(f"{run}/profile-merged.json", "rb").read())
+stages["evaluate"]["row_scores_identical"] = (
+    open(f"{run}/row-scores-one.parquet", "rb").read() == open(f"{run}/row-scores-merged.parquet", "rb").read())
+stages["evaluate"]["rows"] = json.load(open(f"{run}/evaluate-one.json"))["evaluate"]["overall"]["rows"]
 snapshot_bytes = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(f"{run}/../snapshot") for f in fs)
 for stage, s in stages.items():
     s["target"] = {

@@ -920,3 +920,67 @@ fn the_memory_budget_bounds_the_batches_on_rows_of_a_mebibyte() {
         run("2G")["validate"]["profile"]
     );
 }
+
+/// A snapshot of many small files: each file is a piece with a profile of its own, and the
+/// pieces are merged a window at a time as they are profiled, so what is held follows the
+/// cores, not the file count (before, 1,500 files of 50 rows took 260 MiB of piece profiles).
+#[test]
+fn many_small_files_are_profiled_in_memory_that_does_not_follow_the_file_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("snapshot");
+    std::fs::create_dir(&snapshot).unwrap();
+    let mut state = 7u64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    let numbers: Vec<String> = (0..12).map(|i| format!("n{i}")).collect();
+    let texts: Vec<String> = (0..6).map(|i| format!("t{i}")).collect();
+    let header = [numbers.clone(), texts.clone()].concat().join(",");
+    for file in 0..1500 {
+        let mut csv = format!("{header}\n");
+        for _ in 0..50 {
+            let mut row: Vec<String> = (0..12)
+                .map(|_| format!("{:.4}", next() as f64 / 1e9))
+                .collect();
+            row.extend((0..6).map(|_| format!("v{}", next() % 5000)));
+            csv.push_str(&row.join(","));
+            csv.push('\n');
+        }
+        std::fs::write(snapshot.join(format!("part-{file:05}.csv")), csv).unwrap();
+    }
+    let manifest = dir.path().join("drift.json");
+    let text = serde_json::json!({"data": {"snapshot": snapshot.display().to_string()}});
+    std::fs::write(&manifest, text.to_string()).unwrap();
+    let pin = tool("mf-hash")
+        .args(["pin".as_ref(), manifest.as_os_str(), "-q".as_ref()])
+        .run();
+    assert_eq!(pin.code, 0, "{}", pin.stderr);
+    let record = tool("mf-hash")
+        .args([manifest.as_os_str(), "--drift-only".as_ref(), "-q".as_ref()])
+        .run();
+    assert_eq!(record.code, 0, "{}", record.stderr);
+    let out = tool("ds-validate").args(["-q"]).stdin(record.stdout).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let record = out.json();
+    let entry = record["timings"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(entry["tool"], "ds-validate");
+    let peak = entry["max_rss_bytes"].as_u64().unwrap();
+    assert!(
+        peak < 120 << 20,
+        "peak RSS {} MiB on 1,500 files",
+        peak >> 20
+    );
+    assert_eq!(
+        record["validate"]["profile"]["rows"], 75_000,
+        "{}",
+        record["validate"]
+    );
+}

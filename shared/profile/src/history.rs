@@ -88,8 +88,21 @@ pub fn profile_windows(
         identifiers,
     };
     let cut = Some(Cut { time, span, anchor });
-    let per_piece = profile_pieces(snapshot, &roles, cut, &pieces)?;
-    merge_pieces(snapshot, &roles, cut, per_piece)
+    let mut merged = PieceMerger::new(snapshot, &roles, cut)?;
+    // Pieces are profiled a window at a time on all cores and merged in piece order as each
+    // window ends, so what is held is a window's profiles, however many files the snapshot has.
+    for window in pieces.chunks(pieces_at_once()) {
+        for piece in profile_pieces(snapshot, &roles, cut, window)? {
+            merged.add(&piece)?;
+        }
+    }
+    merged.finish()
+}
+
+/// How many pieces are profiled side by side before they are merged: enough to keep every core
+/// busy while pieces differ in size, few enough that their profiles stay small beside the data.
+pub(crate) fn pieces_at_once() -> usize {
+    4 * rayon::current_num_threads().max(1)
 }
 
 /// What a profile needs to know of the columns' roles.
@@ -208,44 +221,84 @@ pub fn merge_pieces(
     cut: Option<Cut>,
     per_piece: Vec<PieceProfile>,
 ) -> Result<Windowed, DataError> {
-    let ends = cut.map(|c| c.ends()).unwrap_or_default();
-    let windows = ends.len().saturating_sub(1);
-    let mut whole = roles.empty(snapshot);
-    let mut parts: Vec<Profile> = (0..windows).map(|_| roles.empty(snapshot)).collect();
-    let earliest = per_piece.iter().filter_map(|p| p.earliest).reduce(f64::min);
+    let mut merged = PieceMerger::new(snapshot, roles, cut)?;
     for piece in &per_piece {
-        whole.merge(&piece.whole).map_err(DataError::Other)?;
-        if piece.windows.len() != windows {
+        merged.add(piece)?;
+    }
+    merged.finish()
+}
+
+/// The snapshot's windowed profile, merged a piece at a time in piece order.
+#[derive(Debug)]
+pub struct PieceMerger {
+    whole: Profile,
+    parts: Vec<Profile>,
+    ends: Vec<f64>,
+    earliest: Option<f64>,
+    time_type: ColumnType,
+}
+
+impl PieceMerger {
+    pub fn new(
+        snapshot: &Snapshot,
+        roles: &PieceRoles,
+        cut: Option<Cut>,
+    ) -> Result<PieceMerger, DataError> {
+        let ends = cut.map(|c| c.ends()).unwrap_or_default();
+        let windows = ends.len().saturating_sub(1);
+        let time_type = match cut {
+            Some(cut) => snapshot.column_type(cut.time).ok_or_else(|| {
+                DataError::Other(format!("the snapshot has no column `{}`", cut.time))
+            })?,
+            None => ColumnType::Timestamp,
+        };
+        Ok(PieceMerger {
+            whole: roles.empty(snapshot),
+            parts: (0..windows).map(|_| roles.empty(snapshot)).collect(),
+            ends,
+            earliest: None,
+            time_type,
+        })
+    }
+
+    /// The next piece, in piece order.
+    pub fn add(&mut self, piece: &PieceProfile) -> Result<(), DataError> {
+        self.whole.merge(&piece.whole).map_err(DataError::Other)?;
+        if piece.windows.len() != self.parts.len() {
             return Err(DataError::Other(format!(
-                "a piece was cut into {} windows where {windows} were expected",
-                piece.windows.len()
+                "a piece was cut into {} windows where {} were expected",
+                piece.windows.len(),
+                self.parts.len()
             )));
         }
-        for (part, piece_part) in parts.iter_mut().zip(&piece.windows) {
+        for (part, piece_part) in self.parts.iter_mut().zip(&piece.windows) {
             part.merge(piece_part).map_err(DataError::Other)?;
         }
+        if let Some(t) = piece.earliest {
+            self.earliest = Some(self.earliest.map_or(t, |e| e.min(t)));
+        }
+        Ok(())
     }
-    let time_type = match cut {
-        Some(cut) => snapshot.column_type(cut.time).ok_or_else(|| {
-            DataError::Other(format!("the snapshot has no column `{}`", cut.time))
-        })?,
-        None => ColumnType::Timestamp,
-    };
-    let windows = parts
-        .into_iter()
-        .enumerate()
-        .map(|(k, profile)| Window {
-            start: ends[k + 1],
-            end: ends[k],
-            profile,
+
+    pub fn finish(self) -> Result<Windowed, DataError> {
+        let ends = self.ends;
+        let windows = self
+            .parts
+            .into_iter()
+            .enumerate()
+            .map(|(k, profile)| Window {
+                start: ends[k + 1],
+                end: ends[k],
+                profile,
+            })
+            .collect();
+        Ok(Windowed {
+            whole: self.whole,
+            windows,
+            time_type: self.time_type,
+            earliest: self.earliest,
         })
-        .collect();
-    Ok(Windowed {
-        whole,
-        windows,
-        time_type,
-        earliest,
-    })
+    }
 }
 
 /// Judges each check against the history of its values (`past`, by check and column): a check

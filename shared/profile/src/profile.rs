@@ -190,23 +190,27 @@ pub(crate) fn profile_in_pieces(
 ) -> Result<Profile, DataError> {
     // A label column the snapshot lacks is not an input error here: the label_missing check
     // reports it as a failed validation.
-    let per_piece: Vec<Profile> = pieces(snapshot, piece_rows)?
-        .par_iter()
-        .map(|piece| {
-            let mut profile = Profile::empty(snapshot, label, positive, identifiers);
-            profile.open_piece(snapshot, piece);
-            for typed in snapshot.read_piece(piece)? {
-                profile.add_typed(&typed?);
-            }
-            Ok(profile)
-        })
-        .collect::<Vec<Result<_, DataError>>>()
-        // The first failing piece in file order, so the error is the same on every run.
-        .into_iter()
-        .collect::<Result<_, DataError>>()?;
     let mut merged = Profile::empty(snapshot, label, positive, identifiers);
-    for profile in &per_piece {
-        merged.merge(profile).map_err(DataError::Other)?;
+    // A window of pieces at a time on all cores, merged in piece order as each window ends: the
+    // same left fold as merging them all at the end, holding a window's profiles.
+    for window in pieces(snapshot, piece_rows)?.chunks(crate::history::pieces_at_once()) {
+        let per_piece: Vec<Profile> = window
+            .par_iter()
+            .map(|piece| {
+                let mut profile = Profile::empty(snapshot, label, positive, identifiers);
+                profile.open_piece(snapshot, piece);
+                for typed in snapshot.read_piece(piece)? {
+                    profile.add_typed(&typed?);
+                }
+                Ok(profile)
+            })
+            .collect::<Vec<Result<_, DataError>>>()
+            // The first failing piece in file order, so the error is the same on every run.
+            .into_iter()
+            .collect::<Result<_, DataError>>()?;
+        for profile in &per_piece {
+            merged.merge(profile).map_err(DataError::Other)?;
+        }
     }
     Ok(merged)
 }

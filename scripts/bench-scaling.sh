@@ -13,6 +13,9 @@
 #   BENCH_SCALING_ROWS  row counts (default "1000000 10000000 50000000")
 #   BENCH_PARTS         parts (default 4)
 #   BIN                 the tools (default target/release; the JSON names it)
+#   BENCH_SCALING_MEMORY       --memory of ds-validate, shardify and evaluate (default 1G)
+#   BENCH_SCALING_LEAK_MEMORY  --memory of leak-check (default 2G)
+#   BENCH_SCALING_OUT          the JSON (default bench/scaling.json)
 # Data: bench/work/scaling/events-<rows> (git-ignored), made once per row count with DuckDB in
 # the benchmark's venv (scripts/bench-data.sh makes it). Train is not measured here: its cost per
 # row and its scaling over ranks are bench/train.json and bench/ddp.json.
@@ -22,7 +25,9 @@ ROWS_LIST="${BENCH_SCALING_ROWS:-1000000 10000000 50000000}"
 PARTS="${BENCH_PARTS:-4}"
 BIN="${BIN:-target/release}"
 WORK=bench/work/scaling
-OUT=bench/scaling.json
+OUT="${BENCH_SCALING_OUT:-bench/scaling.json}"
+MEM="${BENCH_SCALING_MEMORY:-1G}"
+LEAK_MEM="${BENCH_SCALING_LEAK_MEMORY:-2G}"
 PY="${XDG_CACHE_HOME:-$HOME/.cache}/runfn/bench-venv/bin/python"
 [[ -x $PY ]] || { echo "bench-scaling: no benchmark venv at $PY: run scripts/bench-data.sh once" >&2; exit 2; }
 for tool in mf-hash ds-validate leak-check shardify train evaluate; do
@@ -88,15 +93,15 @@ for rows in $ROWS_LIST; do
   done
   measure digest-merge "$rows" /dev/null "$BIN/mf-hash" "$run/manifest.json" --data-digest "$snap" \
     --parts "$run/digest-parts" -q
-  measure ds-validate "$rows" "$run/record.json" "$BIN/ds-validate" --memory 1G -q
+  measure ds-validate "$rows" "$run/record.json" "$BIN/ds-validate" --memory "$MEM" -q
   for ((k = 0; k < PARTS; k++)); do
-    measure "ds-validate-part-$k" "$rows" "$run/record.json" "$BIN/ds-validate" --memory 1G \
+    measure "ds-validate-part-$k" "$rows" "$run/record.json" "$BIN/ds-validate" --memory "$MEM" \
       --part "$k/$PARTS" --parts "$run/validate-parts" -q
   done
-  measure ds-validate-merge "$rows" "$run/record.json" "$BIN/ds-validate" --memory 1G \
+  measure ds-validate-merge "$rows" "$run/record.json" "$BIN/ds-validate" --memory "$MEM" \
     --parts "$run/validate-parts" -q
-  measure leak-check "$rows" "$run/record.json" "$BIN/leak-check" --memory 2G -q
-  measure shardify "$rows" "$run/record.json" "$BIN/shardify" --out "$run/shards" --memory 1G -q
+  measure leak-check "$rows" "$run/record.json" "$BIN/leak-check" --memory "$LEAK_MEM" -q
+  measure shardify "$rows" "$run/record.json" "$BIN/shardify" --out "$run/shards" --memory "$MEM" -q
   # One model for every row count: trained on the smallest one's shards, one epoch.
   if [[ -z $model_record ]]; then
     rm -rf "$WORK/model"
@@ -105,13 +110,13 @@ for rows in $ROWS_LIST; do
   fi
   python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); t["shards"] = json.load(open(sys.argv[2]))["shards"]; print(json.dumps(t))' \
     "$model_record" "$WORK/out/shardify-$rows.json" > "$run/trained.json"
-  measure evaluate "$rows" "$run/trained.json" "$BIN/evaluate" --split train --memory 1G \
+  measure evaluate "$rows" "$run/trained.json" "$BIN/evaluate" --split train --memory "$MEM" \
     --row-scores "$run/row-scores-one.parquet" -q
   for ((k = 0; k < PARTS; k++)); do
     measure "evaluate-part-$k" "$rows" "$run/trained.json" "$BIN/evaluate" --split train \
-      --memory 1G --part "$k/$PARTS" --parts "$run/evaluate-parts" -q
+      --memory "$MEM" --part "$k/$PARTS" --parts "$run/evaluate-parts" -q
   done
-  measure evaluate-merge "$rows" "$run/trained.json" "$BIN/evaluate" --split train --memory 1G \
+  measure evaluate-merge "$rows" "$run/trained.json" "$BIN/evaluate" --split train --memory "$MEM" \
     --parts "$run/evaluate-parts" --row-scores "$run/row-scores-merged.parquet" -q
   cmp -s "$run/row-scores-one.parquet" "$run/row-scores-merged.parquet" \
     && echo "{\"rows\": $rows, \"evaluate_row_scores_identical\": true}" >> "$WORK/identical.jsonl" \
@@ -119,14 +124,18 @@ for rows in $ROWS_LIST; do
   rm -rf "$run/shards" "$run"/*.parquet "$run/evaluate-parts"
 done
 
-python3 - "$WORK" "$PARTS" "$BIN" "$OUT" "$ROWS_LIST" << 'PY'
+python3 - "$WORK" "$PARTS" "$BIN" "$OUT" "$ROWS_LIST" "$MEM" "$LEAK_MEM" << 'PY'
 import datetime, json, os, subprocess, sys
 work, parts, bin_, out, rows_list = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], [int(r) for r in sys.argv[5].split()]
+def size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].upper() in units else int(text)
+memory, leak_memory = size(sys.argv[6]), size(sys.argv[7])
 times = {}
 for line in open(f"{work}/times.jsonl"):
     t = json.loads(line)
     times[(t["name"], t["rows"])] = t
-budgets = {"digest": None, "ds-validate": 1 << 30, "leak-check": 2 << 30, "shardify": 1 << 30, "evaluate": 1 << 30}
+budgets = {"digest": None, "ds-validate": memory, "leak-check": leak_memory, "shardify": memory, "evaluate": memory}
 stages = {}
 for stage, budget in budgets.items():
     curve = []

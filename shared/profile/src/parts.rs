@@ -19,8 +19,10 @@ pub const PROFILE_PART_FORMAT: &str = "ds-validate-part-v1";
 #[serde(deny_unknown_fields)]
 pub struct ProfilePart {
     pub part: PartHeader,
-    /// The newest time value of the whole snapshot (data.time), which windows count back from
-    /// and the explanations' expiry is judged by; every part must find the same.
+    /// With windows: the newest time value of the whole snapshot (data.time), which windows
+    /// count back from; every part must find the same. Without: the newest of the files this
+    /// part read, and the merge takes the greatest (the whole snapshot's, which the
+    /// explanations' expiry is judged by).
     pub newest: Option<f64>,
     /// `validate.window` when the pieces were cut into windows.
     pub window: Option<String>,
@@ -75,16 +77,18 @@ pub fn files_of_part(
         .iter()
         .zip(assignment)
         .filter(|(_, at)| *at == part.index)
-        .map(|(piece, _)| {
-            let file = &snapshot.files[piece.file].path;
-            let relative = file.strip_prefix(&snapshot.root).unwrap_or(file);
-            relative
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/")
-        })
+        .map(|(piece, _)| relative_name(&snapshot.root, &snapshot.files[piece.file].path))
         .collect())
+}
+
+/// A file's name relative to the snapshot's root, `/`-separated (as [`files_of_part`] names it).
+pub fn relative_name(root: &std::path::Path, file: &std::path::Path) -> String {
+    let relative = file.strip_prefix(root).unwrap_or(file);
+    relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Profiles part `part` of `snapshot`: its pieces, cut into windows by `cut`.
@@ -211,7 +215,7 @@ fn fits(
         }
     }
     let newest: Vec<Option<f64>> = parts.iter().map(|p| p.newest).collect();
-    if newest.windows(2).any(|w| w[0] != w[1]) {
+    if window.is_some() && newest.windows(2).any(|w| w[0] != w[1]) {
         return Err(bad(format!(
             "the parts found different newest times ({newest:?}): the snapshot changed while they ran"
         )));
@@ -229,9 +233,13 @@ fn fits(
     check_coverage(&headers, &assign(&weights, count)).map_err(bad)
 }
 
-/// The newest time the parts found (all the same: [`merge_parts`] checks it).
+/// The snapshot's newest time from its parts: with windows each part found it (all the same:
+/// [`merge_parts`] checks it); without, each found its own files', and it is the greatest.
 pub fn newest_of(parts: &[ProfilePart]) -> Option<f64> {
-    parts.first().and_then(|p| p.newest)
+    match parts.first() {
+        Some(first) if first.window.is_some() => first.newest,
+        _ => parts.iter().filter_map(|p| p.newest).reduce(f64::max),
+    }
 }
 
 #[cfg(test)]
@@ -239,6 +247,36 @@ mod tests {
     use super::*;
     use crate::profile::profile_in_pieces;
     use crate::profile::tests::telco_parquet;
+
+    /// Without windows each part found its own files' newest time, and the snapshot's is the
+    /// greatest of them; with windows every part found the snapshot's.
+    #[test]
+    fn the_newest_time_of_parts_without_windows_is_the_greatest() {
+        let part = |index: u32, newest: Option<f64>, window: Option<&str>| ProfilePart {
+            part: PartHeader {
+                format: PROFILE_PART_FORMAT.into(),
+                part: Part { index, count: 3 },
+                listing: String::new(),
+                units: 3,
+                done: vec![u64::from(index)],
+            },
+            newest,
+            window: window.map(String::from),
+            pieces: Vec::new(),
+        };
+        let own = [
+            part(0, Some(5.0), None),
+            part(1, None, None),
+            part(2, Some(9.0), None),
+        ];
+        assert_eq!(newest_of(&own), Some(9.0));
+        assert_eq!(newest_of(&[part(0, None, None)]), None);
+        let windowed = [
+            part(0, Some(9.0), Some("1 month")),
+            part(1, Some(9.0), Some("1 month")),
+        ];
+        assert_eq!(newest_of(&windowed), Some(9.0));
+    }
 
     /// The telco table's roles: its label, nothing else.
     const CHURNED: PieceRoles<'static> = PieceRoles {

@@ -77,7 +77,8 @@ In parts (a Slurm job array, a Kubernetes Indexed Job): --part K/N --parts DIR p
 (0-based) of N of the snapshot's pieces (files, runs of a large Parquet file's row groups, each
 part a contiguous run balanced by bytes) and writes DIR/ds-validate.part-K-of-N.json, printing
 {\"part\": {tool, part, partial, units, of}}; with validate.window each part also reads the time
-column of the whole snapshot, for the newest time the windows count back from. The same command
+column of the whole snapshot, for the newest time the windows count back from (without, only its
+own files', and the merge takes the newest of the parts'). The same command
 with --parts DIR and no --part merges them in piece order and writes what one process writes:
 the same profile file byte for byte, the same section (exactly, not within a sketch's error). A
 missing or doubled part, or a snapshot that changed since the parts ran, is refused (exit 2).
@@ -314,8 +315,13 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
     };
     let newest = match (&merging, &spec.time) {
         (Some((_, parts)), _) => runfn_profile::parts::newest_of(parts),
-        (None, Some(time)) if parting.is_some() => parted::newest_time(&snapshot.1, time)?,
-        (None, Some(time)) => runfn_data::rolling::latest_time(&snapshot.1, time)?,
+        (None, Some(time)) => match &parting {
+            Some((part, _)) if thresholds.window.is_none() => {
+                parted::newest_time_of_part(&snapshot.1, time, *part)?
+            }
+            Some(_) => parted::newest_time(&snapshot.1, time)?,
+            None => runfn_data::rolling::latest_time(&snapshot.1, time)?,
+        },
         (None, None) => None,
     };
     let today = today(newest);

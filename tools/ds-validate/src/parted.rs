@@ -42,6 +42,25 @@ pub fn newest_time(snapshot: &runfn_data::Snapshot, time: &str) -> Result<Option
     runfn_data::rolling::latest_time(&projected, time)
 }
 
+/// The newest value of `time` in the files this part reads: without windows a part needs no
+/// newest time before it profiles, so it reads only its own files' time column, and the merge
+/// takes the greatest of the parts' (the whole snapshot's newest, as one process finds it).
+pub fn newest_time_of_part(
+    snapshot: &runfn_data::Snapshot,
+    time: &str,
+    part: Part,
+) -> Result<Option<f64>, DataError> {
+    let mine = runfn_profile::parts::files_of_part(snapshot, part)?;
+    let mut own = snapshot.clone().project(&[time]);
+    own.files.retain(|file| {
+        mine.contains(&runfn_profile::parts::relative_name(
+            &snapshot.root,
+            &file.path,
+        ))
+    });
+    runfn_data::rolling::latest_time(&own, time)
+}
+
 /// Checks the files this part reads against the snapshot's pin, hashing them alone.
 pub fn verify_part(
     snapshot: &runfn_data::Snapshot,

@@ -319,8 +319,7 @@ fn validate(tool: &Tool, args: ValidateArgs) -> anyhow::Result<Exit> {
             Some((part, _)) if thresholds.window.is_none() => {
                 parted::newest_time_of_part(&snapshot.1, time, *part)?
             }
-            Some(_) => parted::newest_time(&snapshot.1, time)?,
-            None => runfn_data::rolling::latest_time(&snapshot.1, time)?,
+            _ => parted::newest_time(&snapshot.1, time)?,
         },
         (None, None) => None,
     };

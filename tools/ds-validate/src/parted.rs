@@ -35,8 +35,9 @@ pub fn cut<'a>(time: &'a str, window: &str, anchor: f64) -> Result<Cut<'a>, Inpu
     })
 }
 
-/// The newest value of `time` over the whole snapshot, reading that column alone: every part
-/// needs it (windows count back from it), and each finds the same.
+/// The newest value of `time` over the whole snapshot, reading that column alone (the other
+/// columns are stepped over, neither built nor parsed): windows count back from it, so every
+/// part of a windowed run needs it and each finds the same.
 pub fn newest_time(snapshot: &runfn_data::Snapshot, time: &str) -> Result<Option<f64>, DataError> {
     let projected = snapshot.clone().project(&[time]);
     runfn_data::rolling::latest_time(&projected, time)

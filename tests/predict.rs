@@ -364,3 +364,98 @@ fn a_memory_budget_changes_the_batches_not_the_scores() {
     predict(&refused, "64K").assert_bad_input("predict", "--memory: 65536 bytes is too little");
     assert!(!refused.exists());
 }
+
+/// `--part K/N --parts DIR` scores a part's files; `--parts DIR` alone merges them into the
+/// predictions file one process writes, byte for byte, and the same section, the serving drift
+/// (each part profiles its files, the merge merges them in file order) included. A missing part
+/// and a changed predictions file are refused by name.
+#[test]
+fn parts_and_their_merge_write_what_one_process_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_, registry, registered) = registered_telco(d);
+    // The telco table cut into five files, so that parts have files to share.
+    let text = std::fs::read_to_string("testdata/real/telco/snapshot/telco.csv").unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let rows: Vec<&str> = lines.collect();
+    let snapshot = d.join("snapshot");
+    std::fs::create_dir(&snapshot).unwrap();
+    for (i, chunk) in rows.chunks(rows.len().div_ceil(5)).enumerate() {
+        let body = chunk.join("\n");
+        std::fs::write(
+            snapshot.join(format!("part-{i}.csv")),
+            format!("{header}\n{body}\n"),
+        )
+        .unwrap();
+    }
+    let predict = |out: &Path, extra: &[&str]| {
+        tool("predict")
+            .args(["--model", "telco@prod", "--registry"])
+            .args([os(&registry), "--in".as_ref(), os(&snapshot)])
+            .args(["--out".as_ref(), os(out), "-q".as_ref()])
+            .args(extra)
+            .stdin(registered.stdout.clone())
+            .run()
+    };
+    let one_out = d.join("one.parquet");
+    let one = predict(&one_out, &[]);
+    assert_eq!(one.code, 0, "{}", one.stderr);
+    let parts = d.join("parts");
+    let parts_arg = parts.to_str().unwrap();
+    for k in 0..3 {
+        let out = predict(
+            &d.join("unused.parquet"),
+            &["--part", &format!("{k}/3"), "--parts", parts_arg],
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(out.json()["part"]["part"], format!("{k}/3"));
+    }
+    assert!(
+        !d.join("unused.parquet").exists(),
+        "a part writes into --parts only"
+    );
+    let merged_out = d.join("merged.parquet");
+    let merged = predict(&merged_out, &["--parts", parts_arg]);
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let (mut a, mut b) = (
+        one.json()["predict"].clone(),
+        merged.json()["predict"].clone(),
+    );
+    assert_eq!(a["rows"], 7043);
+    assert!(
+        a["drift"]["checks"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{a}"
+    );
+    a["out"] = Value::Null;
+    b["out"] = Value::Null;
+    assert_eq!(b, a);
+    assert_eq!(
+        std::fs::read(&merged_out).unwrap(),
+        std::fs::read(&one_out).unwrap()
+    );
+
+    let part_file = parts.join("predict.part-2-of-3.parquet");
+    let mut bytes = std::fs::read(&part_file).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(&part_file, &bytes).unwrap();
+    let changed = predict(&d.join("changed.parquet"), &["--parts", parts_arg]);
+    assert_eq!(changed.code, 2, "{}", changed.stderr);
+    assert!(
+        changed.stderr.contains("changed after the part wrote it"),
+        "{}",
+        changed.stderr
+    );
+    assert!(!d.join("changed.parquet").exists());
+    std::fs::remove_file(parts.join("predict.part-0-of-3.json")).unwrap();
+    let missing = predict(&d.join("missing.parquet"), &["--parts", parts_arg]);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("lacks part 0 of 3"),
+        "{}",
+        missing.stderr
+    );
+}

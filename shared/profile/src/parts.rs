@@ -81,6 +81,31 @@ pub fn files_of_part(
         .collect())
 }
 
+/// The pieces of `files` (whole files of the snapshot, by position) profiled one by one, in
+/// piece order: what a part of a tool that cuts its work by files (predict) keeps for the merge.
+/// [`merge_file_profiles`] of every part's, in file order, is [`crate::profile_snapshot`]'s
+/// profile, byte for byte.
+pub fn profile_files(
+    snapshot: &Snapshot,
+    roles: &PieceRoles,
+    files: &[usize],
+) -> Result<Vec<PieceProfile>, DataError> {
+    let mut mine = Vec::new();
+    for &file in files {
+        mine.extend(snapshot.pieces(file, PIECE_ROWS)?);
+    }
+    profile_pieces(snapshot, roles, None, &mine)
+}
+
+/// The snapshot's profile from its files' piece profiles ([`profile_files`]), in file order.
+pub fn merge_file_profiles(
+    snapshot: &Snapshot,
+    roles: &PieceRoles,
+    pieces: Vec<PieceProfile>,
+) -> Result<crate::Profile, DataError> {
+    Ok(merge_pieces(snapshot, roles, None, pieces)?.whole)
+}
+
 /// A file's name relative to the snapshot's root, `/`-separated (as [`files_of_part`] names it).
 pub fn relative_name(root: &std::path::Path, file: &std::path::Path) -> String {
     let relative = file.strip_prefix(root).unwrap_or(file);

@@ -81,6 +81,12 @@ Every figure and file is the same at any budget. --bootstrap resamples every row
 (9 bytes a row, a copy per thread): a split too large for the budget is refused by name. The
 timings entry says the budget (memory_budget_bytes) and the peak (max_rss_bytes).
 
+In parts: --part K/N --parts DIR scores part K (0-based) of N of the split's shards (a contiguous
+run balanced by bytes) into DIR/evaluate.part-K-of-N.rows.parquet and .json; the same command with
+--parts DIR and no --part merges them into the section, row scores and --predictions one process
+writes, byte for byte. A missing part, a changed rows file, or parts of other shards, weights,
+slices or key are refused (exit 2); --scores takes no parts. docs/parts.md.
+
 Exit: 0 scored, 2 bad usage or input (missing model or shards, schema mismatch with the model's
 preprocessing, NaN features or labels, an empty split).";
 

@@ -3,6 +3,7 @@
 //! the rows' keys, so they join back to the rows they score.
 
 mod output;
+mod parted;
 mod serving;
 
 use std::collections::BTreeMap;
@@ -49,6 +50,13 @@ the training months, the model's own test month among them, is no drift; one tha
 none of them did is, naming its columns. The scores' drift from the test scores is then reported
 but does not fail (fails_run: false): one month's scores are a reference no history calibrates.
 predict.drift.calibration says which judgement applied (docs/drift.md).
+
+In parts (a Slurm job array, a Kubernetes Indexed Job): --part K/N --parts DIR scores part K
+(0-based) of N of the snapshot's files (each part a contiguous run balanced by bytes) into
+DIR/predict.part-K-of-N.parquet and .json, printing {\"part\": {tool, part, partial, units, of}};
+the same command with --parts DIR and no --part merges them into --out and the record one process
+writes, byte for byte, serving drift included. A missing part, a changed part file, or parts of
+other files, weights, keys or --memory are refused (exit 2). docs/parts.md.
 
 Output: the input record (or a new one) plus
   {\"predict\": {\"passed\": true, \"model\", \"registered_as\" (NAME@VERSION or null), \"weights_blake3\",
@@ -97,6 +105,8 @@ pub struct Args {
     /// Read the record from FILE instead of stdin (a record is optional).
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    #[command(flatten)]
+    parts: runfn_core::parts::PartArgs,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -171,6 +181,38 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         64 << 20,
         ((args.memory / 2) as usize).clamp(1 << 20, 256 << 20),
     );
+    let score_edges = training
+        .as_ref()
+        .ok()
+        .and_then(|t| t.bins.as_ref())
+        .map(|b| b.edges.clone());
+    let scoring = Scoring {
+        snapshot: &snapshot,
+        preprocess,
+        model: &loaded.model,
+        device,
+        features: &features,
+        batch_rows,
+        score_edges: score_edges.as_deref(),
+    };
+    let identifiers = keys.clone();
+    let roles = runfn_profile::history::PieceRoles {
+        label: None,
+        positive: None,
+        identifiers: &identifiers,
+    };
+    // --part K/N --parts DIR scores part K's files into DIR; --parts DIR alone merges them.
+    if let (Some(part), Some(dir)) = (args.parts.part, &args.parts.parts) {
+        let run = parted::PartRun {
+            part,
+            dir,
+            keys: &keys,
+            model: &model_name,
+            model_blake3: &loaded.blake3,
+            profile: training.is_ok().then_some(&roles),
+        };
+        return parted::run_part(tool, &scoring, &run);
+    }
     let mut out = Predictions::create(
         &args.out,
         &snapshot,
@@ -179,45 +221,28 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         &loaded.blake3,
         batch_rows,
     )?;
-    let lookup = preprocess.lookup();
-    let mut unseen = vec![0u64; preprocess.categorical.len()];
-    let mut missing = vec![0u64; features.len()];
-    let score_edges = training
-        .as_ref()
-        .ok()
-        .and_then(|t| t.bins.as_ref())
-        .map(|b| b.edges.clone());
-    let mut served_bins = score_edges
-        .as_ref()
-        .map(|edges| vec![0u64; edges.len() + 1]);
-    for file in 0..snapshot.files.len() {
-        let path = snapshot.files[file].path.clone();
-        for batch in snapshot.read_file_in(file, batch_rows)? {
-            let batch = batch?;
-            let first_row = batch.first_row + 1;
-            let block = preprocess.inputs(&lookup, &batch.batch, &path, first_row)?;
-            let scores = score::probabilities(&loaded.model, &block, device, &path, first_row)?;
-            for (total, count) in
-                unseen
-                    .iter_mut()
-                    .zip(preprocess.count_unseen(&lookup, &batch.batch, &path)?)
-            {
-                *total += count;
-            }
-            for (total, name) in missing.iter_mut().zip(&features) {
-                *total += batch
-                    .batch
-                    .column_by_name(name)
-                    .map_or(0, |c| c.null_count() as u64);
-            }
-            if let (Some(edges), Some(bins)) = (&score_edges, &mut served_bins) {
-                for (total, count) in bins.iter_mut().zip(ScoreBins::count(edges, &scores)) {
-                    *total += count;
-                }
-            }
-            out.push(&batch.batch, &scores)?;
+    let (counts, served) = match &args.parts.parts {
+        Some(dir) => {
+            let run = parted::PartRun {
+                part: runfn_core::parts::Part { index: 0, count: 1 },
+                dir,
+                keys: &keys,
+                model: &model_name,
+                model_blake3: &loaded.blake3,
+                profile: training.is_ok().then_some(&roles),
+            };
+            parted::merge(tool, &scoring, &run, &mut out)?
         }
-    }
+        None => {
+            let files: Vec<usize> = (0..snapshot.files.len()).collect();
+            (scoring.score_files(&files, &mut out, false)?, None)
+        }
+    };
+    let Counts {
+        unseen,
+        missing,
+        bins: served_bins,
+    } = counts;
     let written = out.finish()?;
     let share = |rows: u64| Unseen {
         rows,
@@ -254,8 +279,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     let (drift, no_drift) = match &training {
         Ok(training) => {
             let thresholds = serving::thresholds(&record, training)?;
-            let served = runfn_profile::profile_snapshot(&snapshot, None, None, &keys)
-                .map_err(|e| InputError::field("--in", e.to_string()))?;
+            let served = match served {
+                Some(merged) => merged,
+                None => runfn_profile::profile_snapshot(&snapshot, None, None, &keys)
+                    .map_err(|e| InputError::field("--in", e.to_string()))?,
+            };
             let drift = serving::compare_served(
                 training,
                 &served,
@@ -290,6 +318,102 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         no_drift,
     })?;
     tool.finish_within(record, Exit::from_passed(passed), args.memory)
+}
+
+/// What scores a snapshot's files: the model, its preprocessing, the batch size.
+pub(crate) struct Scoring<'a> {
+    pub snapshot: &'a Snapshot,
+    pub preprocess: &'a runfn_learn::features::Preprocess,
+    pub model: &'a runfn_learn::model::Mlp,
+    pub device: runfn_learn::tch::Device,
+    pub features: &'a [&'a str],
+    pub batch_rows: usize,
+    /// The test scores' bin edges, where the registry kept them.
+    pub score_edges: Option<&'a [f64]>,
+}
+
+/// What scoring counted: rows of each categorical feature whose value the model never saw,
+/// rows missing each feature, the scores in the test scores' bins.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Counts {
+    pub unseen: Vec<u64>,
+    pub missing: Vec<u64>,
+    pub bins: Option<Vec<u64>>,
+}
+
+impl Counts {
+    /// Adds another part's counts.
+    pub fn add(&mut self, other: &Counts) {
+        for (total, count) in self.unseen.iter_mut().zip(&other.unseen) {
+            *total += count;
+        }
+        for (total, count) in self.missing.iter_mut().zip(&other.missing) {
+            *total += count;
+        }
+        if let (Some(bins), Some(more)) = (&mut self.bins, &other.bins) {
+            for (total, count) in bins.iter_mut().zip(more) {
+                *total += count;
+            }
+        }
+    }
+}
+
+impl Scoring<'_> {
+    pub fn empty_counts(&self) -> Counts {
+        Counts {
+            unseen: vec![0; self.preprocess.categorical.len()],
+            missing: vec![0; self.features.len()],
+            bins: self.score_edges.map(|edges| vec![0; edges.len() + 1]),
+        }
+    }
+
+    /// Scores `files` (positions in the snapshot), in order, into `out`, a batch at a time;
+    /// with `group_per_batch` each batch ends a row group (a part's file, which the merge
+    /// reads back batch by batch).
+    pub fn score_files(
+        &self,
+        files: &[usize],
+        out: &mut Predictions,
+        group_per_batch: bool,
+    ) -> anyhow::Result<Counts> {
+        let lookup = self.preprocess.lookup();
+        let mut counts = self.empty_counts();
+        for &file in files {
+            let path = self.snapshot.files[file].path.clone();
+            for batch in self.snapshot.read_file_in(file, self.batch_rows)? {
+                let batch = batch?;
+                let first_row = batch.first_row + 1;
+                let block = self
+                    .preprocess
+                    .inputs(&lookup, &batch.batch, &path, first_row)?;
+                let scores =
+                    score::probabilities(self.model, &block, self.device, &path, first_row)?;
+                for (total, count) in counts.unseen.iter_mut().zip(self.preprocess.count_unseen(
+                    &lookup,
+                    &batch.batch,
+                    &path,
+                )?) {
+                    *total += count;
+                }
+                for (total, name) in counts.missing.iter_mut().zip(self.features) {
+                    *total += batch
+                        .batch
+                        .column_by_name(name)
+                        .map_or(0, |c| c.null_count() as u64);
+                }
+                if let (Some(edges), Some(bins)) = (self.score_edges, &mut counts.bins) {
+                    for (total, count) in bins.iter_mut().zip(ScoreBins::count(edges, &scores)) {
+                        *total += count;
+                    }
+                }
+                out.push(&batch.batch, &scores)?;
+                if group_per_batch {
+                    out.end_row_group()?;
+                }
+            }
+        }
+        Ok(counts)
+    }
 }
 
 /// The most rows a batch may hold.

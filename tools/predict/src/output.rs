@@ -126,6 +126,11 @@ impl Predictions {
         Ok(())
     }
 
+    /// Ends the row group being written here, whatever its size.
+    pub fn end_row_group(&mut self) -> Result<()> {
+        Ok(self.writer.flush()?)
+    }
+
     /// Closes the file, syncs it, puts it in place (and in the store) and hashes it.
     pub fn finish(self) -> Result<Written> {
         let file = self.writer.into_inner()?;

@@ -389,34 +389,28 @@ fn parts_and_their_merge_write_what_one_process_writes() {
         )
         .unwrap();
     }
-    let predict = |out: &Path, extra: &[&str]| {
-        tool("predict")
+    let predict = |out: Option<&Path>, extra: &[&str]| {
+        let mut command = tool("predict")
             .args(["--model", "telco@prod", "--registry"])
-            .args([os(&registry), "--in".as_ref(), os(&snapshot)])
-            .args(["--out".as_ref(), os(out), "-q".as_ref()])
-            .args(extra)
-            .stdin(registered.stdout.clone())
-            .run()
+            .args([os(&registry), "--in".as_ref(), os(&snapshot), "-q".as_ref()])
+            .args(extra);
+        if let Some(out) = out {
+            command = command.args(["--out".as_ref(), os(out)]);
+        }
+        command.stdin(registered.stdout.clone()).run()
     };
     let one_out = d.join("one.parquet");
-    let one = predict(&one_out, &[]);
+    let one = predict(Some(&one_out), &[]);
     assert_eq!(one.code, 0, "{}", one.stderr);
     let parts = d.join("parts");
     let parts_arg = parts.to_str().unwrap();
     for k in 0..3 {
-        let out = predict(
-            &d.join("unused.parquet"),
-            &["--part", &format!("{k}/3"), "--parts", parts_arg],
-        );
+        let out = predict(None, &["--part", &format!("{k}/3"), "--parts", parts_arg]);
         assert_eq!(out.code, 0, "{}", out.stderr);
         assert_eq!(out.json()["part"]["part"], format!("{k}/3"));
     }
-    assert!(
-        !d.join("unused.parquet").exists(),
-        "a part writes into --parts only"
-    );
     let merged_out = d.join("merged.parquet");
-    let merged = predict(&merged_out, &["--parts", parts_arg]);
+    let merged = predict(Some(&merged_out), &["--parts", parts_arg]);
     assert_eq!(merged.code, 0, "{}", merged.stderr);
     let (mut a, mut b) = (
         one.json()["predict"].clone(),
@@ -442,7 +436,7 @@ fn parts_and_their_merge_write_what_one_process_writes() {
     let at = bytes.len() / 2;
     bytes[at] ^= 1;
     std::fs::write(&part_file, &bytes).unwrap();
-    let changed = predict(&d.join("changed.parquet"), &["--parts", parts_arg]);
+    let changed = predict(Some(&d.join("changed.parquet")), &["--parts", parts_arg]);
     assert_eq!(changed.code, 2, "{}", changed.stderr);
     assert!(
         changed.stderr.contains("changed after the part wrote it"),
@@ -451,7 +445,10 @@ fn parts_and_their_merge_write_what_one_process_writes() {
     );
     assert!(!d.join("changed.parquet").exists());
     std::fs::remove_file(parts.join("predict.part-0-of-3.json")).unwrap();
-    let missing = predict(&d.join("missing.parquet"), &["--parts", parts_arg]);
+    let missing = predict(Some(&d.join("missing.parquet")), &["--parts", parts_arg]);
+    assert!(missing.stdout.is_empty());
+    let no_out = predict(None, &["--parts", parts_arg]);
+    assert_eq!(no_out.code, 2, "{}", no_out.stderr);
     assert_eq!(missing.code, 2, "{}", missing.stderr);
     assert!(
         missing.stderr.contains("lacks part 0 of 3"),

@@ -1,7 +1,7 @@
 complete -c predict -l model -d 'The model: NAME@ALIAS or NAME@VERSION in the registry, or a model file or training folder' -r -F
 complete -c predict -l registry -d 'The registry that resolves NAME@ALIAS (default: RUNFN_REGISTRY, else ./registry)' -r -F
 complete -c predict -l in -d 'The snapshot to score: a file or folder, or a store URL' -r
-complete -c predict -l out -d 'Where the scores go (Parquet), a path or store URL; written atomically' -r
+complete -c predict -l out -d 'Where the scores go (Parquet), a path or store URL; written atomically (a part writes into --parts instead)' -r
 complete -c predict -l key -d 'A key column to carry beside each score (repeatable; default: the entity and time columns of the record\'s manifest, else of the registered model\'s)' -r
 complete -c predict -l device -d 'cpu, cuda or cuda:N' -r
 complete -c predict -l memory -d 'Memory for the rows in flight, the model\'s weights aside: it sizes the batches read and the row groups written (at most 65,536 rows each)' -r

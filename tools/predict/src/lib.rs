@@ -84,9 +84,10 @@ pub struct Args {
     /// The snapshot to score: a file or folder, or a store URL.
     #[arg(long = "in", value_name = "PATH|URL")]
     input: String,
-    /// Where the scores go (Parquet), a path or store URL; written atomically.
-    #[arg(long, value_name = "FILE|URL")]
-    out: String,
+    /// Where the scores go (Parquet), a path or store URL; written atomically (a part writes
+    /// into --parts instead).
+    #[arg(long, value_name = "FILE|URL", required_unless_present = "part")]
+    out: Option<String>,
     /// A key column to carry beside each score (repeatable; default: the entity and time columns
     /// of the record's manifest, else of the registered model's).
     #[arg(long = "key", value_name = "COLUMN")]
@@ -213,8 +214,14 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         };
         return parted::run_part(tool, &scoring, &run);
     }
+    let target = args.out.clone().ok_or_else(|| {
+        InputError::field(
+            "--out",
+            "is needed: where the scores go (only a --part writes into --parts)",
+        )
+    })?;
     let mut out = Predictions::create(
-        &args.out,
+        &target,
         &snapshot,
         &keys,
         &model_name,
@@ -265,7 +272,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         .collect();
     tool.info(format!(
         "scored {} rows of {} with {model_name}; scores in {}",
-        written.rows, args.input, args.out
+        written.rows, args.input, target
     ));
     for (feature, share) in &unseen {
         if share.rows > 0 {
@@ -309,7 +316,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         model_manifest_hash: loaded.meta.manifest_hash.clone(),
         snapshot: args.input.clone(),
         rows: written.rows,
-        out: args.out.clone(),
+        out: target,
         out_blake3: written.blake3,
         keys,
         unseen,

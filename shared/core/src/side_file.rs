@@ -61,6 +61,14 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
     Ok(bytes)
 }
 
+/// The most a part's file (rows or predictions, beside its partial) may hold.
+pub const PART_FILE_LIMIT: u64 = 1 << 40;
+
+/// The first 12 hex digits of a digest, as messages name it.
+pub fn short_digest(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
 /// The most a scores file an outside program wrote (`evaluate --scores`) may hold.
 pub const SCORES_LIMIT: u64 = 8 << 30;
 
@@ -75,7 +83,9 @@ pub fn blake3_bounded(path: &Path, limit: u64) -> Result<String, InputError> {
     regular_within(path, limit)?;
     let mut hasher = blake3::Hasher::new();
     let file = std::fs::File::open(path).map_err(io)?;
-    hasher.update_reader(file.take(limit + 1)).map_err(io)?;
+    hasher
+        .update_reader(file.take(limit.saturating_add(1)))
+        .map_err(io)?;
     if hasher.count() > limit {
         return Err(refuse(format!(
             "grew past the {limit} bytes such a file may hold while it was read"

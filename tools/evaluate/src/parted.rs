@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use runfn_core::parts::{
     Part, PartHeader, assign, check_coverage, fingerprint, read_partials, write_partial,
 };
+use runfn_core::side_file::short_digest;
 use runfn_core::{Exit, InputError};
 use runfn_data::row_scores::{RowScores, RowScoresWriter};
 use runfn_data::shards::SplitEntry;
@@ -189,8 +190,8 @@ pub fn read_parts(dir: &Path, run: &PartRun) -> Result<Vec<EvaluatePart>, InputE
             return Err(refuse(format!(
                 "part {} was scored by weights {}, not by this model's {}",
                 part.part.part,
-                short(&part.weights_blake3),
-                short(run.weights_blake3)
+                short_digest(&part.weights_blake3),
+                short_digest(run.weights_blake3)
             )));
         }
         if part.columns != run.columns {
@@ -206,22 +207,6 @@ pub fn read_parts(dir: &Path, run: &PartRun) -> Result<Vec<EvaluatePart>, InputE
     Ok(parts)
 }
 
-/// The blake3 of a file of any size, read in a stream.
-fn file_blake3(path: &Path) -> Result<String, InputError> {
-    let io = |source| InputError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut hasher = blake3::Hasher::new();
-    hasher.update_reader(file).map_err(io)?;
-    Ok(hasher.finalize().to_hex().to_string())
-}
-
-fn short(digest: &str) -> &str {
-    digest.get(..12).unwrap_or(digest)
-}
-
 /// Streams every part's rows, in part order, to `each` as scored batches (the slices: the
 /// parts' columns); returns the unseen counts summed.
 pub fn stream_parts(
@@ -232,15 +217,16 @@ pub fn stream_parts(
     let mut unseen: Vec<(String, u64)> = Vec::new();
     for part in parts {
         let path: PathBuf = dir.join(&part.rows_file);
-        let found = file_blake3(&path)?;
+        let found =
+            runfn_core::side_file::blake3_bounded(&path, runfn_core::side_file::PART_FILE_LIMIT)?;
         if found != part.rows_file_blake3 {
             return Err(InputError::field(
                 path.display().to_string(),
                 format!(
                     "has blake3 {}, but part {} recorded {}: the file changed after the part wrote it",
-                    short(&found),
+                    short_digest(&found),
                     part.part.part,
-                    short(&part.rows_file_blake3)
+                    short_digest(&part.rows_file_blake3)
                 ),
             )
             .into());

@@ -1,8 +1,7 @@
 //! The predictions file: Parquet written a row group at a time into a temporary file beside the
 //! target and renamed into place (or uploaded, for a store URL) once whole.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -152,21 +151,7 @@ impl Predictions {
         }
         Ok(Written {
             rows: self.rows,
-            blake3: file_blake3(&self.local)?,
+            blake3: runfn_core::side_file::blake3_bounded(&self.local, u64::MAX)?,
         })
     }
-}
-
-fn file_blake3(path: &Path) -> Result<String> {
-    let mut hasher = blake3::Hasher::new();
-    let mut file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
-    let mut buffer = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    Ok(hasher.finalize().to_hex().to_string())
 }

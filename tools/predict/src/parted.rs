@@ -18,6 +18,7 @@ use runfn_core::cli::Tool;
 use runfn_core::parts::{
     Part, PartHeader, assign, check_coverage, fingerprint, read_partials, write_partial,
 };
+use runfn_core::side_file::short_digest;
 use runfn_core::{Exit, InputError};
 use runfn_profile::Profile;
 use runfn_profile::history::{PieceProfile, PieceRoles};
@@ -161,15 +162,16 @@ pub fn merge(
     let mut pieces: Vec<PieceProfile> = Vec::new();
     for part in &parts {
         let path = run.dir.join(&part.scores_file);
-        let found = file_blake3(&path)?;
+        let found =
+            runfn_core::side_file::blake3_bounded(&path, runfn_core::side_file::PART_FILE_LIMIT)?;
         if found != part.scores_file_blake3 {
             return Err(InputError::field(
                 path.display().to_string(),
                 format!(
                     "has blake3 {}, but part {} recorded {}: the file changed after the part wrote it",
-                    short(&found),
+                    short_digest(&found),
                     part.part.part,
-                    short(&part.scores_file_blake3)
+                    short_digest(&part.scores_file_blake3)
                 ),
             )
             .into());
@@ -234,8 +236,8 @@ fn read_parts(scoring: &Scoring, run: &PartRun) -> Result<Vec<PredictPart>, Inpu
         if part.model_blake3 != run.model_blake3 {
             return Err(refuse(format!(
                 "part {at} was scored by weights {}, not by this model's {}",
-                short(&part.model_blake3),
-                short(run.model_blake3)
+                short_digest(&part.model_blake3),
+                short_digest(run.model_blake3)
             )));
         }
         if part.keys != run.keys || part.batch_rows != scoring.batch_rows {
@@ -290,20 +292,4 @@ fn push_rows_of(path: &Path, out: &mut Predictions) -> anyhow::Result<u64> {
         }
     }
     Ok(rows)
-}
-
-/// The blake3 of a file of any size, read in a stream.
-fn file_blake3(path: &Path) -> Result<String, InputError> {
-    let io = |source| InputError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut hasher = blake3::Hasher::new();
-    hasher.update_reader(file).map_err(io)?;
-    Ok(hasher.finalize().to_hex().to_string())
-}
-
-fn short(digest: &str) -> &str {
-    digest.get(..12).unwrap_or(digest)
 }

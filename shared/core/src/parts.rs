@@ -283,6 +283,50 @@ fn shown_list(items: &[String]) -> String {
     }
 }
 
+impl PartHeader {
+    /// Refuses a partial of another format or listing than the merge expects, naming `dir`;
+    /// `other` says what a different listing means for this tool's input.
+    pub fn check(
+        &self,
+        dir: &Path,
+        format: &str,
+        listing: &str,
+        other: &str,
+    ) -> Result<(), InputError> {
+        let refuse = |message: String| InputError::field(dir.display().to_string(), message);
+        if self.format != format {
+            return Err(refuse(format!(
+                "holds partials of format {}, not {format}",
+                self.format
+            )));
+        }
+        if self.listing != listing {
+            return Err(refuse(format!(
+                "holds parts of {other}: the input changed since the parts ran, or the folder is another run's"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a file a part wrote beside its partial (its rows, its predictions) whose bytes are
+/// no longer those the part recorded (`recorded`, a blake3), naming the file and the part.
+pub fn check_part_file(path: &Path, part: Part, recorded: &str) -> Result<(), InputError> {
+    use crate::side_file::{PART_FILE_LIMIT, blake3_bounded, short_digest};
+    let found = blake3_bounded(path, PART_FILE_LIMIT)?;
+    if found != recorded {
+        return Err(InputError::field(
+            path.display().to_string(),
+            format!(
+                "has blake3 {}, but part {part} recorded {}: the file changed after the part wrote it",
+                short_digest(&found),
+                short_digest(recorded)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that the parts' `done` lists cover units `0..units` exactly as [`assign`] gives them.
 pub fn check_coverage(headers: &[&PartHeader], assignment: &[u32]) -> Result<(), String> {
     let mut seen = vec![false; assignment.len()];

@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use runfn_core::parts::{
-    Part, PartHeader, assign, check_coverage, fingerprint, read_partials, write_partial,
+    Part, PartHeader, assign, check_coverage, check_part_file, fingerprint, read_partials,
+    write_partial,
 };
 use runfn_core::side_file::short_digest;
 use runfn_core::{Exit, InputError};
@@ -167,18 +168,8 @@ pub fn read_parts(dir: &Path, run: &PartRun) -> Result<Vec<EvaluatePart>, InputE
     )?;
     let refuse = |message: String| InputError::field(dir.display().to_string(), message);
     let first = &parts[0];
-    if first.part.format != FORMAT {
-        return Err(refuse(format!(
-            "holds partials of format {}, not {FORMAT}",
-            first.part.format
-        )));
-    }
-    if first.part.listing != listing(run.split) {
-        return Err(refuse(format!(
-            "holds parts of other shards of `{}` than these: the shards changed since the parts ran, or the folder is another run's",
-            run.split_name
-        )));
-    }
+    let other = format!("other shards of `{}` than these", run.split_name);
+    first.part.check(dir, FORMAT, &listing(run.split), &other)?;
     for part in &parts {
         if part.split != run.split_name {
             return Err(refuse(format!(
@@ -217,20 +208,7 @@ pub fn stream_parts(
     let mut unseen: Vec<(String, u64)> = Vec::new();
     for part in parts {
         let path: PathBuf = dir.join(&part.rows_file);
-        let found =
-            runfn_core::side_file::blake3_bounded(&path, runfn_core::side_file::PART_FILE_LIMIT)?;
-        if found != part.rows_file_blake3 {
-            return Err(InputError::field(
-                path.display().to_string(),
-                format!(
-                    "has blake3 {}, but part {} recorded {}: the file changed after the part wrote it",
-                    short_digest(&found),
-                    part.part.part,
-                    short_digest(&part.rows_file_blake3)
-                ),
-            )
-            .into());
-        }
+        check_part_file(&path, part.part.part, &part.rows_file_blake3)?;
         let mut rows = 0u64;
         let mut failed: Option<anyhow::Error> = None;
         RowScores::read_each(&path, |chunk| {

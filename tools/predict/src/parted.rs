@@ -16,7 +16,8 @@ use arrow::datatypes::Float64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use runfn_core::cli::Tool;
 use runfn_core::parts::{
-    Part, PartHeader, assign, check_coverage, fingerprint, read_partials, write_partial,
+    Part, PartHeader, assign, check_coverage, check_part_file, fingerprint, read_partials,
+    write_partial,
 };
 use runfn_core::side_file::short_digest;
 use runfn_core::{Exit, InputError};
@@ -162,20 +163,7 @@ pub fn merge(
     let mut pieces: Vec<PieceProfile> = Vec::new();
     for part in &parts {
         let path = run.dir.join(&part.scores_file);
-        let found =
-            runfn_core::side_file::blake3_bounded(&path, runfn_core::side_file::PART_FILE_LIMIT)?;
-        if found != part.scores_file_blake3 {
-            return Err(InputError::field(
-                path.display().to_string(),
-                format!(
-                    "has blake3 {}, but part {} recorded {}: the file changed after the part wrote it",
-                    short_digest(&found),
-                    part.part.part,
-                    short_digest(&part.scores_file_blake3)
-                ),
-            )
-            .into());
-        }
+        check_part_file(&path, part.part.part, &part.scores_file_blake3)?;
         let rows = push_rows_of(&path, out)?;
         if rows != part.rows {
             return Err(InputError::field(
@@ -220,17 +208,12 @@ fn read_parts(scoring: &Scoring, run: &PartRun) -> Result<Vec<PredictPart>, Inpu
     let refuse = |message: String| InputError::field(run.dir.display().to_string(), message);
     let units = units(scoring);
     let first = &parts[0];
-    if first.part.format != FORMAT {
-        return Err(refuse(format!(
-            "holds partials of format {}, not {FORMAT}",
-            first.part.format
-        )));
-    }
-    if first.part.listing != listing(&units) {
-        return Err(refuse(
-            "holds parts of other files than the snapshot's: it changed since the parts ran, or the folder is another run's".into(),
-        ));
-    }
+    first.part.check(
+        run.dir,
+        FORMAT,
+        &listing(&units),
+        "other files than the snapshot's",
+    )?;
     for part in &parts {
         let at = part.part.part;
         if part.model_blake3 != run.model_blake3 {

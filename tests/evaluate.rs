@@ -1,5 +1,6 @@
 //! evaluate: metrics checked against scikit-learn, slices, the baseline role, and bad inputs.
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -805,6 +806,48 @@ fn parts_and_their_merge_write_what_one_process_writes() {
     assert!(out.stderr.contains("lacks part 1 of 3"), "{}", out.stderr);
     assert!(out.stdout.is_empty());
 
+    // A part re-hashes the shards it scores and no others: a byte changed in the split's last
+    // shard stops the last part, by name, and not the first.
+    let copy = dir.path().join("shards-copy");
+    let shards_dir = Path::new(
+        serde_json::from_str::<Value>(&keyed).unwrap()["shards"]["dir"]
+            .as_str()
+            .unwrap(),
+    )
+    .to_path_buf();
+    copy_dir(&shards_dir, &copy);
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(copy.join("index.json")).unwrap()).unwrap();
+    let last = index["splits"]["train"]["shards"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut bytes = std::fs::read(copy.join(&last)).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(copy.join(&last), bytes).unwrap();
+    let part = |k: u32| {
+        tool("evaluate")
+            .args(["--part", &format!("{k}/3"), "--parts"])
+            .args([dir.path().join("copy-parts").as_os_str()])
+            .args(["--shards".as_ref(), copy.as_os_str()])
+            .args(["--split", "train", "-q"])
+            .stdin(keyed.clone())
+            .run()
+    };
+    assert_eq!(part(0).code, 0);
+    let changed = part(2);
+    assert_eq!(changed.code, 2, "{}", changed.stderr);
+    assert!(
+        changed.stderr.contains(&last) && changed.stderr.contains("does not match index.json"),
+        "{}",
+        changed.stderr
+    );
+
     let scores = dir.path().join("outside.csv");
     std::fs::write(&scores, "customer_id,score\n").unwrap();
     let out = tool("evaluate")
@@ -818,4 +861,18 @@ fn parts_and_their_merge_write_what_one_process_writes() {
         "{}",
         out.stderr
     );
+}
+
+/// Copies the files of `from` (one level of folders deep) into `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

@@ -22,6 +22,17 @@ pub struct Shards {
 /// The shard folder from `flag` or the record's `shards.dir`; its index is loaded and every shard
 /// re-hashed, so a missing, truncated or altered shard is refused before any work.
 pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputError> {
+    let shards = shards_unverified(record, flag)?;
+    shards
+        .index
+        .verify(&shards.dir)
+        .map_err(|e| InputError::field("shards", e.to_string()))?;
+    Ok(shards)
+}
+
+/// [`shards`] with no shard re-hashed yet: for a part, which checks the shards it reads
+/// ([`runfn_data::shards::verify_shards`]) and no others.
+pub fn shards_unverified(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputError> {
     let section = record.section::<runfn_schema::record::Shards>()?;
     let dir = match (flag, &section) {
         (Some(dir), _) => dir,
@@ -51,7 +62,7 @@ pub fn shards(record: &Record, flag: Option<PathBuf>) -> Result<Shards, InputErr
         ));
     }
     let index =
-        ShardIndex::load(&dir, true).map_err(|e| InputError::field("shards", e.to_string()))?;
+        ShardIndex::load(&dir, false).map_err(|e| InputError::field("shards", e.to_string()))?;
     // Each split's rows digest in the record is the index's: the rows train reads are the
     // rows shardify wrote and every later stage names.
     if let Some(section) = &section {

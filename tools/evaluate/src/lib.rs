@@ -209,7 +209,11 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         Some(_) => None,
         None => Some(model::resolve(&args, train.as_ref())?),
     };
-    let shards = inputs::shards(&record, args.shards.clone())?;
+    // A part re-hashes the shards it scores (below), not every shard of the index.
+    let shards = match args.parts.part {
+        Some(_) => inputs::shards_unverified(&record, args.shards.clone())?,
+        None => inputs::shards(&record, args.shards.clone())?,
+    };
     let split = rows::split_to_score(&shards, &args.split)?;
     // Where the key was named, for errors about it.
     let key_field = match (&args.scores, &args.key, &declared_key) {
@@ -270,6 +274,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             .parts
             .as_deref()
             .unwrap_or(std::path::Path::new(".")),
+        shards_dir: &shards.dir,
         split_name: &args.split,
         split,
         weights_blake3: &loaded.blake3,

@@ -75,6 +75,8 @@ pub fn shards_of(split: &SplitEntry, part: Part) -> Vec<usize> {
 pub struct PartRun<'a> {
     pub part: Part,
     pub dir: &'a Path,
+    /// The shard folder: a part re-hashes its own shards before it scores them.
+    pub shards_dir: &'a Path,
     pub split_name: &'a str,
     pub split: &'a SplitEntry,
     pub weights_blake3: &'a str,
@@ -96,6 +98,8 @@ pub fn run_part(
         source,
     })?;
     let mine = shards_of(run.split, run.part);
+    runfn_data::shards::verify_shards(run.shards_dir, mine.iter().map(|&i| &run.split.shards[i]))
+        .map_err(|e| InputError::field("shards", e.to_string()))?;
     let rows_file = format!(
         "{TOOL}.part-{}-of-{}.rows.parquet",
         run.part.index, run.part.count

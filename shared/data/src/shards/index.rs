@@ -160,27 +160,7 @@ impl ShardIndex {
 
     /// Re-hashes every shard: a missing, truncated or altered shard is an error naming it.
     pub fn verify(&self, dir: &Path) -> Result<(), DataError> {
-        use rayon::prelude::*;
-        self.splits
-            .values()
-            .flat_map(|s| &s.shards)
-            .collect::<Vec<_>>()
-            .par_iter()
-            .try_for_each(|shard| {
-                let path = dir.join(&shard.path);
-                let bytes = std::fs::read(&path).map_err(|source| DataError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-                let hash = blake3::hash(&bytes).to_hex().to_string();
-                if bytes.len() as u64 != shard.bytes || hash != shard.blake3 {
-                    return Err(DataError::file(
-                        &path,
-                        "does not match index.json (changed or truncated since shardify wrote it)",
-                    ));
-                }
-                Ok(())
-            })
+        verify_shards(dir, self.splits.values().flat_map(|s| &s.shards))
     }
 
     /// The shard files of `split`, in order.
@@ -201,4 +181,36 @@ impl ShardIndex {
         })?;
         Ok(blake3::hash(&bytes).to_hex().to_string())
     }
+}
+
+/// Checks `shards` (entries of the index in `dir`) against their sizes and blake3s, each hashed
+/// as a stream on all cores, so checking holds no shard in memory: [`ShardIndex::verify`] checks
+/// them all, a part only those it reads.
+pub fn verify_shards<'a>(
+    dir: &Path,
+    shards: impl IntoIterator<Item = &'a ShardEntry>,
+) -> Result<(), DataError> {
+    use rayon::prelude::*;
+    shards
+        .into_iter()
+        .collect::<Vec<_>>()
+        .par_iter()
+        .try_for_each(|shard| {
+            let path = dir.join(&shard.path);
+            let io = |source| DataError::Io {
+                path: path.clone(),
+                source,
+            };
+            let file = std::fs::File::open(&path).map_err(io)?;
+            let mut hasher = blake3::Hasher::new();
+            hasher.update_reader(file).map_err(io)?;
+            if hasher.count() != shard.bytes || hasher.finalize().to_hex().as_str() != shard.blake3
+            {
+                return Err(DataError::file(
+                    &path,
+                    "does not match index.json (changed or truncated since shardify wrote it)",
+                ));
+            }
+            Ok(())
+        })
 }

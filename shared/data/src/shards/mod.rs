@@ -19,7 +19,7 @@ mod value_text;
 mod writer;
 
 pub use file_read::ShardProgress;
-pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry};
+pub use index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, SplitEntry, verify_shards};
 pub use out_lock::LOCK_NAME;
 pub use remote::{local_shards, publish};
 pub use rows::{ROWS_FORMAT, ROWS_FORMAT_V1, RowsDigest, split_rows_digest};

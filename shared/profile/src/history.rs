@@ -91,18 +91,12 @@ pub fn profile_windows(
     let mut merged = PieceMerger::new(snapshot, &roles, cut)?;
     // Pieces are profiled a window at a time on all cores and merged in piece order as each
     // window ends, so what is held is a window's profiles, however many files the snapshot has.
-    for window in pieces.chunks(pieces_at_once()) {
+    for window in pieces.chunks(crate::profile::pieces_at_once()) {
         for piece in profile_pieces(snapshot, &roles, cut, window)? {
             merged.add(&piece)?;
         }
     }
     merged.finish()
-}
-
-/// How many pieces are profiled side by side before they are merged: enough to keep every core
-/// busy while pieces differ in size, few enough that their profiles stay small beside the data.
-pub(crate) fn pieces_at_once() -> usize {
-    4 * rayon::current_num_threads().max(1)
 }
 
 /// What a profile needs to know of the columns' roles.

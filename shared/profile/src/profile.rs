@@ -193,7 +193,7 @@ pub(crate) fn profile_in_pieces(
     let mut merged = Profile::empty(snapshot, label, positive, identifiers);
     // A window of pieces at a time on all cores, merged in piece order as each window ends: the
     // same left fold as merging them all at the end, holding a window's profiles.
-    for window in pieces(snapshot, piece_rows)?.chunks(crate::history::pieces_at_once()) {
+    for window in pieces(snapshot, piece_rows)?.chunks(pieces_at_once()) {
         let per_piece: Vec<Profile> = window
             .par_iter()
             .map(|piece| {
@@ -213,6 +213,12 @@ pub(crate) fn profile_in_pieces(
         }
     }
     Ok(merged)
+}
+
+/// How many pieces are profiled side by side before they are merged: enough to keep every core
+/// busy while pieces differ in size, few enough that their profiles stay small beside the data.
+pub(crate) fn pieces_at_once() -> usize {
+    4 * rayon::current_num_threads().max(1)
 }
 
 /// Every piece of every file (a large Parquet file cut into runs of row groups), in file order.

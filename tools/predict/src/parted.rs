@@ -26,7 +26,7 @@ use runfn_profile::history::{PieceProfile, PieceRoles};
 use serde::{Deserialize, Serialize};
 
 use crate::output::Predictions;
-use crate::{Counts, Scoring};
+use crate::scoring::{Counts, Scoring};
 
 const TOOL: &str = "predict";
 const FORMAT: &str = "predict-part-v1";

@@ -191,7 +191,7 @@ fn parts_and_their_merge_write_what_one_process_writes() {
 
 /// A snapshot cut into `count` CSV files of consecutive rows (the real tables hold one file each,
 /// and a part's unit of work is a file).
-fn cut_into_files(table: &Path, out: &Path, count: usize) {
+pub(crate) fn cut_into_files(table: &Path, out: &Path, count: usize) {
     std::fs::create_dir_all(out).unwrap();
     let text = std::fs::read_to_string(table).unwrap();
     let mut lines = text.lines();

@@ -34,6 +34,7 @@ mod retrain;
 mod rolling_splits;
 mod schema;
 mod shardify;
+mod shardify_parts;
 mod slurm;
 mod timings;
 mod train;

@@ -10,6 +10,9 @@ complete -c shardify -l row-group-rows -d 'Rows per Parquet row group' -r
 complete -c shardify -l zstd-level -d 'zstd level (1 fastest .. 22 smallest)' -r
 complete -c shardify -l max-unsplit-fraction -d 'The share of rows that may fall in no split before the run fails (default: manifest.data.max_unsplit_fraction, else 0.01)' -r
 complete -c shardify -l record -d 'Read the record from FILE instead of stdin' -r -F
+complete -c shardify -l part -d 'Do part K of N (0-based: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX) and write its partial into --parts; the merge (the same command without --part) writes the record' -r
+complete -c shardify -l parts -d 'The folder of the parts\' partials: written with --part, merged without it' -r -F
+complete -c shardify -l reduce -d 'Be reducer R of M (0-based): write R\'s run of the output shards from the partials in --parts into --out (the array between the parts and the merge)' -r
 complete -c shardify -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c shardify -l pretty -d 'Indent the JSON on stdout (default: one line)'
 complete -c shardify -s h -l help -d 'Print help (see more with \'--help\')'

@@ -125,6 +125,16 @@ impl std::fmt::Display for Part {
     }
 }
 
+/// A file's name relative to the snapshot's root, `/`-separated (how parts name the files they cut).
+pub fn relative_name(root: &std::path::Path, file: &std::path::Path) -> String {
+    let relative = file.strip_prefix(root).unwrap_or(file);
+    relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// The part each unit goes to, given the units' weights in listing order: contiguous runs,
 /// balanced by weight (a unit of weight 0 counts as 1, so an empty file is placed too).
 pub fn assign(weights: &[u64], count: u32) -> Vec<u32> {

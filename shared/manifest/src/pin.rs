@@ -133,6 +133,20 @@ pub fn verify_digested(
     check_digested(root, pinned, format!("it was pinned as {pinned}"), digested)
 }
 
+/// [`verify_recorded`] for a digest already computed (merged from parts).
+pub fn verify_recorded_digested(
+    root: &Path,
+    recorded: &str,
+    digested: (DataDigest, Vec<FileDigest>),
+) -> Result<DataDigest, PinError> {
+    check_digested(
+        root,
+        recorded,
+        format!("mf-hash digested it as {recorded} (mf_hash.data_digest)"),
+        digested,
+    )
+}
+
 fn check_digested(
     root: &Path,
     pinned: &str,

@@ -106,15 +106,7 @@ pub fn merge_file_profiles(
     Ok(merge_pieces(snapshot, roles, None, pieces)?.whole)
 }
 
-/// A file's name relative to the snapshot's root, `/`-separated (as [`files_of_part`] names it).
-pub fn relative_name(root: &std::path::Path, file: &std::path::Path) -> String {
-    let relative = file.strip_prefix(root).unwrap_or(file);
-    relative
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
-}
+pub use runfn_core::parts::relative_name;
 
 /// Profiles part `part` of `snapshot`: its pieces, cut into windows by `cut`.
 pub fn profile_part(

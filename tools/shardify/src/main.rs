@@ -1,15 +1,18 @@
 //! shardify: write a snapshot's splits as large, deterministic, hashed Parquet shards.
 
+mod parted;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::parts::{Part, PartArgs};
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, InputError, Record};
 use runfn_data::rolling::{any_rolling, latest_time};
-use runfn_data::shards::{ShardOptions, shardify};
+use runfn_data::shards::{ShardOptions, shardify, shardify_part};
 use runfn_data::spec::{DataSpec, parse_size};
 use runfn_data::split::Splits;
 use runfn_data::unsplit::{Unsplit, max_unsplit_fraction};
@@ -50,6 +53,18 @@ uploaded, the index last (an older index is removed first), so a reader sees a w
 Examples:
   shardify --out runs/churn/shards < leaks.json > shards.json
   AWS_PROFILE=ml shardify --out s3://ml-data/churn/shards < leaks.json > shards.json
+
+In parts: --part K/N --parts DIR reads part K (0-based) of N of the snapshot's files (a contiguous
+run balanced by bytes) into DIR/shardify.part-K-of-N.json and .slots/; --reduce R/M --parts DIR
+--out OUT writes reducer R's run of the output shards from every part's slots; --parts DIR --out
+OUT alone checks the reducers' shards and writes the index and the record (with no reducer's
+partial in DIR it reduces by itself). Shards, index and record are one process's, byte for byte.
+Every step takes the same flags; a missing part, other writing flags, a changed slot file,
+reducers of parts run again since, or a snapshot that no longer hashes to its pin is refused
+(exit 2). DIR and OUT are folders every machine sees (no store URL). docs/parts.md.
+  shardify --part $SLURM_ARRAY_TASK_ID/8 --parts parts/ < leaks.json
+  shardify --reduce $SLURM_ARRAY_TASK_ID/4 --parts parts/ --out shards/ < leaks.json
+  shardify --parts parts/ --out shards/ < leaks.json > shards.json
 
 Output: the input record plus
   \"shards\": {\"dir\", \"index_blake3\", \"splits\": {\"<split>\": {\"rows\", \"shards\", \"rows_blake3\", \"rows_format\"}},
@@ -103,6 +118,12 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
     #[command(flatten)]
+    parts: PartArgs,
+    /// Be reducer R of M (0-based): write R's run of the output shards from the partials in
+    /// --parts into --out (the array between the parts and the merge).
+    #[arg(long, value_name = "R/M", value_parser = Part::parse, requires = "parts", conflicts_with = "part")]
+    reduce: Option<Part>,
+    #[command(flatten)]
     common: CommonArgs,
 }
 
@@ -119,18 +140,55 @@ fn main() -> ExitCode {
 }
 
 fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
-    let mut record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
+    let record = Record::read(args.record.as_deref(), RecordInput::Optional)?;
     record.refuse_failed_checks("shards")?;
     runfn_manifest::verify_record(&record)?;
     let spec = DataSpec::from_record(&record)?;
+    let out = match (args.parts.part, out_dir(args.out.as_deref(), &record)) {
+        // A part writes into --parts alone.
+        (Some(_), Err(_)) => PathBuf::new(),
+        (_, out) => out?,
+    };
+    if args.parts.parts.is_some() {
+        parted::refuse_store_urls(args.input.as_deref(), spec.snapshot.as_deref(), &out)?;
+    }
+    if let (Some(reducer), Some(dir)) = (args.reduce, &args.parts.parts) {
+        return parted::run_reducer(tool, &args.writing(), dir, &out, reducer);
+    }
     let input = spec.snapshot_path(args.input.as_deref())?;
-    let snapshot = spec.open_snapshot(&input, args.schema.as_deref())?;
-    let rules = spec.splits_or(&args.splits)?;
-    let time = args.time.as_deref().or(spec.time.as_deref());
     let max_unsplit = match args.max_unsplit_fraction {
         Some(share) => share,
         None => max_unsplit_fraction(&record)?,
     };
+    if let (None, Some(dir)) = (args.parts.part, &args.parts.parts) {
+        let seed = record.seed(args.seed)?;
+        let rules = spec.splits_or(&args.splits)?;
+        let merge = parted::MergeRun {
+            dir,
+            out: &out,
+            input: &input,
+            spec: &spec,
+            seed,
+            rules,
+        };
+        let (index, index_blake3, resolved) = parted::run_merge(tool, &args.writing(), &merge)?;
+        let written = Written {
+            out: &out,
+            index: &index,
+            index_blake3,
+            seed,
+            resolved,
+            max_unsplit,
+        };
+        return write_record(tool, record, written, args.memory);
+    }
+    // A part's files are hashed as it reads them; the merge checks what they add up to.
+    let snapshot = match args.parts.part {
+        Some(_) => spec.open_snapshot_unverified(&input, args.schema.as_deref())?,
+        None => spec.open_snapshot(&input, args.schema.as_deref())?,
+    };
+    let rules = spec.splits_or(&args.splits)?;
+    let time = args.time.as_deref().or(spec.time.as_deref());
     // Rolling windows count back from the latest time in the snapshot: one more read of it.
     let anchor = match time {
         Some(time)
@@ -147,19 +205,6 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         tool.info(format!("{name}: `{}` is {}", window.rule, window.resolved));
     }
     let seed = record.seed(args.seed)?;
-    let out = match args.out {
-        Some(out) => out,
-        None => match record.get_path("manifest.run_id").and_then(Value::as_str) {
-            Some(run_id) => PathBuf::from("runs").join(run_id).join("shards"),
-            None => {
-                return Err(InputError::field(
-                    "--out",
-                    "is missing and the record has no manifest.run_id",
-                )
-                .into());
-            }
-        },
-    };
     // A store URL: the shards are written to a local work folder, then published there.
     let remote = out
         .to_str()
@@ -204,6 +249,13 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
         out.display()
     ));
     let bar = tool.progress_bar(0, "{pos} rows");
+    if let (Some(part), Some(dir)) = (args.parts.part, &args.parts.parts) {
+        let done = shardify_part(&snapshot, &splits, &options, part, dir, &|rows| {
+            bar.set_position(rows)
+        })?;
+        bar.finish_and_clear();
+        return parted::print_done(tool, &done);
+    }
     let (index, index_blake3) =
         shardify(&snapshot, &splits, &options, &|rows| bar.set_position(rows))?;
     bar.finish_and_clear();
@@ -214,7 +266,57 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             sent.files, sent.bytes, sent.removed
         ));
     }
+    let written = Written {
+        out: &out,
+        index: &index,
+        index_blake3,
+        seed,
+        resolved: resolved.into_iter().collect(),
+        max_unsplit,
+    };
+    write_record(tool, record, written, args.memory)
+}
 
+/// Where the shards go: --out, else runs/<run_id>/shards.
+fn out_dir(flag: Option<&std::path::Path>, record: &Record) -> anyhow::Result<PathBuf> {
+    match flag {
+        Some(out) => Ok(out.to_path_buf()),
+        None => match record.get_path("manifest.run_id").and_then(Value::as_str) {
+            Some(run_id) => Ok(PathBuf::from("runs").join(run_id).join("shards")),
+            None => Err(InputError::field(
+                "--out",
+                "is missing and the record has no manifest.run_id",
+            )
+            .into()),
+        },
+    }
+}
+
+/// What a run (one process, or the merge of parts) wrote, for the record.
+struct Written<'a> {
+    out: &'a std::path::Path,
+    index: &'a runfn_data::shards::ShardIndex,
+    index_blake3: String,
+    seed: u64,
+    resolved: BTreeMap<String, schema::ResolvedSplit>,
+    max_unsplit: f64,
+}
+
+/// Says what was written and adds the shards section.
+fn write_record(
+    tool: &Tool,
+    mut record: Record,
+    written: Written,
+    memory: u64,
+) -> anyhow::Result<Exit> {
+    let Written {
+        out,
+        index,
+        index_blake3,
+        seed,
+        resolved,
+        max_unsplit,
+    } = written;
     let bad = index.bad_values.total();
     if bad > 0 {
         for (column, values) in &index.bad_values.columns {
@@ -276,14 +378,26 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             fraction: unsplit.fraction(),
             max_fraction: unsplit.limit,
         },
-        splits_resolved: resolved.into_iter().collect(),
+        splits_resolved: resolved,
     })?;
     let exit = if unsplit.passed() {
         Exit::Passed
     } else {
         Exit::CheckFailed
     };
-    tool.finish_within(record, exit, args.memory)
+    tool.finish_within(record, exit, memory)
+}
+
+impl Args {
+    /// The flags that decide the shards' bytes, which every part, reducer and merge must share.
+    fn writing(&self) -> parted::Writing {
+        parted::Writing {
+            shard_rows: self.shard_rows,
+            row_group_rows: self.row_group_rows,
+            zstd_level: self.zstd_level,
+            memory: self.memory,
+        }
+    }
 }
 
 #[cfg(test)]

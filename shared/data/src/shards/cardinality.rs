@@ -14,6 +14,8 @@
 //! `--memory`, the thread count or the order the files were read in.
 
 use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
@@ -36,22 +38,24 @@ const MARGIN: f64 = 1.2;
 const MIN_SAMPLED_VALUES: u64 = 256;
 
 /// Every split's sampled values, per column: distinct value hashes and the dictionary bytes
-/// of the values sampled.
-#[derive(Debug, Clone)]
+/// of the values sampled. Serialized in a part's partial of a parted shardify; the merge's
+/// union is the one process's sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DistinctSample {
     mask: u64,
     splits: Vec<SplitSample>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct SplitSample {
     rows: u64,
     sampled_rows: u64,
     columns: Vec<ColumnSample>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct ColumnSample {
+    #[serde(with = "sorted")]
     distinct: HashSet<u64>,
     values: u64,
     /// Bytes the sampled values take in a dictionary (a byte array's length prefix included).
@@ -118,6 +122,25 @@ impl DistinctSample {
             .iter()
             .map(|column| column.overflows(rows, sample.sampled_rows))
             .collect()
+    }
+}
+
+/// A set of hashes written in ascending order, so a partial's bytes depend on its rows alone.
+mod sorted {
+    use std::collections::HashSet;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(set: &HashSet<u64>, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut values: Vec<u64> = set.iter().copied().collect();
+        values.sort_unstable();
+        values.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<HashSet<u64>, D::Error> {
+        Ok(Vec::<u64>::deserialize(deserializer)?.into_iter().collect())
     }
 }
 

@@ -49,8 +49,8 @@ pub fn key_order(
 }
 
 /// The rows of `batches` (each with the key column last) at `indices` (their order by key, see
-/// [`key_order`]), without the key column, cut into consecutive batches of `lengths` rows
-/// (which sum to the rows given). Every piece of every column is gathered on its own task, so a wide text
+/// [`key_order`], or a run of it), without the key column, cut into consecutive batches of
+/// `lengths` rows (which sum to the indices given). Every piece of every column is gathered on its own task, so a wide text
 /// column is not one core's work, and each input column is freed once its pieces exist, so the
 /// rows are held about once, not twice. Pieces of a few MiB are also memory the allocator
 /// reuses: a bucket-sized gather was fresh pages, faulted in, every time.
@@ -62,11 +62,14 @@ pub fn gather_in_order(
 ) -> Result<Vec<RecordBatch>, DataError> {
     let other = |e: arrow::error::ArrowError| DataError::Other(e.to_string());
     let key_index = schema.fields().len() - 1;
+    // `indices` may name some of the rows only: a reducer of a parted run writes the part of a
+    // bucket that falls in its shards.
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    if lengths.iter().sum::<usize>() != rows || indices.len() != rows {
+    if lengths.iter().sum::<usize>() != indices.len() || indices.len() > rows {
         return Err(DataError::Other(format!(
-            "pieces of {} rows asked of {rows} rows",
-            lengths.iter().sum::<usize>()
+            "pieces of {} rows asked of {} of {rows} rows",
+            lengths.iter().sum::<usize>(),
+            indices.len()
         )));
     }
     let mut ranges = Vec::with_capacity(lengths.len());

@@ -71,18 +71,8 @@ pub fn shardify(
         .map_err(|e| DataError::Other(e.to_string()))?;
     let read_hashes: Vec<ReadHash> = snapshot.files.iter().map(|_| ReadHash::default()).collect();
 
-    let (row_bytes, decoded_row_bytes): (Vec<u64>, Vec<u64>) = (0..snapshot.files.len())
-        .into_par_iter()
-        .map(|file| snapshot.row_sizes(file))
-        .collect::<Result<Vec<_>, DataError>>()?
-        .into_iter()
-        .unzip();
-    let buckets = bucket_count(
-        snapshot,
-        &row_bytes,
-        &decoded_row_bytes,
-        options.memory_bytes,
-    );
+    let sizes = Sizes::of(snapshot, options.memory_bytes)?;
+    let buckets = sizes.buckets;
     let spill_dir = tempfile::Builder::new()
         .prefix(".shardify-spill")
         .tempdir_in(out)
@@ -104,12 +94,7 @@ pub fn shardify(
 
     let seed_mix = splitmix64(options.seed);
     let read_rows = std::sync::atomic::AtomicU64::new(0);
-    let estimated_rows: u64 = snapshot
-        .files
-        .iter()
-        .zip(&row_bytes)
-        .map(|(file, row)| file.bytes / row)
-        .sum();
+    let estimated_rows = sizes.estimated_rows;
     let plan = ReadPlan {
         snapshot,
         splits,
@@ -123,16 +108,8 @@ pub fn shardify(
         progress,
         started: std::sync::atomic::AtomicUsize::new(0),
     };
-    let per_file: Vec<FileRead> = (0..snapshot.files.len())
-        .into_par_iter()
-        .map(|file| {
-            let batch_rows = read_batch_rows(decoded_row_bytes[file], options.memory_bytes);
-            plan.read(file, batch_rows, &read_hashes[file])
-        })
-        .collect::<Vec<Result<_, DataError>>>()
-        // The first failing file in file order, so the error is the same on every run.
-        .into_iter()
-        .collect::<Result<_, DataError>>()?;
+    let all: Vec<usize> = (0..snapshot.files.len()).collect();
+    let per_file = read_files(&plan, &all, &sizes, options.memory_bytes, &read_hashes)?;
     let by_path: HashMap<&Path, &ReadHash> = snapshot
         .files
         .iter()
@@ -267,12 +244,71 @@ pub fn shardify(
         unassigned_rows,
         bad_values,
     };
+    let blake3 = write_index(out, &index)?;
+    Ok((index, blake3))
+}
+
+/// Writes `out/index.json` atomically (the last file of a run); returns its bytes' blake3.
+pub(super) fn write_index(out: &Path, index: &ShardIndex) -> Result<String, DataError> {
     let mut text =
-        serde_json::to_string_pretty(&index).map_err(|e| DataError::Other(e.to_string()))?;
+        serde_json::to_string_pretty(index).map_err(|e| DataError::Other(e.to_string()))?;
     text.push('\n');
     runfn_core::atomic::write_bytes_atomic(&out.join(INDEX_NAME), text.as_bytes())
         .map_err(|e| DataError::Other(e.to_string()))?;
-    Ok((index, blake3::hash(text.as_bytes()).to_hex().to_string()))
+    Ok(blake3::hash(text.as_bytes()).to_hex().to_string())
+}
+
+/// Each file's row sizes (on disk, decoded), and what follows from the whole snapshot's: the
+/// buckets of the key space and the row estimate (the sample's rate). A part of a parted run
+/// measures every file too, so that it cuts the key space and samples as one process does.
+pub(super) struct Sizes {
+    pub decoded_row_bytes: Vec<u64>,
+    pub buckets: u64,
+    pub estimated_rows: u64,
+}
+
+impl Sizes {
+    pub(super) fn of(snapshot: &Snapshot, memory_bytes: u64) -> Result<Sizes, DataError> {
+        let (row_bytes, decoded_row_bytes): (Vec<u64>, Vec<u64>) = (0..snapshot.files.len())
+            .into_par_iter()
+            .map(|file| snapshot.row_sizes(file))
+            .collect::<Result<Vec<_>, DataError>>()?
+            .into_iter()
+            .unzip();
+        let buckets = bucket_count(snapshot, &row_bytes, &decoded_row_bytes, memory_bytes);
+        let estimated_rows = snapshot
+            .files
+            .iter()
+            .zip(&row_bytes)
+            .map(|(file, row)| file.bytes / row)
+            .sum();
+        Ok(Sizes {
+            decoded_row_bytes,
+            buckets,
+            estimated_rows,
+        })
+    }
+}
+
+/// Reads `files` (positions in the snapshot) into the plan's slots on every core, each file's
+/// bytes hashed into its `read_hashes` entry; what each read gave, in the order of `files`.
+pub(super) fn read_files(
+    plan: &ReadPlan,
+    files: &[usize],
+    sizes: &Sizes,
+    memory_bytes: u64,
+    read_hashes: &[ReadHash],
+) -> Result<Vec<FileRead>, DataError> {
+    files
+        .par_iter()
+        .map(|&file| {
+            let batch_rows = read_batch_rows(sizes.decoded_row_bytes[file], memory_bytes);
+            plan.read(file, batch_rows, &read_hashes[file])
+        })
+        .collect::<Vec<Result<_, DataError>>>()
+        // The first failing file in file order, so the error is the same on every run.
+        .into_iter()
+        .collect()
 }
 
 /// Bytes a row takes while its bucket is put in key order: the sort's (key, batch, row) and
@@ -381,14 +417,14 @@ fn read_batch_rows(decoded_row_bytes: u64, memory_bytes: u64) -> usize {
 /// Bytes of keyed batches a reading thread gathers into runs at once: the chunk and its gather
 /// are held together, so an eighth of the budget shared by the threads (a quarter in all). And
 /// no more than `CACHE_CHUNK_BYTES`, so the gather's random reads stay in the cache.
-fn chunk_bytes(memory_bytes: u64) -> u64 {
+pub(super) fn chunk_bytes(memory_bytes: u64) -> u64 {
     let threads = rayon::current_num_threads().max(1) as u64;
     (memory_bytes / (8 * threads)).min(CACHE_CHUNK_BYTES)
 }
 
 /// Rows per piece of a bucket's gather: about `GATHER_PIECE_BYTES` (the writer then cuts the
 /// pieces where its calls start, see `SplitWriter::piece_lengths`).
-fn piece_rows(runs: &[RecordBatch]) -> usize {
+pub(super) fn piece_rows(runs: &[RecordBatch]) -> usize {
     let rows: usize = runs.iter().map(RecordBatch::num_rows).sum();
     let bytes: usize = runs.iter().map(RecordBatch::get_array_memory_size).sum();
     let row = (bytes / rows.max(1)).max(1);
@@ -406,7 +442,11 @@ fn piece_rows(runs: &[RecordBatch]) -> usize {
 /// per column. With one group where two fit, the encoding of each group's text column, one
 /// core's work, set the pace of the whole write half; with the rows alone counted, short rows
 /// at `--memory 128M` went a tenth over the budget.
-fn background_row_groups(row_bytes: u64, columns: usize, options: &ShardOptions) -> usize {
+pub(super) fn background_row_groups(
+    row_bytes: u64,
+    columns: usize,
+    options: &ShardOptions,
+) -> usize {
     // A group is cut at `ROW_GROUP_BYTES` of its values' bytes too; in memory they take more
     // (offsets, validity), twice as much at most for the short values where it matters.
     let rows_bytes = (options.row_group_rows as u64)
@@ -452,7 +492,11 @@ fn bucket_count(
 }
 
 /// Part files of an earlier run that the new index does not list.
-fn remove_stale_shards(split_dir: &Path, keep: &[String], out: &Path) -> Result<(), DataError> {
+pub(super) fn remove_stale_shards(
+    split_dir: &Path,
+    keep: &[String],
+    out: &Path,
+) -> Result<(), DataError> {
     let Ok(entries) = std::fs::read_dir(split_dir) else {
         return Ok(());
     };

@@ -188,6 +188,7 @@ pub struct Slot {
     path: PathBuf,
     buffer_bytes: usize,
     spill: Option<StreamWriter<BufWriter<File>>>,
+    rows: u64,
 }
 
 impl Slot {
@@ -196,6 +197,7 @@ impl Slot {
             path,
             buffer_bytes,
             spill: None,
+            rows: 0,
         }
     }
 
@@ -224,8 +226,29 @@ impl Slot {
         if let Some(writer) = self.spill.as_mut() {
             // The IPC writer writes a slice's own rows only.
             writer.write(run).map_err(io)?;
+            self.rows += run.num_rows() as u64;
         }
         Ok(())
+    }
+
+    /// Ends the slot's stream and makes it durable, for a reducer to read (a part of a parted
+    /// run): the rows it holds, and its file (`None` when no row came).
+    pub fn seal(&mut self) -> Result<(u64, Option<&std::path::Path>), DataError> {
+        let Some(mut writer) = self.spill.take() else {
+            return Ok((0, None));
+        };
+        let io = |e: arrow::error::ArrowError| DataError::library(&self.path, &e);
+        writer.finish().map_err(io)?;
+        let file = writer
+            .into_inner()
+            .map_err(io)?
+            .into_inner()
+            .map_err(|e| DataError::library(&self.path, e.error()))?;
+        file.sync_all().map_err(|source| DataError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok((self.rows, Some(&self.path)))
     }
 
     /// The slot's sorted runs, read back; the stream is removed once read.
@@ -244,22 +267,29 @@ impl Slot {
         let file = writer.into_inner().map_err(io)?;
         file.into_inner()
             .map_err(|e| DataError::library(&self.path, e.error()))?;
-        let file = File::open(&self.path).map_err(|source| DataError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
-        // SAFETY: the spill file is this run's own, in its private temporary folder, and is
-        // never written again once finished above; it is unlinked below, which keeps the mapped
-        // pages until the last run pointing into them is dropped.
-        let map =
-            unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(|source| DataError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
-        let runs = decode_runs(&mapped_buffer(map), schema).map_err(io)?;
+        // The spill file is this run's own, in its private temporary folder, and is never
+        // written again once finished above.
+        let runs = read_runs(&self.path, schema)?;
+        // Unlinked: the mapped pages stay until the last run pointing into them is dropped.
         remove_if_present(&self.path)?;
         Ok(Some(runs))
     }
+}
+
+/// The sorted runs of a slot file this run wrote and finished, mapped (see [`Slot::runs`]) and
+/// decoded without validation.
+fn read_runs(path: &std::path::Path, schema: &SchemaRef) -> Result<Vec<RecordBatch>, DataError> {
+    let file = File::open(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    // SAFETY: the file is this run's own, finished, and never written again.
+    let map =
+        unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(|source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    decode_runs(&mapped_buffer(map), schema).map_err(|e| DataError::library(path, &e))
 }
 
 /// The record batches of the IPC stream `append` wrote, decoded without validating them again.
@@ -269,7 +299,10 @@ impl Slot {
 /// `StreamDecoder::with_skip_validation` (arrow-ipc 60) still validates record batches, so the
 /// stream's messages are walked here and each is handed to a `FileDecoder`, which honours it.
 /// A stream message is a continuation marker, the metadata length, the metadata and the body.
-fn decode_runs(stream: &Buffer, schema: &SchemaRef) -> Result<Vec<RecordBatch>, ArrowError> {
+pub(super) fn decode_runs(
+    stream: &Buffer,
+    schema: &SchemaRef,
+) -> Result<Vec<RecordBatch>, ArrowError> {
     let bad = |what: &str| ArrowError::IpcError(format!("spill stream: {what}"));
     // SAFETY: see above: the stream is this run's own, written from valid arrays.
     let decoder =

@@ -58,6 +58,8 @@ pub struct SplitWriter<'a> {
     /// The columns written without a dictionary (see `cardinality`), by position.
     plain: Vec<bool>,
     current: Option<OpenShard>,
+    /// The number of the first shard written: 0, or where a reducer of a parted run starts.
+    first_shard: usize,
     /// Shards filled, oldest first, whose last row groups may still be encoding in the
     /// background: each is finished once its groups are done (see `poll`), or at the end.
     /// Nobody waits for them at a shard's or a split's end, so the encoders are not left with
@@ -93,11 +95,20 @@ impl<'a> SplitWriter<'a> {
             options,
             plain,
             current: None,
+            first_shard: 0,
             closing: VecDeque::new(),
             shards: Vec::new(),
             pending: Vec::new(),
             pending_rows: 0,
         })
+    }
+
+    /// Numbers the shards from `shard` on: the rows written are the split's from shard
+    /// `shard`'s first row, so each shard gets the bytes one writer of the whole split gives it
+    /// (calls and row groups are counted from each shard's start).
+    pub fn starting_at(mut self, shard: usize) -> SplitWriter<'a> {
+        self.first_shard = shard;
+        self
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), DataError> {
@@ -252,7 +263,7 @@ impl<'a> SplitWriter<'a> {
 
     fn open(&self) -> Result<OpenShard, DataError> {
         // The shards still closing have their numbers already.
-        let number = self.shards.len() + self.closing.len();
+        let number = self.first_shard + self.shards.len() + self.closing.len();
         let relative = format!("{}/part-{number:05}.parquet", self.split);
         let path = self.dir.join(&relative);
         let parent = path.parent().unwrap_or(self.dir);

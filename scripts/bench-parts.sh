@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What cutting a data stage into parts costs: `mf-hash --data-digest`, `ds-validate` and
-# `evaluate` (the snapshot's train split, shardified, scored by a model trained on 12,000 demo
-# rows) on the demo snapshot, once as one process and once as PARTS parts (run one after another here) plus
+# What cutting a data stage into parts costs: `mf-hash --data-digest`, `ds-validate`,
+# `shardify` (PARTS parts, PARTS reducers, the merge) and `evaluate` (the snapshot's train split,
+# shardified, scored by a model trained on 12,000 demo rows) on the demo snapshot, once as one process and once as PARTS parts (run one after another here) plus
 # their merge, with the CPU seconds, wall seconds and peak memory of each, the parts' CPU over
 # the single process's (the overhead), and a check that the records are identical. Writes
 # bench/parts.json and a summary on stderr.
@@ -76,7 +76,21 @@ measure validate-merge "$run/digest-one.json" "$run/validate-merged.json" "$BIN/
 "$BIN/demo-data" --out "$run/small" --rows 12000 --parts 2 --seed 7 -q > /dev/null
 "$BIN/shardify" --in "$run/small" --out "$run/small-shards" -q < "$run/train-manifest.json" > "$run/small-shards.json"
 "$BIN/train" --out "$run/model" -q < "$run/small-shards.json" > "$run/trained-small.json"
-"$BIN/shardify" --in "$snapshot" --out "$run/shards" -q < "$run/train-manifest.json" > "$run/shards.json"
+measure shardify-one "$run/train-manifest.json" "$run/shards.json" "$BIN/shardify" --in "$snapshot" \
+  --out "$run/shards" -q
+# shardify: PARTS parts, PARTS reducers, the merge; the shards and index must be one process's.
+for ((k = 0; k < PARTS; k++)); do
+  measure "shardify-part-$k" "$run/train-manifest.json" /dev/null "$BIN/shardify" --in "$snapshot" \
+    --part "$k/$PARTS" --parts "$run/shardify-parts" -q
+done
+for ((k = 0; k < PARTS; k++)); do
+  measure "shardify-reduce-$k" "$run/train-manifest.json" /dev/null "$BIN/shardify" --in "$snapshot" \
+    --reduce "$k/$PARTS" --parts "$run/shardify-parts" --out "$run/shards-parted" -q
+done
+measure shardify-merge "$run/train-manifest.json" "$run/shardify-merged.json" "$BIN/shardify" \
+  --in "$snapshot" --parts "$run/shardify-parts" --out "$run/shards-parted" -q
+rm -rf "$run/shardify-parts"
+cp "$run/shards.json" "$run/shardify-one.json"
 python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); t["shards"] = json.load(open(sys.argv[2]))["shards"]; print(json.dumps(t))' \
   "$run/trained-small.json" "$run/shards.json" > "$run/trained.json"
 measure evaluate-one "$run/trained.json" "$run/evaluate-one.json" "$BIN/evaluate" --split train \
@@ -97,16 +111,22 @@ def computed(path):
     record.pop("timings", None)
     record.get("validate", {}).pop("profile_file", None)
     record.get("evaluate", {}).get("row_scores", {}).pop("path", None)
+    record.get("shards", {}).pop("dir", None)
     return record
+def same_tree(a, b):
+    files = lambda root: sorted(os.path.relpath(os.path.join(dp, f), root) for dp, _, fs in os.walk(root) for f in fs if not f.startswith("."))
+    return files(a) == files(b) and all(open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read() for f in files(a))
 stages = {}
-for stage in ["digest", "validate", "evaluate"]:
+for stage in ["digest", "validate", "evaluate", "shardify"]:
     one = times[f"{stage}-one"]
     part_times = [times[f"{stage}-part-{k}"] for k in range(parts)]
+    reducers = [times[f"{stage}-reduce-{k}"] for k in range(parts) if f"{stage}-reduce-{k}" in times]
     merge = times[f"{stage}-merge"]
-    cpu_parts = sum(t["cpu_s"] for t in part_times) + merge["cpu_s"]
+    cpu_parts = sum(t["cpu_s"] for t in part_times + reducers) + merge["cpu_s"]
     stages[stage] = {
         "one_process": one,
         "parts": part_times,
+        **({"reducers": reducers} if reducers else {}),
         "merge": merge,
         "cpu_s_parts_and_merge": round(cpu_parts, 3),
         "cpu_overhead": round(cpu_parts / one["cpu_s"] - 1, 4) if one["cpu_s"] > 0 else None,
@@ -118,6 +138,8 @@ stages["validate"]["profile_file_identical"] = (
     open(f"{run}/profile-one.json", "rb").read() == open(f"{run}/profile-merged.json", "rb").read())
 stages["evaluate"]["row_scores_identical"] = (
     open(f"{run}/row-scores-one.parquet", "rb").read() == open(f"{run}/row-scores-merged.parquet", "rb").read())
+stages["shardify"]["shards_identical"] = same_tree(f"{run}/shards", f"{run}/shards-parted")
+stages["shardify"]["identical"] = stages["shardify"]["identical"] and stages["shardify"]["shards_identical"]
 stages["evaluate"]["rows"] = json.load(open(f"{run}/evaluate-one.json"))["evaluate"]["overall"]["rows"]
 snapshot_bytes = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(f"{run}/../snapshot") for f in fs)
 for stage, s in stages.items():

@@ -1,6 +1,7 @@
 #!/bin/bash
 # A night of the pipeline on a Slurm cluster: each data stage that runs in parts as a job array
-# with a dependent merge (--dependency=afterok), each seed's training as one job of TASKS ranks
+# with a dependent merge (--dependency=afterok; shardify with an array of reducers between them,
+# evaluate once per seed), each seed's training as one job of TASKS ranks
 # started by srun (Gloo), then evaluate, the noise floor, the gate and register, each a job that
 # starts when the one before it passed. Run it from a folder every node sees (paths in the
 # manifest resolve against it); it waits for the night and exits with its outcome. `make
@@ -61,7 +62,7 @@ fi
 snapshot=$("$BIN/mf-hash" "$MANIFEST" --print snapshot)
 r=$RUN_DIR
 mkdir -p "$r/logs" "$r/parts"
-rm -rf "$r/parts/mf-hash" "$r/parts/ds-validate"
+rm -rf "$r/parts/mf-hash" "$r/parts/ds-validate" "$r/parts/shardify" "$r"/parts/evaluate-seed*
 
 # submit NAME AFTER ARRAY TASKS -- STAGE ARGS: a job named NAME, started when the job AFTER
 # (or none: -) passed, ARRAY tasks (0: not an array) of TASKS tasks each (over TRAIN_NODES
@@ -101,8 +102,13 @@ validated=$(submit validate "$profiled" 0 1 -- "$stage" "$r/validate.json" "$r/m
   --previous-model "$MODEL@prod" --registry "$RUNFN_REGISTRY" -q)
 leaks=$(submit leaks "$validated" 0 1 -- "$stage" "$r/leaks.json" "$r/validate.json" \
   "$BIN/leak-check" -q)
-shards=$(submit shards "$leaks" 0 1 -- "$stage" "$r/shards.json" "$r/leaks.json" "$BIN/shardify" \
-  --out "$r/shards" -q)
+# shardify shuffles: its parts, an array of reducers (each a run of the output shards), the merge.
+split_up=$(submit shard-parts "$leaks" "$PARTS" 1 -- "$stage" - "$r/leaks.json" "$BIN/shardify" \
+  --part "%K/$PARTS" --parts "$r/parts/shardify" -q)
+reduced=$(submit shard-reducers "$split_up" "$PARTS" 1 -- "$stage" - "$r/leaks.json" \
+  "$BIN/shardify" --reduce "%K/$PARTS" --parts "$r/parts/shardify" --out "$r/shards" -q)
+shards=$(submit shards "$reduced" 0 1 -- "$stage" "$r/shards.json" "$r/leaks.json" "$BIN/shardify" \
+  --parts "$r/parts/shardify" --out "$r/shards" -q)
 evaluated=()
 for seed in "${seeds[@]}"; do
   if $local_run; then
@@ -114,8 +120,12 @@ for seed in "${seeds[@]}"; do
     trained=$(submit "train-seed$seed" "$shards" 0 "$TASKS" -- "$here/slurm/train.sh" \
       "$r/shards.json" "$seed" "$r/train/seed$seed" "$r/train-seed$seed.json")
   fi
-  evaluated+=("$(submit "eval-seed$seed" "$trained" 0 1 -- "$stage" "$r/eval-seed$seed.json" \
-    "$r/train-seed$seed.json" "$BIN/evaluate" --bootstrap 200 -q)")
+  scored=$(submit "eval-parts-seed$seed" "$trained" "$PARTS" 1 -- "$stage" - \
+    "$r/train-seed$seed.json" "$BIN/evaluate" --part "%K/$PARTS" \
+    --parts "$r/parts/evaluate-seed$seed" -q)
+  evaluated+=("$(submit "eval-seed$seed" "$scored" 0 1 -- "$stage" "$r/eval-seed$seed.json" \
+    "$r/train-seed$seed.json" "$BIN/evaluate" --parts "$r/parts/evaluate-seed$seed" \
+    --bootstrap 200 -q)")
 done
 eval_records=()
 for seed in "${seeds[@]}"; do eval_records+=("$r/eval-seed$seed.json"); done

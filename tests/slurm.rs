@@ -1,10 +1,11 @@
 //! The demo night on a real Slurm cluster (Debian's slurm-wlm, started by the test: munge,
 //! slurmctld and two slurmd, each node in a network namespace of its own with its own host name,
 //! joined by a bridge; one node on loopback where the kernel refuses that, and the test says so):
-//! the digest and the profile as job arrays with dependent merges, each seed's training as two
-//! ranks under srun, one per node (Gloo over the bridge), then evaluate, the noise floor, the gate
-//! and register (`scripts/slurm-night.sh`). Its records equal the same night on one machine
-//! (`--local`: the parts in turn, `train --nproc-per-node 2`), and its data stages' records equal
+//! the digest, the profile and shardify (with an array of reducers) as job arrays with dependent
+//! merges, each seed's training as two ranks under srun, one per node (Gloo over the bridge), then
+//! evaluate as an array and a merge, the noise floor, the gate and register
+//! (`scripts/slurm-night.sh`). Its records equal the same night on one machine (`--local`: the
+//! parts in turn, `train --nproc-per-node 2`), and its data stages' records and shards equal
 //! `make`'s.
 
 use std::path::{Path, PathBuf};
@@ -166,12 +167,17 @@ fn the_demo_night_on_slurm_writes_the_records_of_one_machine() {
                 .any(|l| l.starts_with("digest-parts-") && l.ends_with(&format!("-{k}.err"))),
             "no log of the digest's array task {k}: {logs:?}"
         );
-        assert!(
-            work.join(format!(
-                "slurm/parts/ds-validate/ds-validate.part-{k}-of-3.json"
-            ))
-            .exists()
-        );
+        for partial in [
+            "ds-validate/ds-validate.part-{k}-of-3.json",
+            "shardify/shardify.part-{k}-of-3.json",
+            "shardify/shardify-reduce.part-{k}-of-3.json",
+            "evaluate-seed11/evaluate.part-{k}-of-3.json",
+        ] {
+            let path = work
+                .join("slurm/parts")
+                .join(partial.replace("{k}", &k.to_string()));
+            assert!(path.exists(), "{} is missing", path.display());
+        }
     }
     let trained = json_file(&work.join("slurm/train-seed11.json"));
     assert_eq!(
@@ -251,4 +257,9 @@ fn the_demo_night_on_slurm_writes_the_records_of_one_machine() {
             "{record}: the Slurm night's differs from make's"
         );
     }
+    // The shards the parts, reducers and merge wrote are one process's, byte for byte.
+    assert_eq!(
+        crate::util::file_hashes(&work.join("slurm/shards")),
+        crate::util::file_hashes(&made.join("shards"))
+    );
 }

@@ -417,6 +417,57 @@ fn a_paired_record_is_decided_by_the_test_and_schema_checked() {
     assert!(overall["detectable_drop"].as_f64().unwrap() >= 0.002);
 }
 
+/// The paired test holds both models' scores for every row: a budget they do not fit in is
+/// refused before any row is read, and the budget is in the record. Rows in another order in
+/// the baseline's file (paired by key lookup, not position) give the same decision.
+#[test]
+fn the_paired_test_stays_within_its_memory_and_pairs_rows_in_any_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = paired_files(dir.path());
+    let gate =
+        |record: &Value, extra: &[&str]| tool("gate").args(extra).stdin(record.to_string()).run();
+    let out = gate(&good, &["--memory", "10K"]);
+    out.assert_bad_input(
+        "gate",
+        "--memory: the paired test holds both models' scores for every row: 400 rows",
+    );
+    let fits = gate(&good, &["--memory", "64K"]);
+    assert_eq!(fits.code, 0, "{}", fits.stderr);
+    let record = fits.json();
+    let timing = record["timings"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(timing["memory_budget_bytes"], 65536);
+
+    let path = std::path::PathBuf::from(good["baseline"]["row_scores"]["path"].as_str().unwrap());
+    let mut scores = runfn_data::row_scores::RowScores::read(&path).unwrap();
+    let n = scores.rows.len();
+    let order: Vec<usize> = (0..n).map(|i| (i * 7 + 3) % n).collect();
+    let shuffled = runfn_data::row_scores::RowScores {
+        rows: order.iter().map(|&i| scores.rows[i]).collect(),
+        labels: order.iter().map(|&i| scores.labels[i]).collect(),
+        scores: order.iter().map(|&i| scores.scores[i]).collect(),
+        slices: vec![(
+            scores.slices[0].0.clone(),
+            order
+                .iter()
+                .map(|&i| scores.slices[0].1[i].clone())
+                .collect(),
+        )],
+        ..std::mem::take(&mut scores)
+    };
+    let other = dir.path().join("shuffled.parquet");
+    let digest = shuffled.write(&other).unwrap();
+    let mut reordered = good.clone();
+    reordered["baseline"]["row_scores"] = json!({"path": other, "blake3": digest});
+    let out = gate(&reordered, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json()["gate"], record["gate"]);
+}
+
 #[test]
 fn paired_bad_input_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -341,7 +341,12 @@ pub fn strip_timings(mut record: Value, tool: &str) -> Value {
         ],
         "{last}"
     );
-    assert!(keys[6..].iter().all(|k| *k == "cost"), "{last}");
+    assert!(
+        keys[6..]
+            .iter()
+            .all(|k| ["cost", "memory_budget_bytes"].contains(k)),
+        "{last}"
+    );
     record
 }
 

@@ -104,6 +104,25 @@ impl RowScores {
         }
     }
 
+    /// The file's rows and slice columns, from its footer alone: what a reader that holds
+    /// every row checks against its budget before it reads one.
+    pub fn shape(path: &Path) -> Result<(u64, usize), DataError> {
+        let file = std::fs::File::open(path).map_err(|source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(|e| DataError::file(path, format!("not a readable Parquet file: {e}")))?;
+        let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
+        let slices = builder
+            .schema()
+            .fields()
+            .iter()
+            .filter(|f| f.name().starts_with(SLICE_PREFIX))
+            .count();
+        Ok((rows, slices))
+    }
+
     /// Reads a file `write` made a row group at a time: `each` gets every group's rows, with
     /// the file's split, digest and key, in order (the first call, even for a file of no rows).
     /// Every way the file can be wrong names it (and the row).

@@ -12,7 +12,7 @@ pub mod stability;
 pub use check::{Check, Decision, PairedTest};
 pub use evaluation::Evaluation;
 pub use noise_input::check_noise_floor;
-pub use paired::{PairedScores, Settings, TrainingNoise, decide_paired};
+pub use paired::{PairedScores, Settings, SliceValues, TrainingNoise, decide_paired};
 pub use point::decide;
 pub use policy::Policy;
 pub use stability::{add_stability, gated_resolutions, stability_checks};

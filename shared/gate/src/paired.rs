@@ -37,8 +37,43 @@ pub struct PairedScores {
     pub candidate: Vec<f64>,
     pub baseline: Vec<f64>,
     pub labels: Vec<bool>,
-    /// Slice column → each row's value as text.
-    pub slices: Vec<(String, Vec<String>)>,
+    /// Slice column → each row's value.
+    pub slices: Vec<(String, SliceValues)>,
+}
+
+/// One slice column's values, row by row: each row's value as an index into the column's
+/// distinct values (a few, where the rows are millions).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SliceValues {
+    pub names: Vec<String>,
+    pub ids: Vec<u32>,
+}
+
+impl SliceValues {
+    /// The values of `texts`, row by row.
+    pub fn from_texts<T: AsRef<str>>(texts: impl IntoIterator<Item = T>) -> SliceValues {
+        let mut out = SliceValues::default();
+        let mut index: BTreeMap<String, u32> = BTreeMap::new();
+        for text in texts {
+            let text = text.as_ref();
+            let id = match index.get(text) {
+                Some(&id) => id,
+                None => {
+                    let id = out.names.len() as u32;
+                    out.names.push(text.to_string());
+                    index.insert(text.to_string(), id);
+                    id
+                }
+            };
+            out.ids.push(id);
+        }
+        out
+    }
+
+    /// Row `row`'s value.
+    pub fn name(&self, row: usize) -> &str {
+        &self.names[self.ids[row] as usize]
+    }
 }
 
 /// The spread of one metric over training seeds (standard deviations), overall and per slice.
@@ -564,8 +599,11 @@ fn slice_checks(tester: &Tester, policy: &Policy, max_drop: f64, checks: &mut Ve
             continue;
         };
         let mut groups: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
-        for (i, v) in values.iter().enumerate() {
-            groups.entry(v.as_str()).or_default().push(i as u32);
+        for (i, &id) in values.ids.iter().enumerate() {
+            groups
+                .entry(values.names[id as usize].as_str())
+                .or_default()
+                .push(i as u32);
         }
         for metric in policy.slice_metrics() {
             let (limit, comparison) = delta_bound(&metric, max_drop);
@@ -717,7 +755,8 @@ mod tests {
             out.labels.push(y);
             tiers.push(tier.to_string());
         }
-        out.slices.push(("tier".into(), tiers));
+        out.slices
+            .push(("tier".into(), SliceValues::from_texts(tiers)));
         out
     }
 

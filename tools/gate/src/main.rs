@@ -75,6 +75,11 @@ struct Args {
     #[arg(long, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(100..=100_000))]
     resamples: Option<usize>,
+    /// Memory the paired test may hold (default: a quarter of the machine's). It holds both
+    /// models' scores for every row, about 100 bytes a row; more rows than fit are refused
+    /// (exit 2) before any is read.
+    #[arg(long, value_name = "SIZE", value_parser = runfn_data::spec::parse_size)]
+    memory: Option<u64>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -140,12 +145,23 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     }
 
     outside_scores_unchanged(&record)?;
+    let memory = args
+        .memory
+        .unwrap_or_else(runfn_core::environment::quarter_of_the_machine);
     let paired = match (&candidate.row_scores, baseline.as_ref()) {
         (Some(c), Some(b)) if b.row_scores.is_some() => {
             let b = b.row_scores.as_ref().expect("checked above");
-            let c_rows = pairing::load(&local(&c.path)?, &c.blake3, "evaluate")?;
-            let b_rows = pairing::load(&local(&b.path)?, &b.blake3, "baseline")?;
-            Some(pairing::pair(&c_rows, &b_rows)?)
+            let (c_path, b_path) = (local(&c.path)?, local(&b.path)?);
+            pairing::check_unchanged(&c_path, &c.blake3, "evaluate")?;
+            pairing::check_unchanged(&b_path, &b.blake3, "baseline")?;
+            let (c_shape, b_shape) = (
+                pairing::shape(&c_path, "evaluate")?,
+                pairing::shape(&b_path, "baseline")?,
+            );
+            pairing::check_fits(c_shape.0.max(b_shape.0), c_shape.1.max(b_shape.1), memory)?;
+            let c_rows = pairing::read(&c_path, "evaluate")?;
+            let b_rows = pairing::read(&b_path, "baseline")?;
+            Some(pairing::pair(c_rows, b_rows)?)
         }
         (c, Some(_)) => {
             tool.warn(format!(
@@ -269,7 +285,7 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
     }
     let passed = decision.passed;
     record.set(&decision.to_record())?;
-    tool.finish(record, Exit::from_passed(passed))
+    tool.finish_within(record, Exit::from_passed(passed), memory)
 }
 
 fn policy(record: &Record, args: &Args) -> Result<Policy, InputError> {

@@ -234,6 +234,15 @@ fn what_would_make_shardify_parts_differ_from_one_process_is_refused() {
         assert_eq!(done.code, 0, "{}", done.stderr);
     }
 
+    // A part killed halfway left its slots folder under a temporary name: the part's next run
+    // removes it.
+    let left = folder.join(".shardify.part-0-of-3.slots.tmpKILLED");
+    std::fs::create_dir_all(&left).unwrap();
+    std::fs::write(left.join("slot-0.arrows"), b"half").unwrap();
+    let again = table.part(&folder, "0/3", &record);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(!left.exists(), "the killed part's folder is still there");
+
     // A missing part.
     let partial = folder.join("shardify.part-1-of-3.json");
     let kept = std::fs::read(&partial).unwrap();

@@ -143,8 +143,10 @@ pub fn shardify_part(
         .collect();
     let sizes = Sizes::of(snapshot, options.memory_bytes)?;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    // An earlier run of this part: its partial goes first, so nothing pairs it with new slots.
+    // An earlier run of this part: its partial goes first, so nothing pairs it with new slots;
+    // and what a killed run of it left (a slots folder not yet renamed into place).
     remove_if_present(&part.path(dir, PART_TOOL))?;
+    sweep_killed(dir, &format!(".{}.tmp", slots_dir_name(part)))?;
     let work = tempfile::Builder::new()
         .prefix(&format!(".{}.tmp", slots_dir_name(part)))
         .tempdir_in(dir)
@@ -270,6 +272,21 @@ pub fn shardify_part(
         (mine.len() as u64, snapshot.files.len() as u64),
     )
     .map_err(|e| DataError::Other(e.to_string()))
+}
+
+/// Removes the folders under `dir` whose names start with `prefix`: a killed part's.
+fn sweep_killed(dir: &Path, prefix: &str) -> Result<(), DataError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(prefix) {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path).map_err(|source| DataError::Io { path, source })?;
+        }
+    }
+    Ok(())
 }
 
 fn slot_name(slot: usize) -> String {

@@ -11,6 +11,8 @@ venv's python (scripts/python-env.sh); it binds 127.0.0.1 only.
       SIGUSR1 takes the proxy away (listener closed, every open connection reset); SIGUSR2 brings
       it back on the same port. With --cut-after-bytes N it takes itself away once, as soon as it
       has forwarded more than N bytes from clients to moto, and writes DIR/cut.json {"bytes"}.
+      SIGHUP writes DIR/traffic.json {"to_clients", "from_clients"}: the bytes the proxy has
+      passed each way so far (what a tool fetched, what it sent).
       SIGTERM or SIGINT stops it (exit 0). moto 5.2.5 answers a request without an Authorization
       header (unsigned, or a presigned URL) with a 500 and a traceback on stderr, not a 403.
   s3-test-server.py ls DIR BUCKET [PREFIX]
@@ -115,6 +117,9 @@ class Proxy:
         self.cut_after = cut_after
         self.cut_file = cut_file
         self.forwarded = 0
+        # Bytes moto sent to clients, written to DIR/traffic.json when asked (SIGHUP).
+        self.to_clients = 0
+        self.traffic_file = os.path.join(os.path.dirname(cut_file), "traffic.json")
         self.connections = []
         self.listener = None
         self.port = 0
@@ -196,6 +201,8 @@ class Proxy:
     def pump_write(self, way):
         sent = way.dst.send(way.buf)
         del way.buf[:sent]
+        if not way.counted:
+            self.to_clients += sent
         if way.counted:
             self.forwarded += sent
             if self.cut_after is not None and self.forwarded > self.cut_after:
@@ -233,6 +240,11 @@ class Proxy:
                     self.cut()
                 elif name == "restore":
                     self.restore()
+                elif name == "traffic":
+                    write_json_atomically(
+                        self.traffic_file,
+                        {"to_clients": self.to_clients, "from_clients": self.forwarded},
+                    )
             return True
         if self.listener is not None and self.listener in readable:
             self.accept()
@@ -317,6 +329,7 @@ def serve(args):
         proxy = Proxy(("127.0.0.1", moto_port), args.cut_after_bytes, os.path.join(args.dir, "cut.json"))
         signal.signal(signal.SIGUSR1, lambda *_: proxy.command("cut"))
         signal.signal(signal.SIGUSR2, lambda *_: proxy.command("restore"))
+        signal.signal(signal.SIGHUP, lambda *_: proxy.command("traffic"))
         signal.signal(signal.SIGTERM, lambda *_: proxy.command("stop"))
         signal.signal(signal.SIGINT, lambda *_: proxy.command("stop"))
         write_json_atomically(

@@ -171,6 +171,22 @@ impl S3Server {
         std::fs::read(file).unwrap()
     }
 
+    /// Bytes the proxy has passed from the store to the tools so far (SIGHUP writes them).
+    fn fetched(&self) -> u64 {
+        let file = self.dir.path().join("traffic.json");
+        let _ = std::fs::remove_file(&file);
+        self.signal("HUP");
+        let started = Instant::now();
+        while !file.exists() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the S3 test server wrote no traffic.json"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        json_file(&file)["to_clients"].as_u64().unwrap()
+    }
+
     fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .args([format!("-{name}"), self.child.id().to_string()])
@@ -993,4 +1009,87 @@ fn a_store_that_comes_back_within_the_retry_budget_is_reached() {
         "the store answered only after 5 s"
     );
     drop(proxy);
+}
+
+/// `mf-hash --data-digest` of a snapshot in a bucket, in parts: each part reads only its own
+/// objects, as streams hashed as they arrive (nothing is staged: the cache stays empty), and
+/// what it fetched is its share of the bytes within 10%; the merge gives one process's record.
+#[test]
+fn parts_of_a_snapshot_in_a_bucket_read_only_their_share_and_stage_nothing() {
+    let server = S3Server::start(&["runfn-data"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let made = tool("demo-data")
+        .args(["--out".as_ref(), demo.as_os_str()])
+        .args(["--rows", "6000", "--parts", "5", "-q"])
+        .run();
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    server.put_tree("runfn-data", "demo", &demo);
+    let url = "s3://runfn-data/demo";
+    let manifest = dir.path().join("drift.json");
+    std::fs::write(
+        &manifest,
+        serde_json::json!({"data": {"snapshot": url}}).to_string(),
+    )
+    .unwrap();
+    let mf_hash = |cache: &Path, extra: &[&std::ffi::OsStr]| {
+        server
+            .with_env(tool("mf-hash"), cache)
+            .args([manifest.as_os_str(), "--drift-only".as_ref(), "-q".as_ref()])
+            .args(["--data-digest", url])
+            .args(extra)
+            .run()
+    };
+    let one = mf_hash(&dir.path().join("cache-one"), &[]);
+    assert_eq!(one.code, 0, "{}", one.stderr);
+    let (cache, parts) = (dir.path().join("cache-parts"), dir.path().join("parts"));
+    let mut shares = Vec::new();
+    for k in 0..3 {
+        let before = server.fetched();
+        let part = format!("{k}/3");
+        let done = mf_hash(
+            &cache,
+            &[
+                "--part".as_ref(),
+                part.as_ref(),
+                "--parts".as_ref(),
+                parts.as_os_str(),
+            ],
+        );
+        assert_eq!(done.code, 0, "{}", done.stderr);
+        let fetched = server.fetched() - before;
+        let partial = json_file(&parts.join(format!("mf-hash.part-{k}-of-3.json")));
+        let share: u64 = partial["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["bytes"].as_u64().unwrap())
+            .sum();
+        assert!(share > 0, "part {k} got no file");
+        assert!(
+            fetched >= share && fetched as f64 <= share as f64 * 1.10,
+            "part {k} fetched {fetched} bytes for a share of {share}"
+        );
+        shares.push((share, fetched));
+    }
+    let total: u64 = crate::util::file_hashes(&demo)
+        .keys()
+        .map(|f| std::fs::metadata(demo.join(f)).unwrap().len())
+        .sum();
+    assert_eq!(shares.iter().map(|(s, _)| s).sum::<u64>(), total);
+    eprintln!("bytes a part fetched against its share: {shares:?}");
+    assert!(
+        !cache.exists() || crate::util::file_hashes(&cache).is_empty(),
+        "a part staged files: {:?}",
+        crate::util::file_hashes(&cache)
+    );
+    let merged = mf_hash(&cache, &["--parts".as_ref(), parts.as_os_str()]);
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let computed = |out: &Output| {
+        let mut record = out.json();
+        record.as_object_mut().unwrap().remove("timings");
+        record
+    };
+    assert_eq!(computed(&merged), computed(&one));
+    assert_eq!(one.json()["mf_hash"]["data_digest"]["path"], url);
 }

@@ -198,6 +198,53 @@ impl Listing {
         runfn_core::parts::assign(&sizes, count)
     }
 
+    /// The objects under a store prefix as a listing, with the names and sizes the store
+    /// lists (`relative`, `size`), sorted as a local walk sorts them and without the names a
+    /// local walk skips (hidden or `_`-prefixed at any depth): the listing of the prefix's
+    /// staged copy, without staging it. Its files are hashed by whoever reads the store
+    /// ([`Listing::part_files`], [`Listing::digest_part_from`]); `root` (the URL) names them.
+    pub fn of_store(root: &str, objects: impl IntoIterator<Item = (String, u64)>) -> Listing {
+        let mut entries: Vec<Entry> = objects
+            .into_iter()
+            .filter(|(relative, _)| {
+                !relative
+                    .split('/')
+                    .any(runfn_core::snapshot_files::is_skipped)
+            })
+            .map(|(relative, size)| Entry {
+                path: PathBuf::from(root).join(&relative),
+                relative,
+                size,
+            })
+            .collect();
+        entries.sort_by(|a, b| a.relative.cmp(&b.relative));
+        Listing {
+            root: PathBuf::from(root),
+            entries,
+        }
+    }
+
+    /// The files of `part` (path under the root, size), in listing order.
+    pub fn part_files(&self, part: Part) -> Vec<(&str, u64)> {
+        let assignment = self.assignment(part.count);
+        self.entries
+            .iter()
+            .zip(assignment)
+            .filter(|(_, at)| *at == part.index)
+            .map(|(e, _)| (e.relative.as_str(), e.size))
+            .collect()
+    }
+
+    /// Part `part`'s partial from its files' hashes, computed by the caller (in the order of
+    /// [`Listing::part_files`]): a part that reads a store hashes each object as it streams.
+    pub fn digest_part_from(&self, part: Part, hashes: Vec<blake3::Hash>) -> DigestPart {
+        let assignment = self.assignment(part.count);
+        let mine: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| assignment[i] == part.index)
+            .collect();
+        self.partial(part, &mine, hashes)
+    }
+
     /// Hashes the files of `part` alone.
     pub fn digest_part(
         &self,
@@ -216,7 +263,11 @@ impl Listing {
                 Ok(hash)
             })
             .collect::<Result<_, DigestError>>()?;
-        Ok(DigestPart {
+        Ok(self.partial(part, &mine, hashes))
+    }
+
+    fn partial(&self, part: Part, mine: &[usize], hashes: Vec<blake3::Hash>) -> DigestPart {
+        DigestPart {
             part: PartHeader {
                 format: DIGEST_PART_FORMAT.into(),
                 part,
@@ -233,7 +284,7 @@ impl Listing {
                     blake3: hash.to_hex().to_string(),
                 })
                 .collect(),
-        })
+        }
     }
 
     /// The digest from every part's hashes, without reading a file: the same digest one process

@@ -186,6 +186,33 @@ impl Remote {
         Ok(entry(&meta, self.key()))
     }
 
+    /// Streams the object's bytes through `each`, a chunk at a time as they arrive (nothing
+    /// is written to disk or held whole); returns the bytes read, refusing a read cut short.
+    pub fn read_stream(&self, each: &mut (dyn FnMut(&[u8]) + Send)) -> Result<u64, StorageError> {
+        let url = self.url();
+        runtime().block_on(async {
+            let result = self
+                .store
+                .get(&self.path())
+                .await
+                .map_err(|e| self.error(e))?;
+            let size = result.meta.size;
+            let mut stream = result.into_stream();
+            let mut read = 0u64;
+            while let Some(chunk) = stream.try_next().await.map_err(|e| self.error(e))? {
+                each(&chunk);
+                read += chunk.len() as u64;
+            }
+            if read != size {
+                return Err(StorageError::new(
+                    &url,
+                    format!("the read ended after {read} of {size} bytes"),
+                ));
+            }
+            Ok(read)
+        })
+    }
+
     /// Every object below this prefix (as a folder: `key/…`), sorted by relative path.
     pub fn list(&self) -> Result<Vec<Entry>, StorageError> {
         let prefix = self.path();

@@ -45,8 +45,9 @@ every other byte unchanged (--out, else the manifest in place), and prints
 the sorted listing, balanced by bytes), writes their hashes to DIR/mf-hash.part-K-of-N.json and
 prints {\"part\": {tool, part, partial, units, of}}. The same command with --parts DIR and no
 --part merges them: the digest one process computes, bit for bit, checked against the pinned id;
-a missing part, or a snapshot that changed since the parts ran, is refused (exit 2). Local
-snapshots only (a store URL is digested by one process). docs/parts.md.
+a missing part, or a snapshot that changed since the parts ran, is refused (exit 2). A part of
+a store URL (s3://bucket/prefix) reads only its own objects, as streams hashed as they arrive:
+nothing is staged, no local disk is needed. docs/parts.md.
 
 --lint checks a manifest without hashing it, as a template that `pin` completes each night:
 its data.snapshot may lack the immutable id (`./lake/tonight`); every other rule applies. It
@@ -382,7 +383,9 @@ fn digest_with_progress(
 /// `--part K/N --parts DIR`: hashes this part's files of the snapshot and writes the partial.
 fn digest_part(tool: &Tool, path: &Path, part: Part, dir: &Path) -> anyhow::Result<Exit> {
     let in_flag = |e: DigestError| anyhow::anyhow!("--data-digest {e}");
-    refuse_store_url(path)?;
+    if let Some(url) = store_url(path) {
+        return digest_part_of_store(tool, url, part, dir);
+    }
     let listing = Listing::of(path).map_err(in_flag)?;
     let partial = listing.digest_part(part, &|_| {}).map_err(in_flag)?;
     let units = (partial.files.len() as u64, partial.part.units);
@@ -396,6 +399,67 @@ fn digest_part(tool: &Tool, path: &Path, part: Part, dir: &Path) -> anyhow::Resu
     Ok(Exit::Passed)
 }
 
+/// A part of a snapshot in a store: its objects are read from the store as streams and hashed
+/// as they arrive, nothing staged, so a part fetches its share of the bytes and no more, and
+/// needs no local disk for them.
+fn digest_part_of_store(tool: &Tool, url: &str, part: Part, dir: &Path) -> anyhow::Result<Exit> {
+    let listing = store_listing(url)?;
+    let remote = runfn_storage::Remote::parse(url)?;
+    let mut fetched = 0u64;
+    let mut hashes = Vec::new();
+    for (relative, size) in listing.part_files(part) {
+        let object = remote.join(relative);
+        let mut hasher = blake3::Hasher::new();
+        let read = object.read_stream(&mut |chunk| {
+            hasher.update(chunk);
+        })?;
+        if read != size {
+            return Err(InputError::field(
+                "--data-digest",
+                format!(
+                    "{}: {read} bytes read where the listing had {size}: it changed while the part ran",
+                    object.url()
+                ),
+            )
+            .into());
+        }
+        fetched += read;
+        hashes.push(hasher.finalize());
+    }
+    let partial = listing.digest_part_from(part, hashes);
+    let units = (partial.files.len() as u64, partial.part.units);
+    let done = write_partial(dir, "mf-hash", part, &partial, units)?;
+    tool.info(format!(
+        "part {part}: hashed {} of {} files of {url}, {fetched} bytes read from the store (nothing staged), into {}",
+        units.0, units.1, done.partial
+    ));
+    runfn_core::cli::write_stdout(done.line().as_bytes())?;
+    Ok(Exit::Passed)
+}
+
+/// The objects under a store prefix as the listing of its staged copy would be.
+fn store_listing(url: &str) -> anyhow::Result<Listing> {
+    let remote = runfn_storage::Remote::parse(url)?;
+    let objects = remote.list()?;
+    if objects.is_empty() {
+        return Err(InputError::field(
+            "--data-digest",
+            format!(
+                "{url}: no objects under this prefix (a single object is digested by one process, without --part)"
+            ),
+        )
+        .into());
+    }
+    Ok(Listing::of_store(
+        url,
+        objects.into_iter().map(|o| (o.relative, o.size)),
+    ))
+}
+
+fn store_url(path: &Path) -> Option<&str> {
+    path.to_str().filter(|t| runfn_storage::is_remote(t))
+}
+
 /// `--parts DIR` without `--part`: the digest from every part's hashes, checked against the
 /// snapshot's listing now (and its pin): the digest one process would have computed.
 fn digest_from_parts(
@@ -404,8 +468,10 @@ fn digest_from_parts(
     dir: &Path,
     pinned: Option<String>,
 ) -> anyhow::Result<DataDigest> {
-    refuse_store_url(path)?;
-    let listing = Listing::of(path).map_err(|e| anyhow::anyhow!("--data-digest {e}"))?;
+    let listing = match store_url(path) {
+        Some(url) => store_listing(url)?,
+        None => Listing::of(path).map_err(|e| anyhow::anyhow!("--data-digest {e}"))?,
+    };
     let parts = read_partials(
         dir,
         "mf-hash",
@@ -418,11 +484,15 @@ fn digest_from_parts(
     let digested = listing
         .digest_from_parts(&parts)
         .map_err(|m| InputError::field(dir.display().to_string(), m))?;
-    let digest = match &pinned {
+    let mut digest = match &pinned {
         Some(pinned) => verify_digested(path, pinned, digested)
             .map_err(|e| InputError::field("data.snapshot", e.to_string()))?,
         None => digested.0,
     };
+    if let Some(url) = store_url(path) {
+        // As one process names a store's snapshot: by the URL given.
+        digest.path = url.to_string();
+    }
     tool.info(format!(
         "{}: {} ({} files, {} bytes, merged from {} parts{})",
         digest.path,
@@ -433,19 +503,6 @@ fn digest_from_parts(
         if pinned.is_some() { ", as pinned" } else { "" }
     ));
     Ok(digest)
-}
-
-/// Parts read a local or shared folder; a store URL is staged whole by one process.
-fn refuse_store_url(path: &Path) -> Result<(), InputError> {
-    match path.to_str().filter(|t| runfn_storage::is_remote(t)) {
-        Some(url) => Err(InputError::field(
-            "--part",
-            format!(
-                "{url}: a store URL is digested by one process (no --part/--parts); mount it, or stage it, to cut it in parts"
-            ),
-        )),
-        None => Ok(()),
-    }
 }
 
 fn print_field(manifest: &Value, field: PrintField, origin: &str) -> Result<String, InputError> {

@@ -2,8 +2,8 @@
 # The scaling curve of the data stages: short rows (the events table of scripts/bench/peers.py:
 # an id, a date, two categories, two numbers, a short note, a label) at each row count of
 # BENCH_SCALING_ROWS, every stage as one process within its --memory, and the stages that run in
-# parts (the digest, ds-validate, evaluate) also as PARTS parts run one after another plus their
-# merge. For each stage and row count: wall and CPU seconds and the peak RSS; the peak's growth
+# parts (the digest, ds-validate, shardify with PARTS reducers, evaluate) also as PARTS parts run
+# one after another plus their merge; then the gate on evaluate's scores (at its default budget). For each stage and row count: wall and CPU seconds and the peak RSS; the peak's growth
 # from the smallest to the largest row count; and a projection of each stage to 1B rows on 32
 # nodes from the measured cost per row. Writes bench/scaling.json and a summary on stderr.
 #
@@ -30,7 +30,7 @@ MEM="${BENCH_SCALING_MEMORY:-1G}"
 LEAK_MEM="${BENCH_SCALING_LEAK_MEMORY:-2G}"
 PY="${XDG_CACHE_HOME:-$HOME/.cache}/runfn/bench-venv/bin/python"
 [[ -x $PY ]] || { echo "bench-scaling: no benchmark venv at $PY: run scripts/bench-data.sh once" >&2; exit 2; }
-for tool in mf-hash ds-validate leak-check shardify train evaluate; do
+for tool in mf-hash ds-validate leak-check shardify train evaluate gate; do
   [[ -x $BIN/$tool ]] || { echo "bench-scaling: $BIN/$tool is missing; build first or set BIN" >&2; exit 2; }
 done
 mkdir -p "$WORK"
@@ -102,6 +102,21 @@ for rows in $ROWS_LIST; do
     --parts "$run/validate-parts" -q
   measure leak-check "$rows" "$run/record.json" "$BIN/leak-check" --memory "$LEAK_MEM" -q
   measure shardify "$rows" "$run/record.json" "$BIN/shardify" --out "$run/shards" --memory "$MEM" -q
+  # shardify in parts: PARTS parts, PARTS reducers, the merge; the shards must be one process's.
+  for ((k = 0; k < PARTS; k++)); do
+    measure "shardify-part-$k" "$rows" "$run/record.json" "$BIN/shardify" --memory "$MEM" \
+      --part "$k/$PARTS" --parts "$run/shardify-parts" -q
+  done
+  for ((k = 0; k < PARTS; k++)); do
+    measure "shardify-reduce-$k" "$rows" "$run/record.json" "$BIN/shardify" --memory "$MEM" \
+      --reduce "$k/$PARTS" --parts "$run/shardify-parts" --out "$run/shards-parted" -q
+  done
+  measure shardify-merge "$rows" "$run/record.json" "$BIN/shardify" --memory "$MEM" \
+    --parts "$run/shardify-parts" --out "$run/shards-parted" -q
+  diff -rq "$run/shards" "$run/shards-parted" > /dev/null \
+    && echo "{\"rows\": $rows, \"shardify_shards_identical\": true}" >> "$WORK/identical.jsonl" \
+    || echo "{\"rows\": $rows, \"shardify_shards_identical\": false}" >> "$WORK/identical.jsonl"
+  rm -rf "$run/shardify-parts" "$run/shards-parted"
   # One model for every row count: trained on the smallest one's shards, one epoch.
   if [[ -z $model_record ]]; then
     rm -rf "$WORK/model"
@@ -118,6 +133,11 @@ for rows in $ROWS_LIST; do
   done
   measure evaluate-merge "$rows" "$run/trained.json" "$BIN/evaluate" --split train --memory "$MEM" \
     --parts "$run/evaluate-parts" --row-scores "$run/row-scores-merged.parquet" -q
+  # The gate on those scores (the merged evaluation as the baseline: the same rows, paired),
+  # at its default budget: it holds every row's pair.
+  measure gate "$rows" "$WORK/out/evaluate-$rows.json" "$BIN/gate" \
+    --baseline "$WORK/out/evaluate-merge-$rows.json" --gate auc_min_delta=-0.002 \
+    --gate max_slice_drop=0.01 -q
   cmp -s "$run/row-scores-one.parquet" "$run/row-scores-merged.parquet" \
     && echo "{\"rows\": $rows, \"evaluate_row_scores_identical\": true}" >> "$WORK/identical.jsonl" \
     || echo "{\"rows\": $rows, \"evaluate_row_scores_identical\": false}" >> "$WORK/identical.jsonl"
@@ -135,7 +155,7 @@ times = {}
 for line in open(f"{work}/times.jsonl"):
     t = json.loads(line)
     times[(t["name"], t["rows"])] = t
-budgets = {"digest": None, "ds-validate": memory, "leak-check": leak_memory, "shardify": memory, "evaluate": memory}
+budgets = {"digest": None, "ds-validate": memory, "leak-check": leak_memory, "shardify": memory, "evaluate": memory, "gate": None}
 stages = {}
 for stage, budget in budgets.items():
     curve = []
@@ -146,14 +166,17 @@ for stage, budget in budgets.items():
         point = {"rows": rows, "one_process": one}
         if (f"{stage}-merge", rows) in times:
             part_times = [times[(f"{stage}-part-{k}", rows)] for k in range(parts)]
+            reducers = [times[(f"{stage}-reduce-{k}", rows)] for k in range(parts) if (f"{stage}-reduce-{k}", rows) in times]
             merge = times[(f"{stage}-merge", rows)]
-            cpu = sum(t["cpu_s"] for t in part_times) + merge["cpu_s"]
+            cpu = sum(t["cpu_s"] for t in part_times + reducers) + merge["cpu_s"]
             point["parts"] = {
                 "cpu_s": round(cpu, 3),
                 "cpu_overhead": round(cpu / one["cpu_s"] - 1, 4) if one["cpu_s"] else None,
                 "slowest_part_wall_s": max(t["wall_s"] for t in part_times),
                 "merge_wall_s": merge["wall_s"],
                 "max_rss_bytes_part": max(t["max_rss_bytes"] for t in part_times),
+                **({"slowest_reducer_wall_s": max(t["wall_s"] for t in reducers),
+                    "max_rss_bytes_reducer": max(t["max_rss_bytes"] for t in reducers)} if reducers else {}),
                 "max_rss_bytes_merge": merge["max_rss_bytes"],
             }
         curve.append(point)

@@ -417,23 +417,32 @@ fn a_paired_record_is_decided_by_the_test_and_schema_checked() {
     assert!(overall["detectable_drop"].as_f64().unwrap() >= 0.002);
 }
 
-/// The paired test holds both models' scores for every row: a budget they do not fit in is
-/// refused before any row is read, and the budget is in the record. Rows in another order in
-/// the baseline's file (paired by key lookup, not position) give the same decision.
+/// Rows that do not fit in --memory: where every gated metric is AUC, DeLong's tests sort them
+/// on disk and the gate's section is the one the rows held in memory give; a gate on another
+/// metric is refused before any row is read. Rows in another order in the baseline's file pair
+/// by key in memory, with the same decision; on disk they are refused.
 #[test]
 fn the_paired_test_stays_within_its_memory_and_pairs_rows_in_any_order() {
     let dir = tempfile::tempdir().unwrap();
-    let good = paired_files(dir.path());
+    let mut good = paired_files(dir.path());
+    // The candidate's ranking moved row by row (a shift alone would leave every placement, and
+    // so DeLong's variance, the baseline's), with ties among the scores.
+    let candidate = dir.path().join("candidate-moved.parquet");
+    let mut moved = runfn_data::row_scores::RowScores::read(std::path::Path::new(
+        good["evaluate"]["row_scores"]["path"].as_str().unwrap(),
+    ))
+    .unwrap();
+    for (i, score) in moved.scores.iter_mut().enumerate() {
+        *score =
+            (((*score + ((i * 13 % 7) as f64 - 3.0) * 0.02) * 50.0).round() / 50.0).clamp(0.0, 1.0);
+    }
+    let digest = moved.write(&candidate).unwrap();
+    good["evaluate"]["row_scores"] = json!({"path": candidate, "blake3": digest});
     let gate =
         |record: &Value, extra: &[&str]| tool("gate").args(extra).stdin(record.to_string()).run();
-    let out = gate(&good, &["--memory", "10K"]);
-    out.assert_bad_input(
-        "gate",
-        "--memory: the paired test holds both models' scores for every row: 400 rows",
-    );
-    let fits = gate(&good, &["--memory", "64K"]);
-    assert_eq!(fits.code, 0, "{}", fits.stderr);
-    let record = fits.json();
+    let held = gate(&good, &["--memory", "64K"]);
+    assert_eq!(held.code, 0, "{}", held.stderr);
+    let record = held.json();
     let timing = record["timings"]
         .as_array()
         .unwrap()
@@ -441,6 +450,22 @@ fn the_paired_test_stays_within_its_memory_and_pairs_rows_in_any_order() {
         .unwrap()
         .clone();
     assert_eq!(timing["memory_budget_bytes"], 65536);
+    let sorted = gate(&good, &["--memory", "10K"]);
+    assert_eq!(sorted.code, 0, "{}", sorted.stderr);
+    assert!(
+        sorted.stderr.contains("the AUC tests sort them on disk"),
+        "{}",
+        sorted.stderr
+    );
+    assert_eq!(sorted.json()["gate"], record["gate"]);
+    gate(
+        &good,
+        &["--memory", "10K", "--gate", "logloss_min_delta=-0.01"],
+    )
+    .assert_bad_input(
+        "gate",
+        "--memory: the paired test holds both models' scores for every row: 400 rows",
+    );
 
     let path = std::path::PathBuf::from(good["baseline"]["row_scores"]["path"].as_str().unwrap());
     let mut scores = runfn_data::row_scores::RowScores::read(&path).unwrap();
@@ -466,6 +491,10 @@ fn the_paired_test_stays_within_its_memory_and_pairs_rows_in_any_order() {
     let out = gate(&reordered, &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["gate"], record["gate"]);
+    gate(&reordered, &["--memory", "10K"]).assert_bad_input(
+        "gate",
+        "do not hold the same rows in the same order with the same labels: pairing them needs every row in memory",
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@ complete -c gate -l rule -d 'The decision rule, overriding manifest.eval.rule' -
 non-inferiority\t''"
 complete -c gate -l confidence -d 'The confidence of the paired test, overriding manifest.eval.confidence (0.5 to 1)' -r
 complete -c gate -l resamples -d 'Bootstrap resamples for the metrics other than AUC, overriding manifest.eval.resamples' -r
-complete -c gate -l memory -d 'Memory the paired test may hold (default: a quarter of the machine\'s). It holds both models\' scores for every row, about 100 bytes a row; more rows than fit are refused (exit 2) before any is read' -r
+complete -c gate -l memory -d 'Memory the paired test may hold (default: a quarter of the machine\'s). It holds both models\' scores for every row, about 100 bytes a row; rows that do not fit are sorted on disk for AUC gates (the same figures), and refused (exit 2) for the others' -r
 complete -c gate -l no-baseline -d 'Allow a first model with no baseline (recorded in the output)'
 complete -c gate -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c gate -l pretty -d 'Indent the JSON on stdout (default: one line)'

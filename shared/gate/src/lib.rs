@@ -7,6 +7,8 @@ pub mod paired;
 pub mod pairing;
 pub mod point;
 pub mod policy;
+pub mod spilled_delong;
+pub mod spilled_pairing;
 pub mod stability;
 
 pub use check::{Check, Decision, PairedTest};

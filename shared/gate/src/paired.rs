@@ -39,6 +39,39 @@ pub struct PairedScores {
     pub labels: Vec<bool>,
     /// Slice column → each row's value.
     pub slices: Vec<(String, SliceValues)>,
+    /// Where the rows did not fit in memory: every AUC test already made from the files by
+    /// external sorts (`spilled_delong`, the same numbers); the rows themselves are not held
+    /// (`candidate`, `baseline`, `labels` and the slices' `ids` are empty).
+    pub spilled: Option<SpilledAuc>,
+}
+
+/// The AUC tests of a gate whose rows were not held: overall, and per slice column each value's
+/// (in value order).
+#[derive(Debug, Clone, Default)]
+pub struct SpilledAuc {
+    pub overall: GroupAuc,
+    pub slices: Vec<(String, Vec<(String, GroupAuc)>)>,
+}
+
+/// One group's rows, positives and paired AUC test.
+#[derive(Debug, Clone)]
+pub struct GroupAuc {
+    pub rows: u64,
+    pub positives: u64,
+    pub test: Result<runfn_stats::delong::PairedAuc, runfn_stats::auc::AucError>,
+}
+
+impl Default for GroupAuc {
+    fn default() -> GroupAuc {
+        GroupAuc {
+            rows: 0,
+            positives: 0,
+            test: Err(runfn_stats::auc::AucError::OneClass {
+                positives: 0,
+                negatives: 0,
+            }),
+        }
+    }
 }
 
 /// One slice column's values, row by row: each row's value as an index into the column's
@@ -266,6 +299,64 @@ fn comparable(settings: &EvalSettings, candidate: &Evaluation, baseline: &Evalua
     }
 }
 
+/// A DeLong test's outcome as the check's numbers.
+fn delong_measured(
+    test: Result<runfn_stats::delong::PairedAuc, runfn_stats::auc::AucError>,
+    base: Measured,
+) -> Measured {
+    match test {
+        Ok(p) => Measured {
+            candidate: Some(p.a),
+            baseline: Some(p.b),
+            se_rows: Some(p.variance.sqrt()),
+            method: "delong",
+            ..base
+        },
+        Err(_) => Measured {
+            method: "delong",
+            undefined: Some(format!(
+                "auc is undefined here: {} positive and {} negative rows (DeLong needs at least 2 of each)",
+                base.positives,
+                base.rows - base.positives
+            )),
+            ..base
+        },
+    }
+}
+
+/// A check's numbers from the tests made on spilled rows (AUC only: a gate on another metric
+/// holds its rows).
+fn measure_spilled(spilled: &SpilledAuc, metric: &str, slice: Option<(&str, &str)>) -> Measured {
+    let group = match slice {
+        None => Some(&spilled.overall),
+        Some((column, value)) => spilled
+            .slices
+            .iter()
+            .find(|(c, _)| c == column)
+            .and_then(|(_, values)| values.iter().find(|(v, _)| v == value))
+            .map(|(_, group)| group),
+    };
+    let group = group.cloned().unwrap_or_default();
+    let base = Measured {
+        candidate: None,
+        baseline: None,
+        se_rows: None,
+        method: "delong",
+        rows: group.rows,
+        positives: group.positives,
+        undefined: None,
+    };
+    if metric != "auc" {
+        return Measured {
+            undefined: Some(format!(
+                "`{metric}` needs every row in memory (a paired bootstrap); the rows did not fit in --memory"
+            )),
+            ..base
+        };
+    }
+    delong_measured(group.test, base)
+}
+
 struct Tester<'a> {
     settings: &'a Settings<'a>,
     scores: &'a PairedScores,
@@ -286,6 +377,9 @@ struct Measured {
 impl Tester<'_> {
     fn measure(&self, metric: &str, slice: Option<(&str, &str)>, rows: &[u32]) -> Measured {
         let s = self.scores;
+        if let Some(spilled) = &s.spilled {
+            return measure_spilled(spilled, metric, slice);
+        }
         let positives = rows.iter().filter(|&&r| s.labels[r as usize]).count() as u64;
         let base = Measured {
             candidate: None,
@@ -299,23 +393,10 @@ impl Tester<'_> {
         if metric == "auc" {
             let pick = |v: &[f64]| rows.iter().map(|&r| v[r as usize]).collect::<Vec<f64>>();
             let labels: Vec<bool> = rows.iter().map(|&r| s.labels[r as usize]).collect();
-            return match paired_auc(&pick(&s.candidate), &pick(&s.baseline), &labels) {
-                Ok(p) => Measured {
-                    candidate: Some(p.a),
-                    baseline: Some(p.b),
-                    se_rows: Some(p.variance.sqrt()),
-                    method: "delong",
-                    ..base
-                },
-                Err(_) => Measured {
-                    method: "delong",
-                    undefined: Some(format!(
-                        "auc is undefined here: {positives} positive and {} negative rows (DeLong needs at least 2 of each)",
-                        rows.len() as u64 - positives
-                    )),
-                    ..base
-                },
-            };
+            return delong_measured(
+                paired_auc(&pick(&s.candidate), &pick(&s.baseline), &labels),
+                base,
+            );
         }
         let Some(row_metric) = RowMetric::parse(metric) else {
             return Measured {
@@ -605,6 +686,27 @@ fn slice_checks(tester: &Tester, policy: &Policy, max_drop: f64, checks: &mut Ve
                 .or_default()
                 .push(i as u32);
         }
+        // Spilled rows: the groups are the tests', their rows not held (their counts are).
+        let counts: BTreeMap<&str, u64> = match &scores.spilled {
+            Some(spilled) => spilled
+                .slices
+                .iter()
+                .find(|(c, _)| c == column)
+                .map(|(_, values)| {
+                    values
+                        .iter()
+                        .map(|(v, group)| (v.as_str(), group.rows))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            None => groups
+                .iter()
+                .map(|(v, rows)| (*v, rows.len() as u64))
+                .collect(),
+        };
+        for value in counts.keys() {
+            groups.entry(value).or_default();
+        }
         for metric in policy.slice_metrics() {
             let (limit, comparison) = delta_bound(&metric, max_drop);
             let mut family: Vec<Check> = Vec::new();
@@ -613,7 +715,7 @@ fn slice_checks(tester: &Tester, policy: &Policy, max_drop: f64, checks: &mut Ve
                 let measured = tester.measure(&metric, Some((column, value)), rows);
                 let too_small = policy
                     .min_slice_rows
-                    .is_some_and(|min| (rows.len() as u64) < min);
+                    .is_some_and(|min| counts.get(value).copied().unwrap_or(0) < min);
                 // The Holm family's size is known only after measuring; α' is filled below.
                 let check = tester.check(
                     "max_slice_drop",

@@ -67,21 +67,30 @@ impl ScoredRows {
 
     /// The key of row `row` as its text: read back from the file.
     fn key_text(&self, row: usize) -> String {
-        let mut seen = 0usize;
-        let mut found = None;
-        let _ = RowScores::read_each(&self.path, |chunk| {
-            if found.is_none() && row < seen + chunk.len() {
-                let at = row - seen;
-                found = Some(match &chunk.keys {
-                    Some(keys) => keys[at].clone(),
-                    None => chunk.rows[at].to_string(),
-                });
-            }
-            seen += chunk.len();
-            Ok(())
-        });
-        found.unwrap_or_else(|| format!("#{row}"))
+        key_text_at(&self.path, row)
     }
+}
+
+/// The key of row `row` of the per-row scores file at `path`, as its text (an error's name for
+/// a row; the file is read up to it).
+pub(crate) fn key_text_at(path: &Path, row: usize) -> String {
+    let mut seen = 0usize;
+    let mut found = None;
+    let _ = RowScores::read_each(path, |chunk| {
+        if found.is_none() && row < seen + chunk.len() {
+            let at = row - seen;
+            found = Some(match &chunk.keys {
+                Some(keys) => keys[at].clone(),
+                None => chunk.rows[at].to_string(),
+            });
+        }
+        seen += chunk.len();
+        if found.is_some() {
+            return Err(runfn_data::DataError::Other("read no further".into()));
+        }
+        Ok(())
+    });
+    found.unwrap_or_else(|| format!("#{row}"))
 }
 
 /// The row at which `keys` first holds a key it held before, given `keys` sorted (none when
@@ -97,7 +106,7 @@ fn first_repeat(keys: &[u128], sorted: &[u128]) -> Option<usize> {
         .position(|k| repeated.contains(k) && !seen.insert(*k))
 }
 
-fn key_hash(text: &str) -> u128 {
+pub(crate) fn key_hash(text: &str) -> u128 {
     let hash = blake3::hash(text.as_bytes());
     u128::from_le_bytes(hash.as_bytes()[..16].try_into().expect("16 bytes"))
 }
@@ -314,6 +323,7 @@ pub fn pair(candidate: ScoredRows, baseline: ScoredRows) -> Result<PairedScores,
         baseline: baseline_scores,
         labels: candidate.labels,
         slices,
+        spilled: None,
     })
 }
 

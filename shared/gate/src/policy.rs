@@ -92,6 +92,20 @@ impl Policy {
         self.min_delta.last()
     }
 
+    /// Whether every metric tested on the rows (overall and per slice) is AUC: its test,
+    /// DeLong's, is the one made on rows sorted on disk when they do not fit in memory.
+    pub fn rows_tested_by_auc_alone(&self) -> bool {
+        let slices = self
+            .max_slice_drop
+            .map(|_| self.slice_metrics())
+            .unwrap_or_default();
+        self.min_delta
+            .iter()
+            .map(|b| &b.metric)
+            .chain(&slices)
+            .all(|metric| metric == "auc")
+    }
+
     /// The metrics compared per slice: those with a `_min_delta` gate, else AUC.
     pub fn slice_metrics(&self) -> Vec<String> {
         let metrics: Vec<String> = self.min_delta.iter().map(|b| b.metric.clone()).collect();

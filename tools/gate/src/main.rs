@@ -76,8 +76,8 @@ struct Args {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(100..=100_000))]
     resamples: Option<usize>,
     /// Memory the paired test may hold (default: a quarter of the machine's). It holds both
-    /// models' scores for every row, about 100 bytes a row; more rows than fit are refused
-    /// (exit 2) before any is read.
+    /// models' scores for every row, about 100 bytes a row; rows that do not fit are sorted on
+    /// disk for AUC gates (the same figures), and refused (exit 2) for the others.
     #[arg(long, value_name = "SIZE", value_parser = runfn_data::spec::parse_size)]
     memory: Option<u64>,
     #[command(flatten)]
@@ -158,10 +158,33 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
                 pairing::shape(&c_path, "evaluate")?,
                 pairing::shape(&b_path, "baseline")?,
             );
-            pairing::check_fits(c_shape.0.max(b_shape.0), c_shape.1.max(b_shape.1), memory)?;
-            let c_rows = pairing::read(&c_path, "evaluate")?;
-            let b_rows = pairing::read(&b_path, "baseline")?;
-            Some(pairing::pair(c_rows, b_rows)?)
+            let rows = c_shape.0.max(b_shape.0);
+            match pairing::check_fits(rows, c_shape.1.max(b_shape.1), memory) {
+                Ok(()) => {
+                    let c_rows = pairing::read(&c_path, "evaluate")?;
+                    let b_rows = pairing::read(&b_path, "baseline")?;
+                    Some(pairing::pair(c_rows, b_rows)?)
+                }
+                // DeLong's test sorts the rows on disk: the same numbers in bounded memory.
+                Err(_) if policy.rows_tested_by_auc_alone() => {
+                    tool.info(format!(
+                        "{rows} rows do not fit in --memory {memory}: the AUC tests sort them on disk"
+                    ));
+                    let spill =
+                        runfn_data::spill_sort::SpillRoot::create(&std::env::temp_dir(), "gate")
+                            .map_err(|source| InputError::Io {
+                                path: std::env::temp_dir(),
+                                source,
+                            })?;
+                    Some(runfn_gate::spilled_pairing::pair_spilled(
+                        &c_path,
+                        &b_path,
+                        memory,
+                        spill.path(),
+                    )?)
+                }
+                Err(refused) => return Err(refused.into()),
+            }
         }
         (c, Some(_)) => {
             tool.warn(format!(

@@ -251,6 +251,26 @@ impl<T: Record> std::fmt::Debug for Sorted<T> {
     }
 }
 
+/// `x`'s bits made to sort, as unsigned numbers, as [`f64::total_cmp`] sorts `x`: a score in a
+/// record sorted by score.
+pub fn f64_order_key(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// The number [`f64_order_key`] made `key` of.
+pub fn f64_from_order_key(key: u64) -> f64 {
+    if key >> 63 == 1 {
+        f64::from_bits(key & !(1 << 63))
+    } else {
+        f64::from_bits(!key)
+    }
+}
+
 /// Little-endian field readers for `Record::read_from`.
 pub fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
@@ -267,6 +287,25 @@ pub fn u16_at(bytes: &[u8], at: usize) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn order_keys_sort_as_total_cmp_and_come_back() {
+        let mut values = [
+            f64::NEG_INFINITY,
+            -1.5,
+            -0.0,
+            0.0,
+            1e-300,
+            0.25,
+            1.0,
+            f64::INFINITY,
+        ];
+        let keys: Vec<u64> = values.iter().map(|&v| f64_order_key(v)).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        for v in &mut values {
+            assert_eq!(f64_from_order_key(f64_order_key(*v)).to_bits(), v.to_bits());
+        }
+    }
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
     struct Pair(u64, u32);

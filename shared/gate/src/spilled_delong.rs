@@ -18,7 +18,10 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
-use runfn_data::spill_sort::{Record, SpillSorter, u32_at, u64_at};
+use runfn_data::spill_sort::{
+    Record, SpillSorter, f64_from_order_key as from_order_key, f64_order_key as order_key, u32_at,
+    u64_at,
+};
 use runfn_stats::auc::AucError;
 use runfn_stats::delong::PairedAuc;
 
@@ -74,24 +77,6 @@ impl Record for Placement {
             label: bytes[20] == 1,
         }
     }
-}
-
-/// `score` as a key whose unsigned order is `f64::total_cmp`'s.
-fn order_key(score: f64) -> u64 {
-    let bits = score.to_bits();
-    if bits >> 63 == 1 {
-        !bits
-    } else {
-        bits | (1 << 63)
-    }
-}
-
-fn from_order_key(key: u64) -> f64 {
-    f64::from_bits(if key >> 63 == 1 {
-        key & !(1 << 63)
-    } else {
-        !key
-    })
 }
 
 /// A group's positives, negatives and paired test.
@@ -442,28 +427,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn order_keys_sort_as_total_cmp() {
-        let mut values = vec![
-            f64::NEG_INFINITY,
-            -2.5,
-            -0.0,
-            0.0,
-            1e-300,
-            3.0,
-            f64::INFINITY,
-        ];
-        values.reverse();
-        let mut keys: Vec<u64> = values.iter().map(|&v| order_key(v)).collect();
-        keys.sort_unstable();
-        let back: Vec<f64> = keys.into_iter().map(from_order_key).collect();
-        let mut sorted = values.clone();
-        sorted.sort_by(f64::total_cmp);
-        assert_eq!(
-            back.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            sorted.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-        );
     }
 }

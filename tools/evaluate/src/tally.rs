@@ -12,7 +12,10 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use runfn_data::spill_sort::{Record, SpillSorter, u32_at, u64_at};
+use runfn_data::spill_sort::{
+    Record, SpillSorter, f64_from_order_key as from_order_key, f64_order_key as order_key, u32_at,
+    u64_at,
+};
 use runfn_learn::metrics::{self, Metrics, MetricsTally};
 use runfn_learn::score::Scored;
 use runfn_schema::record::ScoreBins;
@@ -48,24 +51,6 @@ impl Record for Ranked {
             score: u64_at(bytes, 4),
             label: bytes[12] == 1,
         }
-    }
-}
-
-/// `x`'s bits made to sort as [`f64::total_cmp`] sorts `x`.
-fn order_key(x: f64) -> u64 {
-    let bits = x.to_bits();
-    if bits >> 63 == 1 {
-        !bits
-    } else {
-        bits | 1 << 63
-    }
-}
-
-fn from_order_key(key: u64) -> f64 {
-    if key >> 63 == 1 {
-        f64::from_bits(key & !(1 << 63))
-    } else {
-        f64::from_bits(!key)
     }
 }
 
@@ -420,25 +405,6 @@ fn repeats(keys: SpillSorter<KeySeen>) -> std::io::Result<Vec<(u64, u64)>> {
 mod tests {
     use super::*;
     use runfn_data::row_scores::RowScores;
-
-    #[test]
-    fn order_keys_sort_as_total_cmp_and_come_back() {
-        let mut values = [
-            f64::NEG_INFINITY,
-            -1.5,
-            -0.0,
-            0.0,
-            1e-300,
-            0.25,
-            1.0,
-            f64::INFINITY,
-        ];
-        let keys: Vec<u64> = values.iter().map(|&v| order_key(v)).collect();
-        assert!(keys.windows(2).all(|w| w[0] < w[1]));
-        for v in &mut values {
-            assert_eq!(from_order_key(order_key(*v)).to_bits(), v.to_bits());
-        }
-    }
 
     /// Rows with ties (scores on a grid of 200), two slice columns and a key.
     struct Rows {

@@ -41,7 +41,7 @@ use crate::shards::index::{INDEX_FORMAT, INDEX_NAME, ShardEntry, ShardIndex, Sou
 use crate::shards::keys::{keyed_schema, splitmix64};
 use crate::shards::runs::{gather_in_order, key_order};
 use crate::shards::shuffle::{
-    ShardOptions, Sizes, background_row_groups, chunk_bytes, piece_rows, read_files,
+    Gathered, ShardOptions, Sizes, background_row_groups, chunk_bytes, piece_rows, read_files,
     remove_stale_shards, write_index,
 };
 use crate::shards::spill::{Slot, decode_runs};
@@ -174,19 +174,18 @@ pub fn shardify_part(
     };
     let read_hashes: Vec<ReadHash> = snapshot.files.iter().map(|_| ReadHash::default()).collect();
     let reads = read_files(&plan, &mine, &sizes, options.memory_bytes, &read_hashes)?;
-    let mut counts = vec![0u64; split_count + 1];
-    let mut bad_values = BadValues::default();
-    let (mut spilled_rows, mut spilled_bytes) = (0, 0);
-    let mut sample = DistinctSample::new(sizes.estimated_rows, split_count, snapshot.columns.len());
-    for read in reads {
-        bad_values.merge(&read.bad);
-        for (total, count) in counts.iter_mut().zip(read.counts) {
-            *total += count;
-        }
-        spilled_rows += read.spilled.0;
-        spilled_bytes += read.spilled.1;
-        sample.merge(read.sample);
-    }
+    let Gathered {
+        bad_values,
+        counts,
+        spilled_rows,
+        spilled_bytes,
+        sample,
+    } = Gathered::of(
+        reads,
+        sizes.estimated_rows,
+        split_count,
+        snapshot.columns.len(),
+    );
     let files = mine
         .iter()
         .map(|&i| file_digest(snapshot, i, &read_hashes[i]))

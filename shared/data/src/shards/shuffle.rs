@@ -122,19 +122,18 @@ pub fn shardify(
             &|_| {},
         )
         .map_err(|e| DataError::Other(e.to_string()))?;
-    let mut bad_values = BadValues::default();
-    let mut counts = vec![0u64; split_count + 1];
-    let (mut spilled_rows, mut spilled_bytes) = (0, 0);
-    let mut sample = DistinctSample::new(estimated_rows, split_count, snapshot.columns.len());
-    for read in per_file {
-        bad_values.merge(&read.bad);
-        for (total, count) in counts.iter_mut().zip(read.counts) {
-            *total += count;
-        }
-        spilled_rows += read.spilled.0;
-        spilled_bytes += read.spilled.1;
-        sample.merge(read.sample);
-    }
+    let Gathered {
+        bad_values,
+        counts,
+        spilled_rows,
+        spilled_bytes,
+        sample,
+    } = Gathered::of(
+        per_file,
+        estimated_rows,
+        split_count,
+        snapshot.columns.len(),
+    );
     let unassigned_rows = counts[split_count];
     // Refused before the old shards go.
     if let Some(why) = splits.empty_window(&counts[..split_count]) {
@@ -287,6 +286,43 @@ impl Sizes {
             buckets,
             estimated_rows,
         })
+    }
+}
+
+/// What the files' reads add up to, in file order.
+pub(super) struct Gathered {
+    pub bad_values: BadValues,
+    /// Rows per split, the last in no split.
+    pub counts: Vec<u64>,
+    pub spilled_rows: u64,
+    pub spilled_bytes: u64,
+    pub sample: DistinctSample,
+}
+
+impl Gathered {
+    pub(super) fn of(
+        reads: Vec<FileRead>,
+        estimated_rows: u64,
+        splits: usize,
+        columns: usize,
+    ) -> Gathered {
+        let mut out = Gathered {
+            bad_values: BadValues::default(),
+            counts: vec![0u64; splits + 1],
+            spilled_rows: 0,
+            spilled_bytes: 0,
+            sample: DistinctSample::new(estimated_rows, splits, columns),
+        };
+        for read in reads {
+            out.bad_values.merge(&read.bad);
+            for (total, count) in out.counts.iter_mut().zip(read.counts) {
+                *total += count;
+            }
+            out.spilled_rows += read.spilled.0;
+            out.spilled_bytes += read.spilled.1;
+            out.sample.merge(read.sample);
+        }
+        out
     }
 }
 

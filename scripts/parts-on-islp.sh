@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# evaluate within a tiny budget and in parts, and predict in parts, on a table of the ISLP
-# package (the ISLR book's data) that no test uses: the section, row scores and predictions must
-# be the ones one process with room to spare writes, byte for byte.
+# shardify in parts and reducers, evaluate within a tiny budget and in parts, the gate on disk,
+# and predict in parts, on a table of the ISLP package (the ISLR book's data) that no test uses:
+# the shards, the sections, row scores and predictions must be the ones one process with room to
+# spare writes, byte for byte.
 #
 #   scripts/parts-on-islp.sh Default default student
 #   scripts/parts-on-islp.sh Caravan purchase MOSHOOFD
@@ -51,6 +52,14 @@ $B/mf-hash pin manifest.yaml -q > /dev/null
 $B/mf-hash manifest.yaml -q > m.json
 $B/ds-validate -q < m.json > v.json
 $B/shardify --in snap --out shards --shard-rows 500 -q < v.json > s.json
+# shardify in 3 parts, 2 reducers and the merge: the same shards, index and record.
+for k in 0 1 2; do $B/shardify --in snap --shard-rows 500 --part $k/3 --parts sparts -q < v.json > /dev/null; done
+for r in 0 1; do $B/shardify --in snap --shard-rows 500 --reduce $r/2 --parts sparts --out shards2 -q < v.json > /dev/null; done
+$B/shardify --in snap --shard-rows 500 --parts sparts --out shards2 -q < v.json > s2.json
+diff -r shards shards2 > /dev/null && python3 -c "
+import json; a=json.load(open('s.json')); b=json.load(open('s2.json'))
+for r in (a, b): r.pop('timings'); r['shards'].pop('dir')
+print('shardify: shards', sum(s['shards'] for s in a['shards']['splits'].values()), '| parts == one, every shard and the record:', a == b)"
 $B/train --out run -q < s.json > t.json
 $B/evaluate --memory 1K --predictions p1.csv --row-scores r1.parquet -q < t.json > e1.json
 $B/evaluate --memory 8G --predictions p2.csv --row-scores r2.parquet -q < t.json > e2.json
@@ -65,6 +74,15 @@ print("evaluate: rows", e[0]["overall"]["rows"], "auc", round(e[0]["overall"]["a
       "| slices:", {k: len(v) for k, v in e[0]["slices"].items()})
 PY
 cmp r1.parquet r2.parquet && cmp r2.parquet r3.parquet && cmp p1.csv p2.csv && cmp p2.csv p3.csv && echo "evaluate files identical"
+# The gate paired against another seed's model on the same rows: in memory, and on disk.
+$B/train --seed 5 --out run5 -q < s.json > t5.json
+$B/evaluate -q --row-scores r5.parquet < t5.json > e5.json
+$B/gate --baseline e5.json --gate auc_min_delta=-0.002 --gate max_slice_drop=0.01 --memory 8G -q < e2.json > g8.json || true
+$B/gate --baseline e5.json --gate auc_min_delta=-0.002 --gate max_slice_drop=0.01 --memory 1K -q < e2.json > g1.json || true
+python3 -c "
+import json; a=json.load(open('g8.json'))['gate']; b=json.load(open('g1.json'))['gate']
+se = [c.get('se') for c in a['checks'] if c.get('method') == 'delong']
+print('gate: checks', len(a['checks']), 'passed', a['passed'], 'delong se', [round(x, 4) for x in se if x], '| on disk == in memory:', a == b)"
 $B/gate --no-baseline -q < e2.json > g.json || true
 $B/register --registry reg --name $(echo $T | tr A-Z a-z) --promote prod -q < g.json > reg.json
 $B/predict --model $(echo $T | tr A-Z a-z)@prod --registry reg --in snap --out one.parquet -q < reg.json > pr1.json || echo "predict exit $?"

@@ -156,27 +156,9 @@ impl Remote {
             .prefix(".download-")
             .tempfile_in(parent)
             .map_err(|e| StorageError::io(&url, parent, e))?;
-        let meta = runtime().block_on(async {
-            let result = self
-                .store
-                .get(&self.path())
-                .await
-                .map_err(|e| self.error(e))?;
-            let meta = result.meta.clone();
-            let mut stream = result.into_stream();
-            let mut written = 0u64;
-            while let Some(chunk) = stream.try_next().await.map_err(|e| self.error(e))? {
-                temp.write_all(&chunk)
-                    .map_err(|e| StorageError::io(&url, dest, e))?;
-                written += chunk.len() as u64;
-            }
-            if written != meta.size {
-                return Err(StorageError::new(
-                    &url,
-                    format!("the download ended after {written} of {} bytes", meta.size),
-                ));
-            }
-            Ok(meta)
+        let meta = self.stream_into(&mut |chunk| {
+            temp.write_all(chunk)
+                .map_err(|e| StorageError::io(&url, dest, e))
         })?;
         temp.as_file()
             .sync_all()
@@ -189,6 +171,19 @@ impl Remote {
     /// Streams the object's bytes through `each`, a chunk at a time as they arrive (nothing
     /// is written to disk or held whole); returns the bytes read, refusing a read cut short.
     pub fn read_stream(&self, each: &mut (dyn FnMut(&[u8]) + Send)) -> Result<u64, StorageError> {
+        self.stream_into(&mut |chunk| {
+            each(chunk);
+            Ok(())
+        })
+        .map(|meta| meta.size)
+    }
+
+    /// The object's bytes through `each` as they arrive, and its metadata; a stream that ends
+    /// before the object's size is an error, not a short read.
+    fn stream_into(
+        &self,
+        each: &mut (dyn FnMut(&[u8]) -> Result<(), StorageError> + Send),
+    ) -> Result<ObjectMeta, StorageError> {
         let url = self.url();
         runtime().block_on(async {
             let result = self
@@ -196,20 +191,20 @@ impl Remote {
                 .get(&self.path())
                 .await
                 .map_err(|e| self.error(e))?;
-            let size = result.meta.size;
+            let meta = result.meta.clone();
             let mut stream = result.into_stream();
             let mut read = 0u64;
             while let Some(chunk) = stream.try_next().await.map_err(|e| self.error(e))? {
-                each(&chunk);
+                each(&chunk)?;
                 read += chunk.len() as u64;
             }
-            if read != size {
+            if read != meta.size {
                 return Err(StorageError::new(
                     &url,
-                    format!("the read ended after {read} of {size} bytes"),
+                    format!("the read ended after {read} of {} bytes", meta.size),
                 ));
             }
-            Ok(read)
+            Ok(meta)
         })
     }
 

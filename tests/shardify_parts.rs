@@ -149,6 +149,22 @@ fn shardify_in_parts_writes_what_one_process_writes_on_the_demo_and_two_real_tab
     };
     parts_equal_one_process(&work, &table, 3, 2);
 
+    // The same demo as Parquet files of several row groups each.
+    let parquet = dir.path().join("demo-parquet");
+    std::fs::create_dir_all(&parquet).unwrap();
+    crate::util::python_stdout(
+        "import glob, os, sys, pyarrow.csv as c, pyarrow.parquet as p\n\
+         for f in sorted(glob.glob(os.path.join(sys.argv[1], '*.csv'))):\n\
+         \x20   name = os.path.basename(f).replace('.csv', '.parquet')\n\
+         \x20   p.write_table(c.read_csv(f), os.path.join(sys.argv[2], name), row_group_size=1500)\n",
+        &[demo.as_os_str(), parquet.as_os_str()],
+    );
+    let table = Table {
+        snapshot: &parquet,
+        ..table
+    };
+    parts_equal_one_process(&dir.path().join("parquet-work"), &table, 3, 2);
+
     let telco = dir.path().join("telco");
     crate::parts::cut_into_files(
         Path::new("testdata/real/telco/snapshot/telco.csv"),

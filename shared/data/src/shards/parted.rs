@@ -270,7 +270,7 @@ pub fn shardify_part(
         &partial,
         (mine.len() as u64, snapshot.files.len() as u64),
     )
-    .map_err(|e| DataError::Other(e.to_string()))
+    .map_err(from_input)
 }
 
 /// Removes the folders under `dir` whose names start with `prefix`: a killed part's.
@@ -286,6 +286,23 @@ fn sweep_killed(dir: &Path, prefix: &str) -> Result<(), DataError> {
         }
     }
     Ok(())
+}
+
+/// A partial's read or write failure: an I/O error stays one (a full disk is the
+/// environment's, exit 4), anything else is the partial's fault.
+fn from_input(error: runfn_core::InputError) -> DataError {
+    match error {
+        runfn_core::InputError::Io { path, source } => DataError::Io { path, source },
+        other => DataError::Other(other.to_string()),
+    }
+}
+
+/// A digest's failure: an I/O error stays one, the rest (a FIFO in the snapshot) is its fault.
+fn from_digest(error: runfn_manifest::digest::DigestError) -> DataError {
+    match error {
+        runfn_manifest::digest::DigestError::Io { path, source } => DataError::Io { path, source },
+        other => DataError::Other(other.to_string()),
+    }
 }
 
 fn slot_name(slot: usize) -> String {
@@ -353,7 +370,7 @@ impl Mapped {
             },
             |p: &ShardPart| &p.part,
         )
-        .map_err(|e| DataError::Other(e.to_string()))?;
+        .map_err(from_input)?;
         let bad = |part: &ShardPart, why: String| {
             DataError::file(part.part.part.path(dir, PART_TOOL), why)
         };
@@ -542,7 +559,7 @@ pub fn reduce(
     let of = partial.part.units;
     let done = partial.part.done.len() as u64;
     runfn_core::parts::write_partial(&mapped.dir, REDUCE_TOOL, reducer, &partial, (done, of))
-        .map_err(|e| DataError::Other(e.to_string()))
+        .map_err(from_input)
 }
 
 fn reduce_shards(
@@ -560,7 +577,7 @@ fn reduce_shards(
     let mine: Vec<usize> = (0..planned.len())
         .filter(|&i| assignment[i] == reducer.index)
         .collect();
-    runfn_core::paths::create_dir_all(out).map_err(|e| DataError::Other(e.to_string()))?;
+    runfn_core::paths::create_dir_all(out).map_err(from_input)?;
     // As one process does once every row is placed: an earlier run's index goes before any
     // shard is replaced, so no reader pairs it with new shards.
     remove_if_present(&out.join(INDEX_NAME))?;
@@ -715,7 +732,7 @@ pub fn merge(
     let digested = snapshot_digest(mapped, snapshot_root)?;
     let digest = digested.0.clone();
     check_digest(digested)?;
-    runfn_core::paths::create_dir_all(out).map_err(|e| DataError::Other(e.to_string()))?;
+    runfn_core::paths::create_dir_all(out).map_err(from_input)?;
     // The reducers are done by now: what a killed one left (a shard not renamed into place)
     // goes, and no second merge or one-process run writes here meanwhile.
     let (_lock, _swept) = super::out_lock::lock_and_sweep(out)?;
@@ -747,8 +764,7 @@ pub fn merge(
             ));
         }
         let split_dir = out.join(&rule.name);
-        runfn_core::paths::create_dir_all(&split_dir)
-            .map_err(|e| DataError::Other(e.to_string()))?;
+        runfn_core::paths::create_dir_all(&split_dir).map_err(from_input)?;
         super::index::verify_shards(out, shards.iter())?;
         remove_stale_shards(
             &split_dir,
@@ -820,7 +836,7 @@ fn read_reducers(mapped: &Mapped) -> Result<Vec<ReducePartial>, DataError> {
         },
         |r: &ReducePartial| &r.part,
     )
-    .map_err(|e| DataError::Other(e.to_string()))?;
+    .map_err(from_input)?;
     let planned = mapped.shards().len() as u64;
     let mut next = 0u64;
     for reducer in &reduced {
@@ -868,13 +884,13 @@ fn snapshot_digest(mapped: &Mapped, root: &Path) -> Result<Digested, DataError> 
             .map_err(|_| DataError::Other(format!("`{}`: not a blake3 hash", file.path)))?;
         known.insert(file.path.as_str(), (hash, file.bytes));
     }
-    let listing = Listing::of(root).map_err(|e| DataError::Other(e.to_string()))?;
+    let listing = Listing::of(root).map_err(from_digest)?;
     listing
         .digest(
             &|path| known.get(relative_name(root, path).as_str()).copied(),
             &|_| {},
         )
-        .map_err(|e| DataError::Other(e.to_string()))
+        .map_err(from_digest)
 }
 
 /// A snapshot's digest and its files'.

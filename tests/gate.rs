@@ -420,7 +420,8 @@ fn a_paired_record_is_decided_by_the_test_and_schema_checked() {
 /// Rows that do not fit in --memory: where every gated metric is AUC, DeLong's tests sort them
 /// on disk and the gate's section is the one the rows held in memory give; a gate on another
 /// metric is refused before any row is read. Rows in another order in the baseline's file pair
-/// by key in memory, with the same decision; on disk they are refused.
+/// by key, in memory and on disk, with the same decision; what the pairing refuses (a row on
+/// one side, a label, a key twice, a slice value) it refuses on disk too, naming the same row.
 #[test]
 fn the_paired_test_stays_within_its_memory_and_pairs_rows_in_any_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -491,10 +492,48 @@ fn the_paired_test_stays_within_its_memory_and_pairs_rows_in_any_order() {
     let out = gate(&reordered, &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["gate"], record["gate"]);
-    gate(&reordered, &["--memory", "10K"]).assert_bad_input(
-        "gate",
-        "do not hold the same rows in the same order with the same labels: pairing them needs every row in memory",
-    );
+    let sorted = gate(&reordered, &["--memory", "10K"]);
+    assert_eq!(sorted.code, 0, "{}", sorted.stderr);
+    assert_eq!(sorted.json()["gate"], record["gate"]);
+
+    // What the pairing refuses, it refuses on disk too, naming the same row.
+    let baseline = shuffled;
+    let variants: Vec<(&str, runfn_data::row_scores::RowScores)> = vec![
+        ("fewer", {
+            let mut b = baseline.clone();
+            b.rows.remove(5);
+            b.labels.remove(5);
+            b.scores.remove(5);
+            b.slices[0].1.remove(5);
+            b
+        }),
+        ("relabelled", {
+            let mut b = baseline.clone();
+            b.labels[9] = !b.labels[9];
+            b
+        }),
+        ("twice", {
+            let mut b = baseline.clone();
+            b.rows[11] = b.rows[12];
+            b
+        }),
+        ("sliced", {
+            let mut b = baseline.clone();
+            b.slices[0].1[13] = "t9".into();
+            b
+        }),
+    ];
+    for (name, scores) in variants {
+        let path = dir.path().join(format!("{name}.parquet"));
+        let digest = scores.write(&path).unwrap();
+        let mut bad = good.clone();
+        bad["baseline"]["row_scores"] = json!({"path": path, "blake3": digest});
+        let (held, sorted) = (gate(&bad, &[]), gate(&bad, &["--memory", "10K"]));
+        assert_eq!(held.code, 2, "{name}: {}", held.stderr);
+        let line = |out: &crate::util::Output| out.stderr.lines().last().unwrap_or("").to_string();
+        assert_eq!(line(&sorted), line(&held), "{name}");
+        assert!(sorted.stdout.is_empty(), "{name}");
+    }
 }
 
 #[test]

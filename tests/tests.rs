@@ -18,6 +18,7 @@ mod hostile;
 mod hosts;
 mod layers;
 mod leak_check;
+mod leak_check_parts;
 mod logistic;
 mod mf_hash;
 mod nights;

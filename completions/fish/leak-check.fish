@@ -10,6 +10,8 @@ complete -c leak-check -l pairs-out -d 'Write every exact and near twin pair fou
 complete -c leak-check -l schema -d 'Schema file fixing column types (raw snapshots only)' -r -F
 complete -c leak-check -l memory -d 'Memory the checks may hold (default: a quarter of the machine\'s); key occurrences, texts, band keys, candidate pairs and numbers beyond it are spilled to TMPDIR' -r
 complete -c leak-check -l record -d 'Read the record from FILE instead of stdin' -r -F
+complete -c leak-check -l part -d 'Do part K of N (0-based: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX) and write its partial into --parts; the merge (the same command without --part) writes the record' -r
+complete -c leak-check -l parts -d 'The folder of the parts\' partials: written with --part, merged without it' -r -F
 complete -c leak-check -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c leak-check -l pretty -d 'Indent the JSON on stdout (default: one line)'
 complete -c leak-check -s h -l help -d 'Print help (see more with \'--help\')'

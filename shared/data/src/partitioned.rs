@@ -50,6 +50,11 @@ impl Partitioned {
         }
     }
 
+    /// How rows are assigned to splits, as text: parts of one run must agree on it.
+    pub fn splitting(&self) -> String {
+        format!("{:?} {:?}", self.split_names, self.how)
+    }
+
     /// Why the snapshot cannot be split as its rules say, given each split's rows: a rolling
     /// window that selects nothing (shards hold no rules: nothing to say).
     pub fn empty_window(&self, rows: &[u64]) -> Option<String> {
@@ -99,9 +104,26 @@ impl Partitioned {
         I: Fn() -> A + Sync,
         F: Fn(&mut A, &SplitBatch) -> Result<(), DataError> + Sync,
     {
-        let results: Vec<(A, BadValues)> = (0..self.snapshot.files.len())
-            .into_par_iter()
-            .map(|file| {
+        let all: Vec<usize> = (0..self.snapshot.files.len()).collect();
+        self.fold_files(&all, init, step)
+    }
+
+    /// [`Partitioned::fold`] over the files `files` (indices, in order) only: a part of the work.
+    /// Batches keep their file's index in the whole snapshot.
+    pub fn fold_files<A, I, F>(
+        &self,
+        files: &[usize],
+        init: I,
+        step: F,
+    ) -> Result<(Vec<A>, BadValues), DataError>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, &SplitBatch) -> Result<(), DataError> + Sync,
+    {
+        let results: Vec<(A, BadValues)> = files
+            .par_iter()
+            .map(|&file| {
                 let path = &self.snapshot.files[file].path;
                 let mut acc = init();
                 let mut bad = BadValues::default();

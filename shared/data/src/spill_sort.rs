@@ -7,6 +7,8 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+pub use crate::record::{Record, u16_at, u32_at, u64_at};
+use crate::sorted_runs::{Merge, RunFile};
 use extsort::{ExternalSorter, PushExternalSorter, Sortable, SortedIterator};
 
 /// A run's spill folder, `.<tool>-spill*` in the parent, held by a lock on a file inside
@@ -63,13 +65,6 @@ fn remove_abandoned(parent: &Path, prefix: &str) {
     }
 }
 
-/// A record written as fixed-size little-endian bytes.
-pub trait Record: Ord + Send + Sized {
-    const BYTES: usize;
-    fn write_to(&self, out: &mut Vec<u8>);
-    fn read_from(bytes: &[u8]) -> Self;
-}
-
 /// The record as extsort stores it.
 pub struct Stored<T>(pub T);
 
@@ -107,6 +102,8 @@ pub struct SpillSorter<T: Record> {
     run: usize,
     buffer: Vec<T>,
     spilled: Option<Spilled<T>>,
+    /// Runs other processes sorted (parts of the work), merged with these records.
+    runs: Vec<RunFile>,
 }
 
 impl<T: Record> SpillSorter<T> {
@@ -119,6 +116,7 @@ impl<T: Record> SpillSorter<T> {
             run: (budget / (2 * record)).max(2048) as usize,
             buffer: Vec::new(),
             spilled: None,
+            runs: Vec::new(),
         })
     }
 
@@ -157,8 +155,18 @@ impl<T: Record> SpillSorter<T> {
         Ok(())
     }
 
-    /// Every record pushed, in order.
+    /// Adds a run another process sorted: read back merged with the records pushed here.
+    pub fn add_run(&mut self, run: RunFile) {
+        self.runs.push(run);
+    }
+
+    /// Every record pushed, and every run added, in order.
     pub fn sorted(mut self) -> io::Result<Sorted<T>> {
+        let runs = std::mem::take(&mut self.runs);
+        if !runs.is_empty() {
+            let own = self.sorted()?;
+            return Ok(Sorted::Merged(Box::new(Merge::of_runs(&runs, own)?)));
+        }
         if self.spilled.is_none() {
             use rayon::slice::ParallelSliceMut;
             self.buffer.par_sort_unstable();
@@ -191,6 +199,15 @@ impl<T: Record> SharedSorter<T> {
             .extend(gathered.drain(..))
     }
 
+    /// Adds a run another process sorted ([`SpillSorter::add_run`]).
+    pub fn add_run(&self, run: RunFile) -> io::Result<()> {
+        self.0
+            .lock()
+            .map_err(|_| io::Error::other("a reading thread panicked"))?
+            .add_run(run);
+        Ok(())
+    }
+
     /// Every record handed over, in order.
     pub fn sorted(self) -> io::Result<Sorted<T>> {
         self.0
@@ -207,6 +224,8 @@ pub enum Sorted<T: Record> {
         _dir: tempfile::TempDir,
         records: SortedIterator<Stored<T>, Compare<T>>,
     },
+    /// With runs of other processes.
+    Merged(Box<Merge<T>>),
 }
 
 impl<T: Record> Iterator for Sorted<T> {
@@ -216,6 +235,7 @@ impl<T: Record> Iterator for Sorted<T> {
         match self {
             Sorted::Memory(records) => records.next().map(Ok),
             Sorted::Disk { records, .. } => records.next().map(|r| r.map(|stored| stored.0)),
+            Sorted::Merged(merge) => merge.next(),
         }
     }
 }
@@ -247,6 +267,7 @@ impl<T: Record> std::fmt::Debug for Sorted<T> {
         f.write_str(match self {
             Sorted::Memory(_) => "Sorted::Memory",
             Sorted::Disk { .. } => "Sorted::Disk",
+            Sorted::Merged(_) => "Sorted::Merged",
         })
     }
 }
@@ -269,19 +290,6 @@ pub fn f64_from_order_key(key: u64) -> f64 {
     } else {
         f64::from_bits(!key)
     }
-}
-
-/// Little-endian field readers for `Record::read_from`.
-pub fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
-}
-
-pub fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
-}
-
-pub fn u16_at(bytes: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(bytes[at..at + 2].try_into().expect("2 bytes"))
 }
 
 #[cfg(test)]
@@ -356,5 +364,52 @@ mod tests {
         let (live_path, next_path) = (live.path().to_path_buf(), next.path().to_path_buf());
         drop((live, next));
         assert!(!live_path.exists() && !next_path.exists());
+    }
+
+    fn sorted(records: &[Pair], root: &Path, budget: u64) -> Vec<Pair> {
+        let mut sorter = SpillSorter::new(root, budget).unwrap();
+        sorter.extend(records.iter().copied()).unwrap();
+        sorter.sorted().unwrap().map(Result::unwrap).collect()
+    }
+
+    /// Records cut in three, each third sorted and written as a run, merged with a fourth
+    /// still in a sorter: the order one sorter of them all gives. A run changed after it was
+    /// written, or cut short, is refused.
+    #[test]
+    fn runs_merge_to_what_one_sorter_gives_and_a_changed_run_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let records: Vec<Pair> = (0..40_000u64)
+            .map(|i| Pair(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 997, i as u32))
+            .collect();
+        let whole = sorted(&records, root.path(), 1 << 30);
+        let mut runs = Vec::new();
+        for (k, third) in records[..30_000].chunks(10_000).enumerate() {
+            let mut sorter = SpillSorter::new(root.path(), 1 << 10).unwrap();
+            sorter.extend(third.iter().copied()).unwrap();
+            let path = root.path().join(format!("run-{k}"));
+            runs.push(crate::sorted_runs::write_run(sorter.sorted().unwrap(), &path).unwrap());
+        }
+        let mut rest = SpillSorter::new(root.path(), 1 << 30).unwrap();
+        rest.extend(records[30_000..].iter().copied()).unwrap();
+        let merged: Vec<Pair> = crate::sorted_runs::Merge::of_runs(&runs, rest.sorted().unwrap())
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(merged, whole);
+
+        let mut bytes = std::fs::read(&runs[1].path).unwrap();
+        bytes[100] ^= 1;
+        std::fs::write(&runs[1].path, &bytes).unwrap();
+        let failed = crate::sorted_runs::Merge::<Pair>::of_runs(&runs, std::iter::empty())
+            .unwrap()
+            .find_map(Result::err)
+            .expect("a changed run is refused");
+        assert_eq!(failed.kind(), io::ErrorKind::InvalidData);
+        assert!(failed.to_string().contains("run-1 changed"), "{failed}");
+
+        std::fs::write(&runs[2].path, &bytes[..bytes.len() - 12]).unwrap();
+        let short = crate::sorted_runs::Merge::<Pair>::of_runs(&runs, std::iter::empty())
+            .expect_err("a short run is refused");
+        assert!(short.to_string().contains("another length"), "{short}");
     }
 }

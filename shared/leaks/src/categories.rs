@@ -13,6 +13,7 @@ use std::path::Path;
 use arrow::array::Array;
 use runfn_data::partitioned::SplitBatch;
 use runfn_data::values::text_array;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::keys::BLOCKS;
@@ -38,6 +39,16 @@ pub struct FileCategories {
     later: HashMap<(u8, u64), u64>,
     names: HashMap<u64, String>,
     /// More than [`MAX_DISTINCT`] later values: not tested.
+    identifier: bool,
+}
+
+/// A column as a part leaves it, but for its train hashes (in a file beside the partial).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CategoriesState {
+    train_rows: u64,
+    /// (split, value hash, rows).
+    later: Vec<(u8, u64, u64)>,
+    names: Vec<(u64, String)>,
     identifier: bool,
 }
 
@@ -118,6 +129,50 @@ impl FileCategories {
         }
         self.check_size();
         Ok(())
+    }
+
+    /// Writes the train values' hashes to `path`, for a part's partial; the rest is returned.
+    pub fn persist(&mut self, path: &Path) -> io::Result<CategoriesState> {
+        self.seal()?;
+        let mut out = BufWriter::new(File::create(path)?);
+        for file in &self.train {
+            let mut file = file.try_clone()?;
+            file.rewind()?;
+            io::copy(&mut file, &mut out)?;
+        }
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        let mut later: Vec<(u8, u64, u64)> = self
+            .later
+            .iter()
+            .map(|(&(split, hash), &n)| (split, hash, n))
+            .collect();
+        later.sort_unstable();
+        let mut names: Vec<(u64, String)> =
+            self.names.iter().map(|(&h, n)| (h, n.clone())).collect();
+        names.sort_unstable();
+        Ok(CategoriesState {
+            train_rows: self.train_rows,
+            later,
+            names,
+            identifier: self.identifier,
+        })
+    }
+
+    /// A part's column back, its train hashes in `train` (what [`FileCategories::persist`]
+    /// wrote).
+    pub fn restored(state: CategoriesState, train: File) -> FileCategories {
+        FileCategories {
+            train: vec![train],
+            writing: None,
+            train_rows: state.train_rows,
+            later: state
+                .later
+                .into_iter()
+                .map(|(split, hash, n)| ((split, hash), n))
+                .collect(),
+            names: state.names.into_iter().collect(),
+            identifier: state.identifier,
+        }
     }
 
     /// The train values' hashes in file order (once sealed).

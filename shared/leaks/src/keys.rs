@@ -12,6 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::location::Loc;
+use runfn_data::sorted_runs::RunFile;
 use runfn_data::spill_sort::{Record, SharedSorter, Sorted, u32_at, u64_at};
 
 /// A key's 128-bit hash.
@@ -24,7 +25,7 @@ pub fn hash128(bytes: &[u8]) -> u128 {
 /// One occurrence of a key. Field order is sort order: by key, then where it is (a place holds
 /// one occurrence, so the order is total).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Occurrence {
+pub(crate) struct Occurrence {
     hash: [u64; 2],
     file: u32,
     row: u64,
@@ -86,6 +87,16 @@ impl KeySink {
     pub fn root(&self) -> &Path {
         &self.root
     }
+
+    /// Every occurrence handed over, sorted: what a part writes as its run.
+    pub(crate) fn into_sorted(self) -> io::Result<Sorted<Occurrence>> {
+        self.sorter.sorted()
+    }
+
+    /// Adds a part's run, merged with what is handed over here.
+    pub fn add_run(&self, run: RunFile) -> io::Result<()> {
+        self.sorter.add_run(run)
+    }
 }
 
 /// One file's key occurrences on their way to the sink.
@@ -102,7 +113,22 @@ pub struct FileKeyCounts {
     per_split: Vec<u64>,
 }
 
+impl FileKeyCounts {
+    /// Occurrences per split, what a part keeps of each of its files.
+    pub fn per_split(&self) -> &[u64] {
+        &self.per_split
+    }
+}
+
 impl FileKeys {
+    /// A file a part read: its occurrences already in the part's run, its counts per split.
+    pub fn restored(per_split: Vec<u64>) -> FileKeys {
+        FileKeys {
+            local: Vec::new(),
+            per_split,
+        }
+    }
+
     /// Counts `hash` in `split` at `loc`.
     pub fn add(&mut self, sink: &KeySink, hash: u128, split: u8, loc: Loc) -> io::Result<()> {
         let split_index = split as usize;

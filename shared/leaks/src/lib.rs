@@ -10,11 +10,13 @@ mod keys;
 mod location;
 mod movement;
 mod near_twins;
+mod parted;
 mod proxies;
 mod report;
 mod scan;
 pub use config::{LeakConfig, conventional_order};
 pub use location::Loc;
+pub use parted::{check_part, merge_parts};
 pub use report::{LeakCheck, LeakReport, Pair};
 
 use std::collections::BTreeSet;
@@ -32,8 +34,22 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         || scan::FileScan::new(&layout),
         |scan, batch| scan.add(&layout, &sinks, batch),
     )?;
+    judge(data, config, &layout, files, sinks, bad_values.total())
+}
+
+/// The checks over every file's scan (`files`, in file order), their keys, texts and numbers in
+/// `sinks`: what one process does once it has read the files, and the merge of parts once it has
+/// put back what the parts read.
+fn judge(
+    data: &Partitioned,
+    config: &LeakConfig,
+    layout: &scan::Layout,
+    files: Vec<scan::FileScan>,
+    sinks: scan::Sinks,
+    bad_values: u64,
+) -> Result<LeakReport, DataError> {
     let rank = checks::ranks(data, config);
-    let (merged, searches) = scan::Merged::new(files, &layout, sinks, &rank, config.examples)?;
+    let (merged, searches) = scan::Merged::new(files, layout, sinks, &rank, config.examples)?;
     // A rolling window with no rows would check nothing and pass: the manifest and the data
     // disagree, as shardify says too.
     if let Some(why) = data.empty_window(&merged.tallies.split_rows) {
@@ -51,13 +67,13 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
     }
     let mut pairs = Vec::new();
     let mut checks = vec![
-        checks::entity_overlap(&merged, data, config, &layout)?,
+        checks::entity_overlap(&merged, data, config, layout)?,
         checks::time_order(&merged, data, config),
         checks::exact_duplicates(&merged, data, config, &mut pairs),
         checks::near_duplicates(searches, &merged, data, config, &mut pairs)?,
-        checks::unseen_categories(&merged, data, &layout)?,
+        checks::unseen_categories(&merged, data, layout)?,
         checks::future_features(&merged, data, config),
-        checks::label_proxies(&merged, &layout, data, config),
+        checks::label_proxies(&merged, layout, data, config),
     ];
     for check in &mut checks {
         let decision = config.decision(check.name);
@@ -66,7 +82,7 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         let configured = decision != LeakDecision::strict();
         check.apply(&decision, configured);
     }
-    Ok(LeakReport::new(checks, bad_values.total(), pairs))
+    Ok(LeakReport::new(checks, bad_values, pairs))
 }
 
 /// Where the scan sends key occurrences, texts and numbers: the entity ids and the row hashes a

@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use runfn_stats::minhash::{Sketcher, bucket_cap, jaccard};
 
-use runfn_data::spill_sort::{Record, SharedSorter, SpillSorter, u16_at, u32_at, u64_at};
+use runfn_data::sorted_runs::RunFile;
+use runfn_data::spill_sort::{Record, SharedSorter, Sorted, SpillSorter, u16_at, u32_at, u64_at};
 
 /// Where a text is: its split, its id (file << 40 | 0-based row) and its bytes in its file's
 /// store. Ordered by split, then id: the order the in-memory index adds texts in.
@@ -60,7 +61,7 @@ impl TextRef {
 
 /// One band key of one text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct BandEntry {
+pub(crate) struct BandEntry {
     band: u16,
     key: u64,
     text: TextRef,
@@ -157,6 +158,16 @@ impl ColumnSearch {
     /// The memory the search may use.
     pub fn budget(&self) -> u64 {
         self.budget
+    }
+
+    /// Every band entry handed over, sorted: what a part writes as its run.
+    pub(crate) fn into_sorted(self) -> io::Result<Sorted<BandEntry>> {
+        self.sorter.sorted()
+    }
+
+    /// Adds a part's run, merged with what is handed over here.
+    pub fn add_run(&self, run: RunFile) -> io::Result<()> {
+        self.sorter.add_run(run)
     }
 
     /// Texts whose pairs verify at Jaccard ≥ `threshold`, read back from `stores` (by file),
@@ -439,6 +450,16 @@ pub struct FileTexts {
 }
 
 impl FileTexts {
+    /// A file a part read: its texts in `store` (`written` bytes), its band entries already in
+    /// the part's run.
+    pub fn restored(store: File, written: u64) -> FileTexts {
+        FileTexts {
+            store: Some(BufWriter::new(store)),
+            written,
+            entries: Vec::new(),
+        }
+    }
+
     /// Adds a batch's texts (split, id, text), sketched in parallel.
     pub fn add(&mut self, search: &ColumnSearch, texts: &[(u16, u64, &str)]) -> io::Result<()> {
         let keys: Vec<Option<Vec<u64>>> = texts

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use runfn_stats::auc::{AucError, auc_of_groups};
 
-use runfn_data::spill_sort::{Record, SharedSorter, u64_at};
+use runfn_data::sorted_runs::RunFile;
+use runfn_data::spill_sort::{Record, SharedSorter, Sorted, u64_at};
+use serde::{Deserialize, Serialize};
 
 /// Category cardinality beyond which a target encoding would fit noise, not signal.
 pub const MAX_PROXY_CATEGORIES: usize = 1000;
@@ -21,7 +23,7 @@ const LOCAL_VALUES: usize = 1 << 13;
 
 /// A value (as a key that sorts as `f64::total_cmp` does) with its labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Scored {
+pub(crate) struct Scored {
     key: u64,
     positives: u64,
     negatives: u64,
@@ -88,15 +90,27 @@ impl ProxySink {
     pub fn root(&self) -> &Path {
         &self.root
     }
+
+    /// Every value handed over, sorted: what a part writes as its run.
+    pub(crate) fn into_sorted(self) -> io::Result<Sorted<Scored>> {
+        self.sorter.sorted()
+    }
+
+    /// Adds a part's run, merged with what is handed over here.
+    pub fn add_run(&self, run: RunFile) -> io::Result<()> {
+        self.sorter.add_run(run)
+    }
 }
 
 /// A numeric column on the train split: (positives, negatives) per distinct value while there
 /// are few (counts, ages, ratings), else every value with its label, sent to the column's
 /// sorter. The AUC is the same either way, exactly (it counts pairs in integers).
-#[derive(Debug)]
+/// A part keeps the groups (or that there were too many: its values are in its run).
+#[derive(Debug, Serialize, Deserialize)]
 pub struct NumericProxy {
     /// Value bits -> (positives, negatives); `None` once there were too many values.
     groups: Option<HashMap<u64, (u64, u64)>>,
+    #[serde(skip)]
     local: Vec<Scored>,
 }
 
@@ -145,6 +159,11 @@ impl NumericProxy {
 
     fn hand_over(&mut self, sink: &ProxySink) -> io::Result<()> {
         sink.sorter.hand_over(&mut self.local)
+    }
+
+    /// Sends what is gathered to the sink, before a part writes the sink's run.
+    pub fn flush(&mut self, sink: &ProxySink) -> io::Result<()> {
+        self.hand_over(sink)
     }
 
     /// Adds a later file's values.
@@ -228,7 +247,7 @@ impl NumericProxy {
 
 /// A categorical column on the train split: (rows, positives) per category, until there are
 /// too many categories for a target encoding to mean anything.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct CategoryProxy {
     counts: HashMap<Box<str>, (u64, u64)>,
     too_many: bool,

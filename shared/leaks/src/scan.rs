@@ -6,6 +6,7 @@ use runfn_data::partitioned::{Partitioned, SplitBatch};
 use runfn_data::values::{numeric_values, text_array};
 use runfn_data::{ColumnType, DataError};
 use runfn_stats::minhash::normalize_text;
+use serde::{Deserialize, Serialize};
 
 use crate::categories::FileCategories;
 use crate::config::LeakConfig;
@@ -125,7 +126,7 @@ impl Layout {
 }
 
 /// A feature timestamp later than its label time.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Future {
     pub feature: String,
     pub loc: Loc,
@@ -145,8 +146,9 @@ pub struct FileScan {
     pub tallies: Tallies,
 }
 
-/// What a file gives the checks that merge by adding up, the same for one file and for all.
-#[derive(Debug, Default)]
+/// What a file gives the checks that merge by adding up, the same for one file and for all (or
+/// for a part's files: what a part keeps of them).
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Tallies {
     /// Per split: (min, max) of the time column, microseconds.
     pub time_ranges: Vec<Option<(f64, f64)>>,
@@ -155,6 +157,7 @@ pub struct Tallies {
     /// Per proxy column, on the train split: numbers with their labels, or category counts.
     pub proxy_numeric: Vec<NumericProxy>,
     /// Per proxy column once merged: the numbers' AUC and rows.
+    #[serde(skip)]
     pub proxy_numeric_auc: Vec<(Result<f64, runfn_stats::auc::AucError>, usize)>,
     pub proxy_categories: Vec<CategoryProxy>,
     pub invalid_labels: u64,
@@ -168,7 +171,7 @@ pub struct Tallies {
 }
 
 impl Tallies {
-    fn new(layout: &Layout) -> Tallies {
+    pub fn new(layout: &Layout) -> Tallies {
         Tallies {
             proxy_numeric: (0..layout.proxies.len())
                 .map(|_| NumericProxy::default())
@@ -181,7 +184,7 @@ impl Tallies {
     }
 
     /// Adds the tallies of a later file.
-    fn absorb(&mut self, file: Tallies, proxies: &[ProxySink]) -> Result<(), DataError> {
+    pub fn absorb(&mut self, file: Tallies, proxies: &[ProxySink]) -> Result<(), DataError> {
         for (split, range) in file.time_ranges.into_iter().enumerate() {
             if self.time_ranges.len() <= split {
                 self.time_ranges.resize(split + 1, None);

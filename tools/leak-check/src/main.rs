@@ -5,13 +5,14 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use runfn_core::cli::{CommonArgs, Tool};
+use runfn_core::parts::PartArgs;
 use runfn_core::record::RecordInput;
 use runfn_core::{Exit, Record};
 use runfn_data::partitioned::Partitioned;
 use runfn_data::rolling::{any_rolling, latest_time};
 use runfn_data::spec::{DataSource, DataSpec};
 use runfn_data::split::Splits;
-use runfn_leaks::{LeakConfig, check, pair_json};
+use runfn_leaks::{LeakConfig, check, check_part, merge_parts, pair_json};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -35,6 +36,15 @@ Memory: --memory SIZE bounds what the checks hold whatever the rows (default: a 
 machine's); the rest is sorted on disk under TMPDIR, removed at the end, and the findings are the
 same at any budget. Its timings entry says the budget (memory_budget_bytes) and the peak
 (max_rss_bytes).
+
+In parts (a Slurm job array, a Kubernetes Indexed Job): --part K/N --parts DIR reads part K of
+N (a contiguous run of the snapshot's files, balanced by bytes) and writes its sorted runs and
+DIR/leak-check.part-K-of-N.json, printing {\"part\": {tool, part, partial, units, of}}; the same
+command with --parts DIR and no --part merges them and writes what one process writes, to the
+byte (--pairs-out goes to the merge). A missing or doubled part, parts of another snapshot,
+columns or splits, or a run changed since its part wrote it is refused (exit 2). docs/parts.md.
+  leak-check --part $SLURM_ARRAY_TASK_ID/8 --parts parts/ < record.json
+  leak-check --parts parts/ < record.json > leaks.json
 
 Tolerances (manifest.leaks; default: any leak fails): per check {max_count: N} (count at most N),
 {max_fraction: F} (count / of at most F, of = rows of the later splits for the twin checks), both,
@@ -101,6 +111,8 @@ struct Args {
     /// Read the record from FILE instead of stdin.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    #[command(flatten)]
+    parts: PartArgs,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -177,7 +189,29 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             .unwrap_or_else(runfn_core::environment::quarter_of_the_machine),
         ..defaults
     };
-    let report = check(&data, &config)?;
+    let report = match (args.parts.part, &args.parts.parts) {
+        (Some(part), Some(dir)) => {
+            if args.pairs_out.is_some() {
+                return Err(runfn_core::InputError::field(
+                    "--pairs-out",
+                    "is written by the merge (--parts DIR without --part), not by a part",
+                )
+                .into());
+            }
+            let done = check_part(&data, &config, part, dir)?;
+            tool.info(format!(
+                "part {part}: {} of {} files read, partial in {}",
+                done.units, done.of, done.partial
+            ));
+            runfn_core::cli::write_stdout(done.line().as_bytes())?;
+            return Ok(Exit::Passed);
+        }
+        (None, Some(dir)) => {
+            tool.info(format!("merging the parts in {}", dir.display()));
+            merge_parts(&data, &config, dir)?
+        }
+        _ => check(&data, &config)?,
+    };
     for leak in report.checks.iter().filter(|c| !c.passed) {
         tool.notice(failure_line(leak, &config));
     }

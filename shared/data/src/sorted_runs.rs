@@ -1,0 +1,180 @@
+//! Sorted runs that outlive the process that sorted them: a part of a tool's work (a Slurm array
+//! task, a Kubernetes Indexed Job) writes what one of its sorters holds as a run file, and the
+//! merge reads every part's runs back in the order one process's sorter gives them, by a k-way
+//! merge. Records are unique in their order (they carry where they come from), or equal records
+//! are indistinguishable, so the merged order is the one a single sort gives.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::Record;
+
+/// A run file as its writer left it: the merge refuses one that is shorter or longer, or whose
+/// bytes hash otherwise (a file changed after its part wrote it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFile {
+    pub path: PathBuf,
+    pub records: u64,
+    pub blake3: String,
+}
+
+/// Writes `records` (already sorted) to `path`.
+pub fn write_run<T: Record>(
+    records: impl Iterator<Item = io::Result<T>>,
+    path: &Path,
+) -> io::Result<RunFile> {
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    let mut hasher = blake3::Hasher::new();
+    let mut bytes = Vec::with_capacity(T::BYTES);
+    let mut count = 0u64;
+    for record in records {
+        bytes.clear();
+        record?.write_to(&mut bytes);
+        hasher.update(&bytes);
+        out.write_all(&bytes)?;
+        count += 1;
+    }
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    Ok(RunFile {
+        path: path.to_path_buf(),
+        records: count,
+        blake3: hasher.finalize().to_hex().to_string(),
+    })
+}
+
+fn changed(run: &RunFile, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{} {what} since its part wrote it: run that part again",
+            run.path.display()
+        ),
+    )
+}
+
+/// A run file's records in order, its hash checked as the last one is read.
+pub struct RunReader<T: Record> {
+    run: RunFile,
+    reader: BufReader<File>,
+    left: u64,
+    hasher: blake3::Hasher,
+    bytes: Vec<u8>,
+    _records: std::marker::PhantomData<T>,
+}
+
+impl<T: Record> RunReader<T> {
+    /// Opens `run`, refusing a file of another length at once.
+    pub fn open(run: &RunFile) -> io::Result<RunReader<T>> {
+        let file = File::open(&run.path)?;
+        if file.metadata()?.len() != run.records * T::BYTES as u64 {
+            return Err(changed(run, "has another length"));
+        }
+        Ok(RunReader {
+            run: run.clone(),
+            reader: BufReader::with_capacity(1 << 20, file),
+            left: run.records,
+            hasher: blake3::Hasher::new(),
+            bytes: vec![0; T::BYTES],
+            _records: std::marker::PhantomData,
+        })
+    }
+}
+
+impl<T: Record> Iterator for RunReader<T> {
+    type Item = io::Result<T>;
+
+    fn next(&mut self) -> Option<io::Result<T>> {
+        if self.left == 0 {
+            return None;
+        }
+        if let Err(e) = self.reader.read_exact(&mut self.bytes) {
+            self.left = 0;
+            return Some(Err(e));
+        }
+        self.hasher.update(&self.bytes);
+        self.left -= 1;
+        if self.left == 0 && self.hasher.finalize().to_hex().as_str() != self.run.blake3 {
+            return Some(Err(changed(&self.run, "changed")));
+        }
+        Some(Ok(T::read_from(&self.bytes)))
+    }
+}
+
+/// Sorted sources merged into one sorted sequence.
+pub struct Merge<T: Record> {
+    sources: Vec<Box<dyn Iterator<Item = io::Result<T>>>>,
+    heap: BinaryHeap<Reverse<(T, usize)>>,
+    started: bool,
+}
+
+impl<T: Record + 'static> Merge<T> {
+    pub fn new(sources: Vec<Box<dyn Iterator<Item = io::Result<T>>>>) -> Merge<T> {
+        Merge {
+            heap: BinaryHeap::with_capacity(sources.len()),
+            sources,
+            started: false,
+        }
+    }
+
+    /// The runs' records and `more`'s, merged.
+    pub fn of_runs(
+        runs: &[RunFile],
+        more: impl Iterator<Item = io::Result<T>> + 'static,
+    ) -> io::Result<Merge<T>> {
+        let mut sources: Vec<Box<dyn Iterator<Item = io::Result<T>>>> = vec![Box::new(more)];
+        for run in runs {
+            sources.push(Box::new(RunReader::<T>::open(run)?));
+        }
+        Ok(Merge::new(sources))
+    }
+
+    fn pull(&mut self, source: usize) -> io::Result<()> {
+        if let Some(record) = self.sources[source].next() {
+            self.heap.push(Reverse((record?, source)));
+        }
+        Ok(())
+    }
+}
+
+impl<T: Record + 'static> Iterator for Merge<T> {
+    type Item = io::Result<T>;
+
+    fn next(&mut self) -> Option<io::Result<T>> {
+        if !self.started {
+            self.started = true;
+            for source in 0..self.sources.len() {
+                if let Err(e) = self.pull(source) {
+                    return Some(Err(e));
+                }
+            }
+        }
+        let Reverse((record, source)) = self.heap.pop()?;
+        if let Err(e) = self.pull(source) {
+            return Some(Err(e));
+        }
+        Some(Ok(record))
+    }
+}
+
+// Readers and merges hold file handles and records, not worth printing: say what they are.
+impl<T: Record> std::fmt::Debug for RunReader<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunReader")
+            .field("run", &self.run.path)
+            .field("left", &self.left)
+            .finish()
+    }
+}
+
+impl<T: Record> std::fmt::Debug for Merge<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Merge")
+            .field("sources", &self.sources.len())
+            .finish()
+    }
+}

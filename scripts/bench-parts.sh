@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # What cutting a data stage into parts costs: `mf-hash --data-digest`, `ds-validate`,
+# `leak-check` (the train manifest's roles: entity, time, label, text, feature times),
 # `shardify` (PARTS parts, PARTS reducers, the merge) and `evaluate` (the snapshot's train split,
 # shardified, scored by a model trained on 12,000 demo rows) on the demo snapshot, once as one process and once as PARTS parts (run one after another here) plus
 # their merge, with the CPU seconds, wall seconds and peak memory of each, the parts' CPU over
@@ -20,7 +21,7 @@ PARTS="${BENCH_PARTS:-4}"
 BIN="${BIN:-target/release}"
 WORK=bench/work/parts-demo
 OUT=bench/parts.json
-for tool in mf-hash ds-validate demo-data shardify train evaluate; do
+for tool in mf-hash ds-validate demo-data leak-check shardify train evaluate; do
   if [[ ! -x $BIN/$tool ]]; then
     echo "bench-parts: $BIN/$tool is missing; build first (make build) or set BIN" >&2
     exit 2
@@ -41,11 +42,17 @@ printf '{"data": {"snapshot": "%s", "entity": "customer_id", "label": "churned"}
 
 # measure NAME IN OUT COMMAND...: runs COMMAND under /usr/bin/time, appends a JSON line to
 # $WORK/run/times.jsonl: {name, cpu_s, wall_s, max_rss_bytes}.
+# Exit 1 (a check failed: leak-check finds the demo's planted leaks) is a result; above it, not.
 measure() {
-  local name=$1 in=$2 out=$3
+  local name=$1 in=$2 out=$3 status=0
   shift 3
-  /usr/bin/time -f '%U %S %e %M' -o "$WORK/run/time" "$@" < "$in" > "$out"
-  read -r user sys wall rss < "$WORK/run/time"
+  /usr/bin/time -f '%U %S %e %M' -o "$WORK/run/time" "$@" < "$in" > "$out" || status=$?
+  if [[ $status -gt 1 ]]; then
+    echo "bench-parts: $name exited $status" >&2
+    exit "$status"
+  fi
+  # time says "Command exited with non-zero status 1" on a line before its figures.
+  read -r user sys wall rss < <(tail -n 1 "$WORK/run/time")
   python3 -c 'import json, sys; n, u, s, w, r = sys.argv[1:]; print(json.dumps({"name": n, "cpu_s": round(float(u) + float(s), 3), "wall_s": float(w), "max_rss_bytes": int(r) * 1024}))' \
     "$name" "$user" "$sys" "$wall" "$rss" >> "$WORK/run/times.jsonl"
 }
@@ -76,6 +83,16 @@ measure validate-merge "$run/digest-one.json" "$run/validate-merged.json" "$BIN/
 "$BIN/demo-data" --out "$run/small" --rows 12000 --parts 2 --seed 7 -q > /dev/null
 "$BIN/shardify" --in "$run/small" --out "$run/small-shards" -q < "$run/train-manifest.json" > "$run/small-shards.json"
 "$BIN/train" --out "$run/model" -q < "$run/small-shards.json" > "$run/trained-small.json"
+# leak-check: one process, then PARTS parts and the merge.
+measure leaks-one "$run/train-manifest.json" "$run/leaks-one.json" "$BIN/leak-check" \
+  --in "$snapshot" -q
+for ((k = 0; k < PARTS; k++)); do
+  measure "leaks-part-$k" "$run/train-manifest.json" /dev/null "$BIN/leak-check" --in "$snapshot" \
+    --part "$k/$PARTS" --parts "$run/leaks-parts" -q
+done
+measure leaks-merge "$run/train-manifest.json" "$run/leaks-merged.json" "$BIN/leak-check" \
+  --in "$snapshot" --parts "$run/leaks-parts" -q
+rm -rf "$run/leaks-parts"
 measure shardify-one "$run/train-manifest.json" "$run/shards.json" "$BIN/shardify" --in "$snapshot" \
   --out "$run/shards" -q
 # shardify: PARTS parts, PARTS reducers, the merge; the shards and index must be one process's.
@@ -117,7 +134,7 @@ def same_tree(a, b):
     files = lambda root: sorted(os.path.relpath(os.path.join(dp, f), root) for dp, _, fs in os.walk(root) for f in fs if not f.startswith("."))
     return files(a) == files(b) and all(open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read() for f in files(a))
 stages = {}
-for stage in ["digest", "validate", "evaluate", "shardify"]:
+for stage in ["digest", "validate", "leaks", "evaluate", "shardify"]:
     one = times[f"{stage}-one"]
     part_times = [times[f"{stage}-part-{k}"] for k in range(parts)]
     reducers = [times[f"{stage}-reduce-{k}"] for k in range(parts) if f"{stage}-reduce-{k}" in times]

@@ -62,7 +62,7 @@ fi
 snapshot=$("$BIN/mf-hash" "$MANIFEST" --print snapshot)
 r=$RUN_DIR
 mkdir -p "$r/logs" "$r/parts"
-rm -rf "$r/parts/mf-hash" "$r/parts/ds-validate" "$r/parts/shardify" "$r"/parts/evaluate-seed*
+rm -rf "$r/parts/mf-hash" "$r/parts/ds-validate" "$r/parts/leak-check" "$r/parts/shardify" "$r"/parts/evaluate-seed*
 
 # submit NAME AFTER ARRAY TASKS -- STAGE ARGS: a job named NAME, started when the job AFTER
 # (or none: -) passed, ARRAY tasks (0: not an array) of TASKS tasks each (over TRAIN_NODES
@@ -100,8 +100,10 @@ profiled=$(submit validate-parts "$hashed" "$PARTS" 1 -- "$stage" - "$r/manifest
 validated=$(submit validate "$profiled" 0 1 -- "$stage" "$r/validate.json" "$r/manifest.json" \
   "$BIN/ds-validate" --parts "$r/parts/ds-validate" --profile-out "$r/profile.json" \
   --previous-model "$MODEL@prod" --registry "$RUNFN_REGISTRY" -q)
-leaks=$(submit leaks "$validated" 0 1 -- "$stage" "$r/leaks.json" "$r/validate.json" \
-  "$BIN/leak-check" -q)
+scanned=$(submit leak-parts "$validated" "$PARTS" 1 -- "$stage" - "$r/validate.json" \
+  "$BIN/leak-check" --part "%K/$PARTS" --parts "$r/parts/leak-check" -q)
+leaks=$(submit leaks "$scanned" 0 1 -- "$stage" "$r/leaks.json" "$r/validate.json" \
+  "$BIN/leak-check" --parts "$r/parts/leak-check" -q)
 # shardify shuffles: its parts, an array of reducers (each a run of the output shards), the merge.
 split_up=$(submit shard-parts "$leaks" "$PARTS" 1 -- "$stage" - "$r/leaks.json" "$BIN/shardify" \
   --part "%K/$PARTS" --parts "$r/parts/shardify" -q)

@@ -2,7 +2,7 @@
 # The scaling curve of the data stages: short rows (the events table of scripts/bench/peers.py:
 # an id, a date, two categories, two numbers, a short note, a label) at each row count of
 # BENCH_SCALING_ROWS, every stage as one process within its --memory, and the stages that run in
-# parts (the digest, ds-validate, shardify with PARTS reducers, evaluate) also as PARTS parts run
+# parts (the digest, ds-validate, leak-check, shardify with PARTS reducers, evaluate) also as PARTS parts run
 # one after another plus their merge; then the gate on evaluate's scores (within the budget). For each stage and row count: wall and CPU seconds and the peak RSS; the peak's growth
 # from the smallest to the largest row count; and a projection of each stage to 1B rows on 32
 # nodes from the measured cost per row. Writes bench/scaling.json and a summary on stderr.
@@ -101,6 +101,15 @@ for rows in $ROWS_LIST; do
   measure ds-validate-merge "$rows" "$run/record.json" "$BIN/ds-validate" --memory "$MEM" \
     --parts "$run/validate-parts" -q
   measure leak-check "$rows" "$run/record.json" "$BIN/leak-check" --memory "$LEAK_MEM" -q
+  for ((k = 0; k < PARTS; k++)); do
+    measure "leak-check-part-$k" "$rows" "$run/record.json" "$BIN/leak-check" \
+      --memory "$LEAK_MEM" --part "$k/$PARTS" --parts "$run/leak-check-parts" -q
+  done
+  measure leak-check-merge "$rows" "$run/record.json" "$BIN/leak-check" --memory "$LEAK_MEM" \
+    --parts "$run/leak-check-parts" -q
+  python3 -c 'import json, sys; a, b = (json.load(open(f))["leaks"] for f in sys.argv[2:]); print(json.dumps({"rows": int(sys.argv[1]), "leak_check_identical": a == b}))' \
+    "$rows" "$WORK/out/leak-check-$rows.json" "$WORK/out/leak-check-merge-$rows.json" >> "$WORK/identical.jsonl"
+  rm -rf "$run/leak-check-parts"
   measure shardify "$rows" "$run/record.json" "$BIN/shardify" --out "$run/shards" --memory "$MEM" -q
   # shardify in parts: PARTS parts, PARTS reducers, the merge; the shards must be one process's.
   for ((k = 0; k < PARTS; k++)); do

@@ -1,6 +1,7 @@
 #!/bin/bash
 # A night of the pipeline on a Slurm cluster: each data stage that runs in parts as a job array
-# with a dependent merge (--dependency=afterok; shardify with an array of reducers between them,
+# with a dependent merge (--dependency=afterok; leak-check and shardify with an array of
+# reducers between them,
 # evaluate once per seed), each seed's training as one job of TASKS ranks
 # started by srun (Gloo), then evaluate, the noise floor, the gate and register, each a job that
 # starts when the one before it passed. Run it from a folder every node sees (paths in the
@@ -100,9 +101,12 @@ profiled=$(submit validate-parts "$hashed" "$PARTS" 1 -- "$stage" - "$r/manifest
 validated=$(submit validate "$profiled" 0 1 -- "$stage" "$r/validate.json" "$r/manifest.json" \
   "$BIN/ds-validate" --parts "$r/parts/ds-validate" --profile-out "$r/profile.json" \
   --previous-model "$MODEL@prod" --registry "$RUNFN_REGISTRY" -q)
+# leak-check: its parts, an array of reducers (each a range of the keys' hashes), the merge.
 scanned=$(submit leak-parts "$validated" "$PARTS" 1 -- "$stage" - "$r/validate.json" \
   "$BIN/leak-check" --part "%K/$PARTS" --parts "$r/parts/leak-check" -q)
-leaks=$(submit leaks "$scanned" 0 1 -- "$stage" "$r/leaks.json" "$r/validate.json" \
+grouped=$(submit leak-reducers "$scanned" "$PARTS" 1 -- "$stage" - "$r/validate.json" \
+  "$BIN/leak-check" --reduce "%K/$PARTS" --parts "$r/parts/leak-check" -q)
+leaks=$(submit leaks "$grouped" 0 1 -- "$stage" "$r/leaks.json" "$r/validate.json" \
   "$BIN/leak-check" --parts "$r/parts/leak-check" -q)
 # shardify shuffles: its parts, an array of reducers (each a run of the output shards), the merge.
 split_up=$(submit shard-parts "$leaks" "$PARTS" 1 -- "$stage" - "$r/leaks.json" "$BIN/shardify" \

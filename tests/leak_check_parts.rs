@@ -37,6 +37,18 @@ impl Table<'_> {
         ])
     }
 
+    /// Reducer `reducer` (R/M), keeping the pairs as the merge's --pairs-out asks.
+    fn reduce(&self, dir: &Path, reducer: &str, pairs: &Path) -> Output {
+        self.leak_check(&[
+            "--reduce".as_ref(),
+            reducer.as_ref(),
+            "--parts".as_ref(),
+            dir.as_os_str(),
+            "--pairs-out".as_ref(),
+            pairs.as_os_str(),
+        ])
+    }
+
     fn merge(&self, dir: &Path, pairs: &Path) -> Output {
         self.leak_check(&[
             "--parts".as_ref(),
@@ -54,9 +66,9 @@ fn comparable(output: &Output) -> Value {
     record
 }
 
-/// One process against `counts` parts each (and their merges): the records and the pairs files
-/// must be equal. Returns one process's record.
-fn parts_equal_one_process(work: &Path, table: &Table, counts: &[u32]) -> Value {
+/// One process against `counts` parts each and their merge, then with `reducers` reducers
+/// between them: the records and the pairs files must be equal. Returns one process's record.
+fn parts_equal_one_process(work: &Path, table: &Table, counts: &[u32], reducers: u32) -> Value {
     std::fs::create_dir_all(work).unwrap();
     let pairs = work.join("one.pairs");
     let one = table.leak_check(&["--pairs-out".as_ref(), pairs.as_os_str()]);
@@ -69,20 +81,31 @@ fn parts_equal_one_process(work: &Path, table: &Table, counts: &[u32]) -> Value 
             assert_eq!(done.json()["part"]["tool"], "leak-check");
         }
         let merged_pairs = work.join(format!("merged-{count}.pairs"));
-        let merged = table.merge(&dir, &merged_pairs);
-        assert_eq!(merged.code, one.code, "{}", merged.stderr);
-        assert_eq!(
-            comparable(&merged),
-            comparable(&one),
-            "{}: {count} parts and their merge differ from one process",
-            table.snapshot.display()
-        );
-        assert_eq!(
-            std::fs::read(&merged_pairs).unwrap(),
-            std::fs::read(&pairs).unwrap(),
-            "{}: the twin pairs of {count} parts differ",
-            table.snapshot.display()
-        );
+        let same = |merged: &Output, how: &str| {
+            assert_eq!(merged.code, one.code, "{}", merged.stderr);
+            assert_eq!(
+                comparable(merged),
+                comparable(&one),
+                "{}: {count} parts and their merge{how} differ from one process",
+                table.snapshot.display()
+            );
+            assert_eq!(
+                std::fs::read(&merged_pairs).unwrap(),
+                std::fs::read(&pairs).unwrap(),
+                "{}: the twin pairs of {count} parts{how} differ",
+                table.snapshot.display()
+            );
+        };
+        same(&table.merge(&dir, &merged_pairs), "");
+        std::fs::remove_file(&merged_pairs).unwrap();
+        for r in (0..reducers).rev() {
+            let done = table.reduce(&dir, &format!("{r}/{reducers}"), &merged_pairs);
+            assert_eq!(done.code, 0, "{}", done.stderr);
+        }
+        if reducers > 0 {
+            assert!(!merged_pairs.exists(), "a reducer wrote --pairs-out");
+            same(&table.merge(&dir, &merged_pairs), " with reducers");
+        }
     }
     comparable(&one)
 }
@@ -134,7 +157,7 @@ fn leak_check_in_parts_finds_what_one_process_finds_on_the_demo_and_two_real_tab
     leaky_demo(&demo);
     let table = demo_table(&demo);
     // Three parts; five (a file each); seven (two parts with no file).
-    let one = parts_equal_one_process(&dir.path().join("demo-work"), &table, &[3, 5, 7]);
+    let one = parts_equal_one_process(&dir.path().join("demo-work"), &table, &[3, 5, 7], 3);
     // Every planted leak is found, so the comparison covers every check's findings.
     for check in [
         "entity_overlap",
@@ -166,7 +189,7 @@ fn leak_check_in_parts_finds_what_one_process_finds_on_the_demo_and_two_real_tab
         ],
         record: String::new(),
     };
-    let one = parts_equal_one_process(&dir.path().join("resume-work"), &table, &[4]);
+    let one = parts_equal_one_process(&dir.path().join("resume-work"), &table, &[4], 2);
     assert!(count_of(&one, "entity_overlap") > 0, "{one}");
 
     // Police stops: rolling windows, resolved from the newest date by every part.
@@ -188,7 +211,7 @@ fn leak_check_in_parts_finds_what_one_process_finds_on_the_demo_and_two_real_tab
         ],
         record: String::new(),
     };
-    let one = parts_equal_one_process(&dir.path().join("stops-work"), &table, &[3]);
+    let one = parts_equal_one_process(&dir.path().join("stops-work"), &table, &[3], 2);
     // Every stop's id is new in the later window: the category check's counts and chance.
     assert!(count_of(&one, "unseen_categories") > 0, "{one}");
 }
@@ -275,11 +298,85 @@ fn what_would_make_leak_check_parts_differ_from_one_process_is_refused() {
     refused(&table.merge(&parts, &pairs), "another snapshot");
     std::fs::remove_file(&extra).unwrap();
 
+    // Reducers: a missing one, ones that kept no pairs for a merge that lists them, and ones
+    // of parts run again since, are refused.
+    let kept = dir.path().join("kept");
+    assert_eq!(table.reduce(&parts, "1/2", &kept).code, 0);
+    refused(&table.merge(&parts, &pairs), "lacks part 0 of 2");
+    let no_pairs = table.leak_check(&[
+        "--reduce".as_ref(),
+        "0/2".as_ref(),
+        "--parts".as_ref(),
+        parts.as_os_str(),
+    ]);
+    assert_eq!(no_pairs.code, 0, "{}", no_pairs.stderr);
+    refused(&table.merge(&parts, &pairs), "kept other examples or pairs");
+    assert_eq!(table.reduce(&parts, "0/2", &kept).code, 0);
+    assert_eq!(table.part(&parts, "2/3").code, 0);
+    refused(&table.merge(&parts, &pairs), "reduced other parts");
+    for r in 0..2 {
+        assert_eq!(table.reduce(&parts, &format!("{r}/2"), &kept).code, 0);
+    }
+
     // A part run again replaces what it left; the merge passes once every part is whole.
     std::fs::write(runs_of(&parts, 0, 3).join("leftover"), b"x").unwrap();
     assert_eq!(table.part(&parts, "0/3").code, 0);
     assert!(!runs_of(&parts, 0, 3).join("leftover").exists());
+    for r in 0..2 {
+        assert_eq!(table.reduce(&parts, &format!("{r}/2"), &kept).code, 0);
+    }
     let merged = table.merge(&parts, &pairs);
     assert_eq!(merged.code, 1, "{}", merged.stderr);
     assert!(pairs.exists());
+}
+
+/// A pinned snapshot is hashed once over the parts: each part hashes the files it reads, so a
+/// file changed since the pin stops the part that reads it, by name, and not the others.
+#[test]
+fn each_part_checks_its_own_files_against_the_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let made = tool("demo-data")
+        .args(["--out".as_ref(), demo.as_os_str()])
+        .args(["--rows", "4000", "--parts", "4", "-q"])
+        .run();
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let manifest = dir.path().join("drift.json");
+    let text = serde_json::json!({
+        "data": {"snapshot": demo, "entity": "customer_id", "time": "signup_date",
+                 "label": "churned",
+                 "splits": {"train": "signup_date < 2026-07-01", "test": "signup_date >= 2026-07-01"}},
+        "validate": {},
+    });
+    std::fs::write(&manifest, text.to_string()).unwrap();
+    let pinned = tool("mf-hash")
+        .args(["pin".as_ref(), manifest.as_os_str(), "-q".as_ref()])
+        .run();
+    assert_eq!(pinned.code, 0, "{}", pinned.stderr);
+    let record = tool("mf-hash")
+        .args([manifest.as_os_str(), "--drift-only".as_ref(), "-q".as_ref()])
+        .run();
+    assert_eq!(record.code, 0, "{}", record.stderr);
+    let part = |k: u32| {
+        tool("leak-check")
+            .args(["--part", &format!("{k}/2"), "--parts"])
+            .args([dir.path().join("parts")])
+            .args(["-q"])
+            .stdin(record.stdout.clone())
+            .run()
+    };
+    // The last file, one digit changed (its size kept).
+    let last = demo.join("part-00003.csv");
+    let mut bytes = std::fs::read(&last).unwrap();
+    let at = bytes.len() - 3;
+    bytes[at] = if bytes[at] == b'1' { b'2' } else { b'1' };
+    std::fs::write(&last, &bytes).unwrap();
+    assert_eq!(part(0).code, 0, "{}", part(0).stderr);
+    let refused = part(1);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("part-00003.csv"),
+        "{}",
+        refused.stderr
+    );
 }

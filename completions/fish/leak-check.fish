@@ -12,6 +12,7 @@ complete -c leak-check -l memory -d 'Memory the checks may hold (default: a quar
 complete -c leak-check -l record -d 'Read the record from FILE instead of stdin' -r -F
 complete -c leak-check -l part -d 'Do part K of N (0-based: SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX) and write its partial into --parts; the merge (the same command without --part) writes the record' -r
 complete -c leak-check -l parts -d 'The folder of the parts\' partials: written with --part, merged without it' -r -F
+complete -c leak-check -l reduce -d 'Group the keys (entity ids, row hashes) in range R of M of their hashes over the parts\' runs in --parts, and write that reducer\'s partial there: the merge then adds the reducers\' counts up instead of grouping every key itself' -r
 complete -c leak-check -s q -l quiet -d 'Print nothing on stderr but errors and failed checks'
 complete -c leak-check -l pretty -d 'Indent the JSON on stdout (default: one line)'
 complete -c leak-check -s h -l help -d 'Print help (see more with \'--help\')'

@@ -105,6 +105,79 @@ impl<T: Record> Iterator for RunReader<T> {
     }
 }
 
+/// The records of a run whose key (a function of a record's bytes that its order sorts first
+/// by) lies in `from..to` (`to` `None`: to the end): a reducer's share of a part's run, found by
+/// a binary search, read with nothing before or after it. Its length is checked, not its hash
+/// (a share does not cover the whole run).
+pub fn read_range<T: Record>(
+    run: &RunFile,
+    key: fn(&[u8]) -> u64,
+    from: u64,
+    to: Option<u64>,
+) -> io::Result<RangeReader<T>> {
+    use std::io::Seek;
+    use std::os::unix::fs::FileExt;
+    let file = File::open(&run.path)?;
+    if file.metadata()?.len() != run.records * T::BYTES as u64 {
+        return Err(changed(run, "has another length"));
+    }
+    let mut bytes = vec![0; T::BYTES];
+    let key_at = |index: u64, bytes: &mut Vec<u8>| -> io::Result<u64> {
+        file.read_exact_at(bytes, index * T::BYTES as u64)?;
+        Ok(key(bytes))
+    };
+    // The first record whose key is at least `from`.
+    let (mut low, mut high) = (0u64, run.records);
+    while low < high {
+        let middle = low + (high - low) / 2;
+        if key_at(middle, &mut bytes)? < from {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    reader.seek(io::SeekFrom::Start(low * T::BYTES as u64))?;
+    Ok(RangeReader {
+        reader,
+        left: run.records - low,
+        key,
+        to,
+        bytes,
+        _records: std::marker::PhantomData,
+    })
+}
+
+/// A run's records within a range of keys ([`read_range`]).
+pub struct RangeReader<T: Record> {
+    reader: BufReader<File>,
+    left: u64,
+    key: fn(&[u8]) -> u64,
+    to: Option<u64>,
+    bytes: Vec<u8>,
+    _records: std::marker::PhantomData<T>,
+}
+
+impl<T: Record> Iterator for RangeReader<T> {
+    type Item = io::Result<T>;
+
+    fn next(&mut self) -> Option<io::Result<T>> {
+        if self.left == 0 {
+            return None;
+        }
+        if let Err(e) = self.reader.read_exact(&mut self.bytes) {
+            self.left = 0;
+            return Some(Err(e));
+        }
+        self.left -= 1;
+        if self.to.is_some_and(|to| (self.key)(&self.bytes) >= to) {
+            self.left = 0;
+            return None;
+        }
+        Some(Ok(T::read_from(&self.bytes)))
+    }
+}
+
 /// Sorted sources merged into one sorted sequence.
 pub struct Merge<T: Record> {
     sources: Vec<Box<dyn Iterator<Item = io::Result<T>>>>,
@@ -166,6 +239,14 @@ impl<T: Record> std::fmt::Debug for RunReader<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunReader")
             .field("run", &self.run.path)
+            .field("left", &self.left)
+            .finish()
+    }
+}
+
+impl<T: Record> std::fmt::Debug for RangeReader<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RangeReader")
             .field("left", &self.left)
             .finish()
     }

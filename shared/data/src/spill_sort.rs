@@ -407,6 +407,30 @@ mod tests {
         assert_eq!(failed.kind(), io::ErrorKind::InvalidData);
         assert!(failed.to_string().contains("run-1 changed"), "{failed}");
 
+        // A run read in ranges of its first field: the ranges one after another are the run.
+        let reread: Vec<Pair> = (0..4u64)
+            .flat_map(|k| {
+                let to = (k < 3).then_some((k + 1) * 250);
+                crate::sorted_runs::read_range::<Pair>(&runs[0], |b| u64_at(b, 0), k * 250, to)
+                    .unwrap()
+                    .map(Result::unwrap)
+            })
+            .collect();
+        let whole_run: Vec<Pair> = crate::sorted_runs::RunReader::<Pair>::open(&runs[0])
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(reread, whole_run);
+        let middle: Vec<Pair> =
+            crate::sorted_runs::read_range::<Pair>(&runs[0], |b| u64_at(b, 0), 300, Some(301))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+        assert!(
+            !middle.is_empty() && middle.iter().all(|p| p.0 == 300),
+            "{middle:?}"
+        );
+
         std::fs::write(&runs[2].path, &bytes[..bytes.len() - 12]).unwrap();
         let short = crate::sorted_runs::Merge::<Pair>::of_runs(&runs, std::iter::empty())
             .expect_err("a short run is refused");

@@ -44,6 +44,11 @@ impl Occurrence {
     }
 }
 
+/// An occurrence's first 64 bits of hash, from its bytes: what reducers cut the key space by.
+pub(crate) fn hash_head(bytes: &[u8]) -> u64 {
+    u64_at(bytes, 0)
+}
+
 impl Record for Occurrence {
     const BYTES: usize = 37;
 
@@ -114,6 +119,11 @@ pub struct FileKeyCounts {
 }
 
 impl FileKeyCounts {
+    /// A file a part read, by its occurrences per split.
+    pub fn restored(per_split: Vec<u64>) -> FileKeyCounts {
+        FileKeyCounts { per_split }
+    }
+
     /// Occurrences per split, what a part keeps of each of its files.
     pub fn per_split(&self) -> &[u64] {
         &self.per_split
@@ -159,7 +169,7 @@ impl FileKeys {
 }
 
 /// A key found in several splits: where it first appears in each and how often.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Seen {
     /// First occurrence in each split, in the order the splits were first met.
     pub first: Vec<(u8, Loc)>,
@@ -193,8 +203,8 @@ impl Ord for Example {
     }
 }
 
-/// Every file's keys, counted.
-#[derive(Debug, Default)]
+/// Every file's keys, counted (a reducer's range of them: they add up, [`Keys::absorb`]).
+#[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Keys {
     /// Keys found in several splits.
     pub shared: u64,
@@ -242,6 +252,17 @@ impl Keys {
         examples: usize,
         keep_pairs: bool,
     ) -> io::Result<Keys> {
+        Keys::group_sorted(sink.sorter.sorted()?, files, rank, examples, keep_pairs)
+    }
+
+    /// [`Keys::group`] over occurrences already sorted (a reducer's range of the parts' runs).
+    pub(crate) fn group_sorted(
+        sorted: impl Iterator<Item = io::Result<Occurrence>>,
+        files: &[FileKeyCounts],
+        rank: &[usize],
+        examples: usize,
+        keep_pairs: bool,
+    ) -> io::Result<Keys> {
         let splits = files.iter().map(|f| f.per_split.len()).max().unwrap_or(0);
         // offsets[split][file]: the split's rows in the files before.
         let mut offsets = vec![Vec::with_capacity(files.len()); splits];
@@ -257,7 +278,6 @@ impl Keys {
             let rank = offsets[split][o.file as usize] + o.ordinal;
             (rank as u128 * BLOCKS as u128 / totals[split].max(1) as u128) as usize
         };
-        let sorted: Sorted<Occurrence> = sink.sorter.sorted()?;
         let mut keys = Keys::default();
         let mut heap: BinaryHeap<Example> = BinaryHeap::new();
         let mut group = Group::default();
@@ -293,6 +313,48 @@ impl Keys {
         keys.pairs.sort_by_key(|(_, later)| later.1);
         keys.examples = heap.into_sorted_vec().into_iter().map(|e| e.0).collect();
         Ok(keys)
+    }
+
+    /// Adds the keys of another range of hashes (a reducer's): every count adds up, since a
+    /// key is in one range only. Call [`Keys::finish_absorbing`] once all are in.
+    pub fn absorb(&mut self, other: Keys) {
+        fn add(target: &mut Vec<u64>, more: &[u64]) {
+            if target.len() < more.len() {
+                target.resize(more.len(), 0);
+            }
+            for (t, m) in target.iter_mut().zip(more) {
+                *t += m;
+            }
+        }
+        fn add_blocks(target: &mut Vec<[u64; BLOCKS]>, more: &[[u64; BLOCKS]]) {
+            if target.len() < more.len() {
+                target.resize(more.len(), [0; BLOCKS]);
+            }
+            for (t, m) in target.iter_mut().zip(more) {
+                for (a, b) in t.iter_mut().zip(m) {
+                    *a += b;
+                }
+            }
+        }
+        self.shared += other.shared;
+        self.examples.extend(other.examples);
+        add(&mut self.later, &other.later);
+        for (splits, n) in other.by_splits {
+            *self.by_splits.entry(splits).or_default() += n;
+        }
+        self.pairs.extend(other.pairs);
+        add(&mut self.repeated_within, &other.repeated_within);
+        add_blocks(&mut self.block_rows, &other.block_rows);
+        add_blocks(&mut self.block_twins, &other.block_twins);
+    }
+
+    /// After [`Keys::absorb`]: the `examples` earliest examples, and the pairs by the later
+    /// row's place, as one grouping of every key orders them (the sort is stable, and the pairs
+    /// of one later row are one key's, so from one range, in their order).
+    pub fn finish_absorbing(&mut self, examples: usize) {
+        self.examples.sort_by_key(Seen::place);
+        self.examples.truncate(examples);
+        self.pairs.sort_by_key(|(_, later)| later.1);
     }
 
     /// Counts the key that just passed and starts afresh.

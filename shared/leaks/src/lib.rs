@@ -16,7 +16,7 @@ mod report;
 mod scan;
 pub use config::{LeakConfig, conventional_order};
 pub use location::Loc;
-pub use parted::{check_part, merge_parts};
+pub use parted::{check_part, merge_parts, part_files, reduce_parts};
 pub use report::{LeakCheck, LeakReport, Pair};
 
 use std::collections::BTreeSet;
@@ -34,7 +34,15 @@ pub fn check(data: &Partitioned, config: &LeakConfig) -> Result<LeakReport, Data
         || scan::FileScan::new(&layout),
         |scan, batch| scan.add(&layout, &sinks, batch),
     )?;
-    judge(data, config, &layout, files, sinks, bad_values.total())
+    judge(
+        data,
+        config,
+        &layout,
+        files,
+        sinks,
+        bad_values.total(),
+        None,
+    )
 }
 
 /// The checks over every file's scan (`files`, in file order), their keys, texts and numbers in
@@ -47,9 +55,11 @@ fn judge(
     files: Vec<scan::FileScan>,
     sinks: scan::Sinks,
     bad_values: u64,
+    reduced: Option<(keys::Keys, keys::Keys)>,
 ) -> Result<LeakReport, DataError> {
     let rank = checks::ranks(data, config);
-    let (merged, searches) = scan::Merged::new(files, layout, sinks, &rank, config.examples)?;
+    let (merged, searches) =
+        scan::Merged::new(files, layout, sinks, &rank, config.examples, reduced)?;
     // A rolling window with no rows would check nothing and pass: the manifest and the data
     // disagree, as shardify says too.
     if let Some(why) = data.empty_window(&merged.tallies.split_rows) {

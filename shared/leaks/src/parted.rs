@@ -17,14 +17,15 @@ use std::path::{Path, PathBuf};
 
 use runfn_core::parts::{Part, PartDone, PartHeader, assign, fingerprint, relative_name};
 use runfn_data::DataError;
+use runfn_data::Snapshot;
 use runfn_data::partitioned::Partitioned;
 use runfn_data::read::BadValues;
-use runfn_data::sorted_runs::{RunFile, write_run};
+use runfn_data::sorted_runs::{Merge, RunFile, read_range, write_run};
 use serde::{Deserialize, Serialize};
 
 use crate::categories::{CategoriesState, FileCategories};
 use crate::config::LeakConfig;
-use crate::keys::FileKeys;
+use crate::keys::{FileKeyCounts, FileKeys, Keys, Occurrence, hash_head};
 use crate::near_twins::FileTexts;
 use crate::scan::{FileScan, Layout, Sinks, Tallies, spilled};
 
@@ -36,6 +37,10 @@ const FORMAT: &str = "leak-check-part-v1";
 #[serde(deny_unknown_fields)]
 struct Partial {
     header: PartHeader,
+    /// Which run of the part this is (the clock and the process): reducers name the parts they
+    /// reduced by their partials' hashes, so a part run again since is told apart even where it
+    /// wrote the same bytes.
+    written: String,
     /// What decides what the scan keeps of a row (the columns' roles, the splits): parts and the
     /// merge must agree on it.
     scan: String,
@@ -78,6 +83,20 @@ fn text_store_name(slot: usize, file: usize) -> String {
 
 fn categories_name(slot: usize) -> String {
     format!("categories-{slot}.train")
+}
+
+/// The files part `part` reads, by their names relative to the snapshot's root: what it hashes
+/// of a pinned snapshot.
+pub fn part_files(snapshot: &Snapshot, part: Part) -> Vec<String> {
+    let weights: Vec<u64> = snapshot.files.iter().map(|f| f.bytes).collect();
+    let assignment = assign(&weights, part.count);
+    snapshot
+        .files
+        .iter()
+        .zip(assignment)
+        .filter(|(_, k)| *k == part.index)
+        .map(|(f, _)| relative_name(&snapshot.root, &f.path))
+        .collect()
 }
 
 /// The files' names (relative to the snapshot's root) and bytes: the units parts cut.
@@ -250,6 +269,13 @@ pub fn check_part(
             units: weights.len() as u64,
             done: done.clone(),
         },
+        written: format!(
+            "{} {}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+            std::process::id()
+        ),
         scan: scan_fingerprint(data, &layout),
         files,
         tallies,
@@ -289,29 +315,35 @@ fn keep_store(mut store: File, path: &Path) -> Result<u64, DataError> {
     Ok(bytes)
 }
 
-/// Merges the partials in `dir` into the report one process writes over `data`.
-pub fn merge_parts(
-    data: &Partitioned,
-    config: &LeakConfig,
-    dir: &Path,
-) -> Result<crate::LeakReport, DataError> {
-    let layout = Layout::new(data, config)?;
+/// A part's partial as read, with the blake3 of its text (what reducers name the parts by).
+struct Loaded {
+    partial: Partial,
+    blake3: String,
+}
+
+/// Every part's partial in `dir`, checked against `data` and `layout`: the same snapshot, the
+/// same roles and splits, each part's files those the assignment gives it.
+fn read_parts(data: &Partitioned, layout: &Layout, dir: &Path) -> Result<Vec<Loaded>, DataError> {
     let (weights, listing) = listing(data);
-    let partials = runfn_core::parts::read_partials(
+    let loaded = runfn_core::parts::read_partials(
         dir,
         TOOL,
         |text, origin| {
-            serde_json::from_str::<Partial>(text).map_err(|e| {
+            let partial = serde_json::from_str::<Partial>(text).map_err(|e| {
                 runfn_core::InputError::field(origin, format!("is not a leak-check partial: {e}"))
+            })?;
+            Ok(Loaded {
+                partial,
+                blake3: blake3::hash(text.as_bytes()).to_hex().to_string(),
             })
         },
-        |p: &Partial| &p.header,
+        |l: &Loaded| &l.partial.header,
     )
     .map_err(from_input)?;
-    let count = partials[0].header.part.count;
+    let count = loaded[0].partial.header.part.count;
     let assignment = assign(&weights, count);
-    let scan = scan_fingerprint(data, &layout);
-    for partial in &partials {
+    let scan = scan_fingerprint(data, layout);
+    for Loaded { partial, .. } in &loaded {
         let part = partial.header.part;
         partial
             .header
@@ -343,26 +375,212 @@ pub fn merge_parts(
             return Err(refuse("holds other columns than this merge checks".into()));
         }
     }
+    Ok(loaded)
+}
 
+const REDUCE_TOOL: &str = "leak-check-reduce";
+const REDUCE_FORMAT: &str = "leak-check-reduce-v1";
+
+/// A reducer's keys: those whose hash lies in its range, grouped over every part's runs.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReducePartial {
+    header: PartHeader,
+    /// The blake3 of each part's partial it reduced, in part order.
+    parts: Vec<String>,
+    settings: ReduceSettings,
+    entities: Keys,
+    rows: Keys,
+}
+
+/// What decides a grouping's result beyond the occurrences: reducers and the merge must agree.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReduceSettings {
+    examples: usize,
+    /// Whether every twin pair is kept (`--pairs-out`).
+    pairs: bool,
+    /// The splits' order in time.
+    rank: Vec<usize>,
+}
+
+fn reduce_settings(data: &Partitioned, config: &LeakConfig) -> ReduceSettings {
+    ReduceSettings {
+        examples: config.examples,
+        pairs: config.collect_pairs,
+        rank: crate::checks::ranks(data, config),
+    }
+}
+
+/// Reducer `reducer`'s range of the keys' 64-bit heads: `from..to`, `None` the end.
+fn hash_range(reducer: Part) -> (u64, Option<u64>) {
+    let at = |k: u32| ((u128::from(k) << 64) / u128::from(reducer.count)) as u64;
+    let to = (reducer.index + 1 < reducer.count).then(|| at(reducer.index + 1));
+    (at(reducer.index), to)
+}
+
+/// Groups the keys (entity ids and row hashes) in reducer `reducer`'s range of hashes, over the
+/// runs of every part in `dir`, reading from each run only that range, and writes its partial.
+pub fn reduce_parts(
+    data: &Partitioned,
+    config: &LeakConfig,
+    reducer: Part,
+    dir: &Path,
+) -> Result<PartDone, DataError> {
+    let layout = Layout::new(data, config)?;
+    let loaded = read_parts(data, &layout, dir)?;
+    let settings = reduce_settings(data, config);
+    let (from, to) = hash_range(reducer);
+    let group = |run_of: &dyn Fn(&Runs) -> &RunFile,
+                 counts_of: &dyn Fn(&FileState) -> &Vec<u64>,
+                 pairs: bool|
+     -> Result<Keys, DataError> {
+        let mut sources: Vec<Box<dyn Iterator<Item = std::io::Result<Occurrence>>>> = Vec::new();
+        let mut counts = Vec::new();
+        for Loaded { partial, .. } in &loaded {
+            let runs = runs_dir(dir, partial.header.part);
+            let run = run_of(&partial.runs);
+            let run = RunFile {
+                path: runs.join(&run.path),
+                ..run.clone()
+            };
+            let range =
+                read_range::<Occurrence>(&run, hash_head, from, to).map_err(io_at(&run.path))?;
+            sources.push(Box::new(range));
+            counts.extend(
+                partial
+                    .files
+                    .iter()
+                    .map(|f| FileKeyCounts::restored(counts_of(f).clone())),
+            );
+        }
+        Keys::group_sorted(
+            Merge::new(sources),
+            &counts,
+            &settings.rank,
+            settings.examples,
+            pairs,
+        )
+        .map_err(io_at(dir))
+    };
+    let entities = group(&|r| &r.entities, &|f| &f.entities, false)?;
+    let rows = group(&|r| &r.rows, &|f| &f.rows, settings.pairs)?;
+    let (_, listing) = listing(data);
+    let partial = ReducePartial {
+        header: PartHeader {
+            format: REDUCE_FORMAT.into(),
+            part: reducer,
+            listing,
+            units: u64::from(reducer.count),
+            done: vec![u64::from(reducer.index)],
+        },
+        parts: loaded.iter().map(|l| l.blake3.clone()).collect(),
+        settings,
+        entities,
+        rows,
+    };
+    runfn_core::parts::write_partial(
+        dir,
+        REDUCE_TOOL,
+        reducer,
+        &partial,
+        (1, u64::from(reducer.count)),
+    )
+    .map_err(from_input)
+}
+
+/// The reducers' keys in `dir`, added up, when any reducer ran: checked to be of these parts
+/// (none run again since) and of this merge's settings.
+fn reduced_keys(
+    data: &Partitioned,
+    config: &LeakConfig,
+    dir: &Path,
+    loaded: &[Loaded],
+) -> Result<Option<(Keys, Keys)>, DataError> {
+    let prefix = format!("{REDUCE_TOOL}.part-");
+    let any = std::fs::read_dir(dir)
+        .map_err(io_at(dir))?
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
+    if !any {
+        return Ok(None);
+    }
+    let reducers = runfn_core::parts::read_partials(
+        dir,
+        REDUCE_TOOL,
+        |text, origin| {
+            serde_json::from_str::<ReducePartial>(text).map_err(|e| {
+                runfn_core::InputError::field(
+                    origin,
+                    format!("is not a leak-check reducer's partial: {e}"),
+                )
+            })
+        },
+        |r: &ReducePartial| &r.header,
+    )
+    .map_err(from_input)?;
+    let parts: Vec<&String> = loaded.iter().map(|l| &l.blake3).collect();
+    let settings = reduce_settings(data, config);
+    let (_, listing) = listing(data);
+    let (mut entities, mut rows) = (Keys::default(), Keys::default());
+    for reducer in reducers {
+        let name = reducer.header.part.path(dir, REDUCE_TOOL);
+        reducer
+            .header
+            .check(dir, REDUCE_FORMAT, &listing, "another snapshot")
+            .map_err(from_input)?;
+        if reducer.parts.iter().collect::<Vec<_>>() != parts {
+            return Err(DataError::file(
+                name,
+                "reduced other parts than those in the folder (parts run again since): run the reducers again",
+            ));
+        }
+        if reducer.settings != settings {
+            return Err(DataError::file(
+                name,
+                "kept other examples or pairs than this merge (--pairs-out, the splits' order): give the reducers and the merge the same flags",
+            ));
+        }
+        entities.absorb(reducer.entities);
+        rows.absorb(reducer.rows);
+    }
+    entities.finish_absorbing(settings.examples);
+    rows.finish_absorbing(settings.examples);
+    Ok(Some((entities, rows)))
+}
+
+/// Merges the partials in `dir` into the report one process writes over `data`; the keys come
+/// from the reducers when they ran, else are grouped here.
+pub fn merge_parts(
+    data: &Partitioned,
+    config: &LeakConfig,
+    dir: &Path,
+) -> Result<crate::LeakReport, DataError> {
+    let layout = Layout::new(data, config)?;
+    let (weights, _) = listing(data);
+    let loaded = read_parts(data, &layout, dir)?;
+    let reduced = reduced_keys(data, config, dir, &loaded)?;
     let spill = config.spill_root()?;
     let sinks = crate::sinks(&layout, config, spill.path())?;
     let mut files: Vec<FileScan> = Vec::with_capacity(weights.len());
     let mut bad_values = BadValues::default();
-    for partial in partials {
+    for Loaded { partial, .. } in loaded {
         let part = partial.header.part;
         let runs = runs_dir(dir, part);
         let at = |run: &RunFile| RunFile {
             path: runs.join(&run.path),
             ..run.clone()
         };
-        sinks
-            .entities
-            .add_run(at(&partial.runs.entities))
-            .map_err(io_at(&runs))?;
-        sinks
-            .rows
-            .add_run(at(&partial.runs.rows))
-            .map_err(io_at(&runs))?;
+        if reduced.is_none() {
+            sinks
+                .entities
+                .add_run(at(&partial.runs.entities))
+                .map_err(io_at(&runs))?;
+            sinks
+                .rows
+                .add_run(at(&partial.runs.rows))
+                .map_err(io_at(&runs))?;
+        }
         for (search, run) in sinks.texts.iter().zip(&partial.runs.bands) {
             search.add_run(at(run)).map_err(io_at(&runs))?;
         }
@@ -402,5 +620,13 @@ pub fn merge_parts(
             }
         }
     }
-    crate::judge(data, config, &layout, files, sinks, bad_values.total())
+    crate::judge(
+        data,
+        config,
+        &layout,
+        files,
+        sinks,
+        bad_values.total(),
+        reduced,
+    )
 }

@@ -476,6 +476,7 @@ impl Merged {
         sinks: Sinks,
         rank: &[usize],
         examples: usize,
+        reduced: Option<(Keys, Keys)>,
     ) -> Result<(Merged, Vec<ColumnSearch>), DataError> {
         let Sinks {
             entities: entity_sink,
@@ -532,11 +533,19 @@ impl Merged {
             .collect::<Result<_, _>>()?;
         let entity_root = entity_sink.root().to_path_buf();
         let row_root = row_sink.root().to_path_buf();
+        // The keys grouped by reducers (each a range of hashes), or here.
+        let (entities, rows) = match reduced {
+            Some(keys) => keys,
+            None => (
+                Keys::group(entity_sink, &entities, rank, examples, false)
+                    .map_err(|source| spilled(&entity_root, source))?,
+                Keys::group(row_sink, &rows, rank, examples, layout.collect_pairs)
+                    .map_err(|source| spilled(&row_root, source))?,
+            ),
+        };
         let merged = Merged {
-            entities: Keys::group(entity_sink, &entities, rank, examples, false)
-                .map_err(|source| spilled(&entity_root, source))?,
-            rows: Keys::group(row_sink, &rows, rank, examples, layout.collect_pairs)
-                .map_err(|source| spilled(&row_root, source))?,
+            entities,
+            rows,
             texts,
             categories,
             tallies,

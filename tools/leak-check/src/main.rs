@@ -12,7 +12,7 @@ use runfn_data::partitioned::Partitioned;
 use runfn_data::rolling::{any_rolling, latest_time};
 use runfn_data::spec::{DataSource, DataSpec};
 use runfn_data::split::Splits;
-use runfn_leaks::{LeakConfig, check, check_part, merge_parts, pair_json};
+use runfn_leaks::{LeakConfig, check, check_part, merge_parts, pair_json, reduce_parts};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -41,9 +41,14 @@ In parts (a Slurm job array, a Kubernetes Indexed Job): --part K/N --parts DIR r
 N (a contiguous run of the snapshot's files, balanced by bytes) and writes its sorted runs and
 DIR/leak-check.part-K-of-N.json, printing {\"part\": {tool, part, partial, units, of}}; the same
 command with --parts DIR and no --part merges them and writes what one process writes, to the
-byte (--pairs-out goes to the merge). A missing or doubled part, parts of another snapshot,
-columns or splits, or a run changed since its part wrote it is refused (exit 2). docs/parts.md.
+byte (--pairs-out goes to the merge). Between them, an array of reducers may run: --reduce R/M
+--parts DIR groups the keys (entity ids, row hashes) whose hashes fall in range R of M, reading
+only that range of every part's runs, and writes DIR/leak-check-reduce.part-R-of-M.json; the
+merge then adds their counts up (give reducers and merge the same --pairs-out). A missing or
+doubled part or reducer, parts of another snapshot, columns or splits, reducers of parts run
+again since, or a run changed since its part wrote it is refused (exit 2). docs/parts.md.
   leak-check --part $SLURM_ARRAY_TASK_ID/8 --parts parts/ < record.json
+  leak-check --reduce $SLURM_ARRAY_TASK_ID/4 --parts parts/ < record.json
   leak-check --parts parts/ < record.json > leaks.json
 
 Tolerances (manifest.leaks; default: any leak fails): per check {max_count: N} (count at most N),
@@ -113,6 +118,12 @@ struct Args {
     record: Option<PathBuf>,
     #[command(flatten)]
     parts: PartArgs,
+    /// Group the keys (entity ids, row hashes) in range R of M of their hashes over the parts'
+    /// runs in --parts, and write that reducer's partial there: the merge then adds the
+    /// reducers' counts up instead of grouping every key itself.
+    #[arg(long, value_name = "R/M", value_parser = runfn_core::parts::Part::parse,
+          requires = "parts", conflicts_with = "part")]
+    reduce: Option<runfn_core::parts::Part>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -140,7 +151,16 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             Partitioned::from_shards(&dir)?
         }
         DataSource::Snapshot(input) => {
-            let snapshot = spec.open_snapshot(&input, args.schema.as_deref())?;
+            // In parts, a pinned snapshot's files are checked against the pin's listing by path
+            // and size here, and each part hashes only the files it reads (below): the snapshot
+            // is hashed once over all the parts, and not by the merge, which reads no row.
+            let in_parts = args.parts.parts.is_some();
+            let snapshot =
+                spec.open_snapshot_hashing(&input, args.schema.as_deref(), &|_| !in_parts)?;
+            if let Some(part) = args.parts.part {
+                let mine = runfn_leaks::part_files(&snapshot, part);
+                spec.verify_snapshot(&input, &|relative| mine.iter().any(|m| m == relative))?;
+            }
             let rules = spec.splits_or(&args.splits)?;
             // Rolling windows count back from the snapshot's latest time, as shardify's do.
             let anchor = match time.as_deref() {
@@ -202,6 +222,16 @@ fn run(tool: &Tool, args: Args) -> anyhow::Result<Exit> {
             tool.info(format!(
                 "part {part}: {} of {} files read, partial in {}",
                 done.units, done.of, done.partial
+            ));
+            runfn_core::cli::write_stdout(done.line().as_bytes())?;
+            return Ok(Exit::Passed);
+        }
+        (None, Some(dir)) if args.reduce.is_some() => {
+            let reducer = args.reduce.expect("matched above");
+            let done = reduce_parts(&data, &config, reducer, dir)?;
+            tool.info(format!(
+                "reducer {reducer}: the keys of range {reducer} grouped, partial in {}",
+                done.partial
             ));
             runfn_core::cli::write_stdout(done.line().as_bytes())?;
             return Ok(Exit::Passed);

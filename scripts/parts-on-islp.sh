@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shardify in parts and reducers, evaluate within a tiny budget and in parts, the gate on disk,
+# leak-check and shardify in parts and reducers, evaluate within a tiny budget and in parts, the gate on disk,
 # and predict in parts, on a table of the ISLP package (the ISLR book's data) that no test uses:
 # the shards, the sections, row scores and predictions must be the ones one process with room to
 # spare writes, byte for byte.
@@ -51,6 +51,15 @@ cd $W
 $B/mf-hash pin manifest.yaml -q > /dev/null
 $B/mf-hash manifest.yaml -q > m.json
 $B/ds-validate -q < m.json > v.json
+# leak-check in 3 parts, 2 reducers and the merge at a budget that spills every sorter: the
+# record and the twin pairs one process writes.
+$B/leak-check --memory 2M --pairs-out pairs1.jsonl -q < v.json > l1.json || [[ $? -eq 1 ]]
+for k in 0 1 2; do $B/leak-check --memory 2M --part $k/3 --parts lparts -q < v.json > /dev/null; done
+for r in 0 1; do $B/leak-check --memory 2M --reduce $r/2 --parts lparts --pairs-out unused -q < v.json > /dev/null; done
+$B/leak-check --memory 2M --parts lparts --pairs-out pairs2.jsonl -q < v.json > l2.json || [[ $? -eq 1 ]]
+cmp pairs1.jsonl pairs2.jsonl && python3 -c "
+import json; a=json.load(open('l1.json')); b=json.load(open('l2.json'))
+print('leak-check:', {c['name']: c['count'] for c in a['leaks']['checks']}, 'passed', a['leaks']['passed'], '| parts == one, the record and pairs:', a['leaks'] == b['leaks'])"
 $B/shardify --in snap --out shards --shard-rows 500 -q < v.json > s.json
 # shardify in 3 parts, 2 reducers and the merge: the same shards, index and record.
 for k in 0 1 2; do $B/shardify --in snap --shard-rows 500 --part $k/3 --parts sparts -q < v.json > /dev/null; done

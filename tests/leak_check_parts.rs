@@ -9,6 +9,8 @@ use serde_json::Value;
 use crate::util::{Output, tool};
 
 struct Table<'a> {
+    /// `--in` (a snapshot) or `--shards` (shardify's folder).
+    source: &'a str,
     snapshot: &'a Path,
     /// Split rules and the roles of the columns.
     args: &'a [&'a str],
@@ -19,7 +21,7 @@ struct Table<'a> {
 impl Table<'_> {
     fn leak_check(&self, extra: &[&std::ffi::OsStr]) -> Output {
         tool("leak-check")
-            .args(["--in".as_ref(), self.snapshot.as_os_str()])
+            .args([self.source.as_ref(), self.snapshot.as_os_str()])
             // A budget that makes every sorter spill, in the parts and in one process.
             .args(["--memory", "2M", "-q"])
             .args(self.args)
@@ -124,6 +126,7 @@ fn count_of(record: &Value, check: &str) -> u64 {
 /// The demo's roles are the demo manifest's (feature times included); the rest, flags.
 fn demo_table(snapshot: &Path) -> Table<'_> {
     Table {
+        source: "--in",
         snapshot,
         args: &[],
         record: crate::util::demo_record(),
@@ -168,6 +171,26 @@ fn leak_check_in_parts_finds_what_one_process_finds_on_the_demo_and_two_real_tab
         assert!(count_of(&one, check) > 0, "{check}: {one}");
     }
 
+    // The demo's shards (shardify's folder, a file per shard), as the pipeline reads them.
+    let shards = dir.path().join("shards");
+    let sharded = tool("shardify")
+        .args([
+            "--in".as_ref(),
+            demo.as_os_str(),
+            "--out".as_ref(),
+            shards.as_os_str(),
+        ])
+        .args(["--shard-rows", "3000", "-q"])
+        .stdin(crate::util::demo_record())
+        .run();
+    assert_eq!(sharded.code, 0, "{}", sharded.stderr);
+    let table = Table {
+        source: "--shards",
+        snapshot: &shards,
+        ..demo_table(&demo)
+    };
+    parts_equal_one_process(&dir.path().join("shards-work"), &table, &[3], 2);
+
     // Callbacks to resumes: job ads (the entity) in both splits, coarse rows with twins.
     let resume = dir.path().join("resume");
     crate::parts::cut_into_files(
@@ -176,6 +199,7 @@ fn leak_check_in_parts_finds_what_one_process_finds_on_the_demo_and_two_real_tab
         6,
     );
     let table = Table {
+        source: "--in",
         snapshot: &resume,
         args: &[
             "--split",
@@ -200,6 +224,7 @@ fn leak_check_in_parts_finds_what_one_process_finds_on_the_demo_and_two_real_tab
         7,
     );
     let table = Table {
+        source: "--in",
         snapshot: &stops,
         args: &[
             "--split",

@@ -285,6 +285,37 @@ pub fn read_partials<T>(
     Ok(partials)
 }
 
+/// [`read_partials`] of partials written as JSON of type `T`: a file that does not parse as one
+/// is refused by name as not `what`'s partial.
+pub fn read_json_partials<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    tool: &str,
+    what: &str,
+    header: impl Fn(&T) -> &PartHeader,
+) -> Result<Vec<T>, InputError> {
+    read_partials(
+        dir,
+        tool,
+        |text, origin| {
+            serde_json::from_str::<T>(text)
+                .map_err(|e| InputError::field(origin, format!("is not {what}'s partial: {e}")))
+        },
+        header,
+    )
+}
+
+/// Whether `dir` holds any partial of `tool` (reducers', whose merge then takes them).
+pub fn any_partial(dir: &Path, tool: &str) -> Result<bool, InputError> {
+    let prefix = format!("{tool}.part-");
+    let entries = std::fs::read_dir(dir).map_err(|source| InputError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    Ok(entries
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix)))
+}
+
 fn shown_list(items: &[String]) -> String {
     if items.len() <= 10 {
         items.join(", ")

@@ -497,25 +497,13 @@ fn reduced_keys(
     dir: &Path,
     loaded: &[Loaded],
 ) -> Result<Option<(Keys, Keys)>, DataError> {
-    let prefix = format!("{REDUCE_TOOL}.part-");
-    let any = std::fs::read_dir(dir)
-        .map_err(io_at(dir))?
-        .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix));
-    if !any {
+    if !runfn_core::parts::any_partial(dir, REDUCE_TOOL).map_err(from_input)? {
         return Ok(None);
     }
-    let reducers = runfn_core::parts::read_partials(
+    let reducers = runfn_core::parts::read_json_partials(
         dir,
         REDUCE_TOOL,
-        |text, origin| {
-            serde_json::from_str::<ReducePartial>(text).map_err(|e| {
-                runfn_core::InputError::field(
-                    origin,
-                    format!("is not a leak-check reducer's partial: {e}"),
-                )
-            })
-        },
+        "a leak-check reducer",
         |r: &ReducePartial| &r.header,
     )
     .map_err(from_input)?;

@@ -810,30 +810,16 @@ pub fn merge(
 
 /// Whether any reducer's partial is in `dir`.
 fn any_reducer(dir: &Path) -> Result<bool, DataError> {
-    let prefix = format!("{REDUCE_TOOL}.part-");
-    let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    Ok(entries
-        .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with(&prefix)))
+    runfn_core::parts::any_partial(dir, REDUCE_TOOL).map_err(from_input)
 }
 
 /// The reducers' partials: of these parts, covering every shard once, in order.
 fn read_reducers(mapped: &Mapped) -> Result<Vec<ReducePartial>, DataError> {
     let dir = &mapped.dir;
-    let reduced = read_partials(
+    let reduced = runfn_core::parts::read_json_partials(
         dir,
         REDUCE_TOOL,
-        |text, origin| {
-            serde_json::from_str::<ReducePartial>(text).map_err(|e| {
-                runfn_core::InputError::field(
-                    origin,
-                    format!("is not a shardify reducer's partial: {e}"),
-                )
-            })
-        },
+        "a shardify reducer",
         |r: &ReducePartial| &r.part,
     )
     .map_err(from_input)?;

@@ -112,6 +112,11 @@ fn parts_equal_one_process(work: &Path, table: &Table, counts: &[u32], reducers:
     comparable(&one)
 }
 
+/// One process's record at the table's own flags.
+fn parts_one(table: &Table) -> Value {
+    comparable(&table.leak_check(&[]))
+}
+
 fn count_of(record: &Value, check: &str) -> u64 {
     record["leaks"]["checks"]
         .as_array()
@@ -170,6 +175,31 @@ fn leak_check_in_parts_finds_what_one_process_finds_on_the_demo_and_two_real_tab
     ] {
         assert!(count_of(&one, check) > 0, "{check}: {one}");
     }
+
+    // What only judging reads (the near-twin threshold) may differ between the parts and the
+    // merge: the merge then finds what one process with the merge's flags finds.
+    let work = dir.path().join("demo-work");
+    let judged = |extra: &[&str]| {
+        let pairs = work.join("judged.pairs");
+        let mut args: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
+        args.extend(["--pairs-out".as_ref(), pairs.as_os_str()]);
+        let out = table.leak_check(&args);
+        (comparable(&out), std::fs::read(&pairs).unwrap())
+    };
+    let strict = ["--jaccard", "0.95"];
+    let one = judged(&strict);
+    let merged = judged(
+        &[
+            &strict[..],
+            &["--parts", work.join("parts-3").to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(merged, one);
+    assert!(
+        count_of(&one.0, "near_duplicates") < count_of(&parts_one(&table), "near_duplicates"),
+        "a stricter threshold finds fewer near twins"
+    );
 
     // The demo's shards (shardify's folder, a file per shard), as the pipeline reads them.
     let shards = dir.path().join("shards");

@@ -18,6 +18,17 @@ pub enum DataError {
     Other(String),
 }
 
+/// A partial's or side file's read or write failure: an I/O error stays one (a full disk is the
+/// environment's, exit 4), anything else is the input's fault.
+impl From<runfn_core::InputError> for DataError {
+    fn from(error: runfn_core::InputError) -> DataError {
+        match error {
+            runfn_core::InputError::Io { path, source } => DataError::Io { path, source },
+            other => DataError::Other(other.to_string()),
+        }
+    }
+}
+
 impl DataError {
     pub fn file(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> DataError {
         DataError::File {

@@ -135,13 +135,6 @@ fn io_at(path: &Path) -> impl Fn(std::io::Error) -> DataError + '_ {
     }
 }
 
-fn from_input(error: runfn_core::InputError) -> DataError {
-    match error {
-        runfn_core::InputError::Io { path, source } => DataError::Io { path, source },
-        other => DataError::Other(other.to_string()),
-    }
-}
-
 /// Reads part `part`'s files of `data` and writes its partial and runs into `dir`.
 pub fn check_part(
     data: &Partitioned,
@@ -290,7 +283,7 @@ pub fn check_part(
         &partial,
         (done.len() as u64, weights.len() as u64),
     )
-    .map_err(from_input)
+    .map_err(DataError::from)
 }
 
 /// Writes `sorted` as the run `name` in the part's folder `runs`, named relative to it.
@@ -339,7 +332,7 @@ fn read_parts(data: &Partitioned, layout: &Layout, dir: &Path) -> Result<Vec<Loa
         },
         |l: &Loaded| &l.partial.header,
     )
-    .map_err(from_input)?;
+    .map_err(DataError::from)?;
     let count = loaded[0].partial.header.part.count;
     let assignment = assign(&weights, count);
     let scan = scan_fingerprint(data, layout);
@@ -348,7 +341,7 @@ fn read_parts(data: &Partitioned, layout: &Layout, dir: &Path) -> Result<Vec<Loa
         partial
             .header
             .check(dir, FORMAT, &listing, "another snapshot")
-            .map_err(from_input)?;
+            .map_err(DataError::from)?;
         let refuse = |message: String| {
             DataError::file(
                 part.path(dir, TOOL),
@@ -465,7 +458,8 @@ pub fn reduce_parts(
     };
     let entities = group(&|r| &r.entities, &|f| &f.entities, false)?;
     let rows = group(&|r| &r.rows, &|f| &f.rows, settings.pairs)?;
-    let (_, listing) = listing(data);
+    // The parts' listing, which `read_parts` found to be this snapshot's.
+    let listing = loaded[0].partial.header.listing.clone();
     let partial = ReducePartial {
         header: PartHeader {
             format: REDUCE_FORMAT.into(),
@@ -486,7 +480,7 @@ pub fn reduce_parts(
         &partial,
         (1, u64::from(reducer.count)),
     )
-    .map_err(from_input)
+    .map_err(DataError::from)
 }
 
 /// The reducers' keys in `dir`, added up, when any reducer ran: checked to be of these parts
@@ -497,7 +491,7 @@ fn reduced_keys(
     dir: &Path,
     loaded: &[Loaded],
 ) -> Result<Option<(Keys, Keys)>, DataError> {
-    if !runfn_core::parts::any_partial(dir, REDUCE_TOOL).map_err(from_input)? {
+    if !runfn_core::parts::any_partial(dir, REDUCE_TOOL).map_err(DataError::from)? {
         return Ok(None);
     }
     let reducers = runfn_core::parts::read_json_partials(
@@ -506,17 +500,17 @@ fn reduced_keys(
         "a leak-check reducer",
         |r: &ReducePartial| &r.header,
     )
-    .map_err(from_input)?;
+    .map_err(DataError::from)?;
     let parts: Vec<&String> = loaded.iter().map(|l| &l.blake3).collect();
     let settings = reduce_settings(data, config);
-    let (_, listing) = listing(data);
+    let listing = &loaded[0].partial.header.listing;
     let (mut entities, mut rows) = (Keys::default(), Keys::default());
     for reducer in reducers {
         let name = reducer.header.part.path(dir, REDUCE_TOOL);
         reducer
             .header
-            .check(dir, REDUCE_FORMAT, &listing, "another snapshot")
-            .map_err(from_input)?;
+            .check(dir, REDUCE_FORMAT, listing, "another snapshot")
+            .map_err(DataError::from)?;
         if reducer.parts.iter().collect::<Vec<_>>() != parts {
             return Err(DataError::file(
                 name,
@@ -545,12 +539,11 @@ pub fn merge_parts(
     dir: &Path,
 ) -> Result<crate::LeakReport, DataError> {
     let layout = Layout::new(data, config)?;
-    let (weights, _) = listing(data);
     let loaded = read_parts(data, &layout, dir)?;
     let reduced = reduced_keys(data, config, dir, &loaded)?;
     let spill = config.spill_root()?;
     let sinks = crate::sinks(&layout, config, spill.path())?;
-    let mut files: Vec<FileScan> = Vec::with_capacity(weights.len());
+    let mut files: Vec<FileScan> = Vec::with_capacity(data.snapshot.files.len());
     let mut bad_values = BadValues::default();
     for Loaded { partial, .. } in loaded {
         let part = partial.header.part;

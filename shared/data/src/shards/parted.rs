@@ -270,7 +270,7 @@ pub fn shardify_part(
         &partial,
         (mine.len() as u64, snapshot.files.len() as u64),
     )
-    .map_err(from_input)
+    .map_err(DataError::from)
 }
 
 /// Removes the folders under `dir` whose names start with `prefix`: a killed part's.
@@ -286,15 +286,6 @@ fn sweep_killed(dir: &Path, prefix: &str) -> Result<(), DataError> {
         }
     }
     Ok(())
-}
-
-/// A partial's read or write failure: an I/O error stays one (a full disk is the
-/// environment's, exit 4), anything else is the partial's fault.
-fn from_input(error: runfn_core::InputError) -> DataError {
-    match error {
-        runfn_core::InputError::Io { path, source } => DataError::Io { path, source },
-        other => DataError::Other(other.to_string()),
-    }
 }
 
 /// A digest's failure: an I/O error stays one, the rest (a FIFO in the snapshot) is its fault.
@@ -370,7 +361,7 @@ impl Mapped {
             },
             |p: &ShardPart| &p.part,
         )
-        .map_err(from_input)?;
+        .map_err(DataError::from)?;
         let bad = |part: &ShardPart, why: String| {
             DataError::file(part.part.part.path(dir, PART_TOOL), why)
         };
@@ -559,7 +550,7 @@ pub fn reduce(
     let of = partial.part.units;
     let done = partial.part.done.len() as u64;
     runfn_core::parts::write_partial(&mapped.dir, REDUCE_TOOL, reducer, &partial, (done, of))
-        .map_err(from_input)
+        .map_err(DataError::from)
 }
 
 fn reduce_shards(
@@ -577,7 +568,7 @@ fn reduce_shards(
     let mine: Vec<usize> = (0..planned.len())
         .filter(|&i| assignment[i] == reducer.index)
         .collect();
-    runfn_core::paths::create_dir_all(out).map_err(from_input)?;
+    runfn_core::paths::create_dir_all(out).map_err(DataError::from)?;
     // As one process does once every row is placed: an earlier run's index goes before any
     // shard is replaced, so no reader pairs it with new shards.
     remove_if_present(&out.join(INDEX_NAME))?;
@@ -732,7 +723,7 @@ pub fn merge(
     let digested = snapshot_digest(mapped, snapshot_root)?;
     let digest = digested.0.clone();
     check_digest(digested)?;
-    runfn_core::paths::create_dir_all(out).map_err(from_input)?;
+    runfn_core::paths::create_dir_all(out).map_err(DataError::from)?;
     // The reducers are done by now: what a killed one left (a shard not renamed into place)
     // goes, and no second merge or one-process run writes here meanwhile.
     let (_lock, _swept) = super::out_lock::lock_and_sweep(out)?;
@@ -764,7 +755,7 @@ pub fn merge(
             ));
         }
         let split_dir = out.join(&rule.name);
-        runfn_core::paths::create_dir_all(&split_dir).map_err(from_input)?;
+        runfn_core::paths::create_dir_all(&split_dir).map_err(DataError::from)?;
         super::index::verify_shards(out, shards.iter())?;
         remove_stale_shards(
             &split_dir,
@@ -810,7 +801,7 @@ pub fn merge(
 
 /// Whether any reducer's partial is in `dir`.
 fn any_reducer(dir: &Path) -> Result<bool, DataError> {
-    runfn_core::parts::any_partial(dir, REDUCE_TOOL).map_err(from_input)
+    runfn_core::parts::any_partial(dir, REDUCE_TOOL).map_err(DataError::from)
 }
 
 /// The reducers' partials: of these parts, covering every shard once, in order.
@@ -822,7 +813,7 @@ fn read_reducers(mapped: &Mapped) -> Result<Vec<ReducePartial>, DataError> {
         "a shardify reducer",
         |r: &ReducePartial| &r.part,
     )
-    .map_err(from_input)?;
+    .map_err(DataError::from)?;
     let planned = mapped.shards().len() as u64;
     let mut next = 0u64;
     for reducer in &reduced {

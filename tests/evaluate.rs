@@ -786,7 +786,7 @@ fn parts_and_their_merge_write_what_one_process_writes() {
         std::fs::read(one_predictions).unwrap()
     );
 
-    let rows_file = parts.join("evaluate.part-1-of-3.rows.parquet");
+    let rows_file = parts.join("evaluate.part-1-of-3.rows");
     let bytes = std::fs::read(&rows_file).unwrap();
     let mut changed = bytes.clone();
     let at = changed.len() / 2;
@@ -795,7 +795,7 @@ fn parts_and_their_merge_write_what_one_process_writes() {
     let (out, _, _) = run("changed", &["--parts", parts_arg]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
-        out.stderr.contains("evaluate.part-1-of-3.rows.parquet")
+        out.stderr.contains("evaluate.part-1-of-3.rows")
             && out.stderr.contains("changed after the part wrote it"),
         "{}",
         out.stderr

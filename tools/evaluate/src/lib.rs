@@ -4,6 +4,7 @@
 
 mod external;
 mod model;
+mod part_rows;
 mod parted;
 mod rows;
 mod tally;
@@ -82,7 +83,7 @@ Every figure and file is the same at any budget. --bootstrap resamples every row
 timings entry says the budget (memory_budget_bytes) and the peak (max_rss_bytes).
 
 In parts: --part K/N --parts DIR scores part K (0-based) of N of the split's shards (a contiguous
-run balanced by bytes) into DIR/evaluate.part-K-of-N.rows.parquet and .json; the same command with
+run balanced by bytes) into DIR/evaluate.part-K-of-N.rows and .json; the same command with
 --parts DIR and no --part merges them into the section, row scores and --predictions one process
 writes, byte for byte. A missing part, a changed rows file, or parts of other shards, weights,
 slices or key are refused (exit 2); --scores takes no parts. docs/parts.md.

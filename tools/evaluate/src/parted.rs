@@ -15,15 +15,16 @@ use runfn_core::parts::{
 };
 use runfn_core::side_file::short_digest;
 use runfn_core::{Exit, InputError};
-use runfn_data::row_scores::{RowScores, RowScoresWriter};
 use runfn_data::shards::SplitEntry;
 use runfn_learn::score::Scored;
 use serde::{Deserialize, Serialize};
 
+use crate::part_rows::{self, PartRowsWriter};
 use crate::rows::RowScoresFile;
 
 const TOOL: &str = "evaluate";
-const FORMAT: &str = "evaluate-part-v1";
+// v2: the rows file is a part_rows stream, no longer Parquet.
+const FORMAT: &str = "evaluate-part-v2";
 
 /// What a part leaves for the merge, beside its rows file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -100,29 +101,17 @@ pub fn run_part(
     let mine = shards_of(run.split, run.part);
     runfn_data::shards::verify_shards(run.shards_dir, mine.iter().map(|&i| &run.split.shards[i]))
         .map_err(|e| InputError::field("shards", e.to_string()))?;
-    let rows_file = format!(
-        "{TOOL}.part-{}-of-{}.rows.parquet",
-        run.part.index, run.part.count
-    );
+    let rows_file = format!("{TOOL}.part-{}-of-{}.rows", run.part.index, run.part.count);
     let location = run.dir.join(&rows_file).display().to_string();
     let mut file = RowScoresFile::create(&location)?;
-    let mut writer =
-        RowScoresWriter::new(file.writer()?, run.split_name, None, run.columns.to_vec())?;
+    let mut writer = PartRowsWriter::new(file.writer()?, run.columns.len())?;
     let mut rows = 0u64;
     let unseen = score(&mine, &mut |batch: &Scored| {
-        for i in 0..batch.scores.len() {
-            writer.push(
-                rows,
-                None,
-                batch.labels[i],
-                batch.scores[i],
-                batch.slices.iter().map(|(_, values)| values[i].as_str()),
-            )?;
-            rows += 1;
-        }
+        writer.push(batch)?;
+        rows += batch.scores.len() as u64;
         Ok(())
     })?;
-    let rows_file_blake3 = file.commit(writer.finish("")?)?;
+    let rows_file_blake3 = file.commit(writer.finish()?)?;
     let partial = EvaluatePart {
         part: PartHeader {
             format: FORMAT.into(),
@@ -213,25 +202,7 @@ pub fn stream_parts(
     for part in parts {
         let path: PathBuf = dir.join(&part.rows_file);
         check_part_file(&path, part.part.part, &part.rows_file_blake3)?;
-        let mut rows = 0u64;
-        let mut failed: Option<anyhow::Error> = None;
-        RowScores::read_each(&path, |chunk| {
-            rows += chunk.len() as u64;
-            let batch = Scored {
-                scores: chunk.scores,
-                labels: chunk.labels,
-                slices: chunk.slices,
-                unseen: Vec::new(),
-            };
-            each(&batch).map_err(|e| {
-                let message = e.to_string();
-                failed = Some(e);
-                runfn_data::DataError::Other(message)
-            })
-        })
-        // The tally's own error, else the file's (which names it; an unreadable disk stays
-        // the environment's).
-        .map_err(|e| failed.take().unwrap_or_else(|| anyhow::Error::new(e)))?;
+        let rows = part_rows::read_each(&path, &part.columns, each)?;
         if rows != part.rows {
             return Err(InputError::field(
                 path.display().to_string(),

@@ -416,3 +416,38 @@ fn thirty_typos_in_every_section_are_named_with_the_close_name() {
         missed.join("\n")
     );
 }
+
+/// A team's tags are hashed with the manifest (another owner, another run), and a tag that is
+/// not text or whose name is unfit is a lint problem naming it.
+#[test]
+fn tags_are_hashed_with_the_manifest_and_linted() {
+    let dir = tempfile::tempdir().unwrap();
+    let churn = std::fs::read_to_string(testdata("mf-hash/churn.yaml")).unwrap();
+    let write = |name: &str, tags: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("{churn}\n{tags}\n")).unwrap();
+        path.display().to_string()
+    };
+    let ana = write("ana.yaml", "tags: {owner: ana, ticket: ML-412}");
+    let bo = write("bo.yaml", "tags: {owner: bo, ticket: ML-412}");
+    let out = tool("mf-hash").args([ana.as_str()]).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json()["manifest"]["tags"]["owner"], "ana");
+    let (hash_ana, hash_bo) = (hash_of(&[&ana]), hash_of(&[&bo]));
+    assert_ne!(hash_ana, hash_bo);
+    assert_ne!(hash_ana, CHURN_HASH);
+
+    let bad = write("bad.yaml", "tags: {ticket: 412, \"on call\": ana}");
+    let out = tool("mf-hash").args([bad.as_str()]).run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.stdout, "");
+    assert!(
+        out.stderr.contains(
+            "problem: tags.ticket: must be text, found the number 412 (quote it in YAML)"
+        ) && out
+            .stderr
+            .contains("problem: tags.on call: `on call` must be letters"),
+        "{}",
+        out.stderr
+    );
+}

@@ -11,6 +11,7 @@ pub mod parse;
 pub mod pin;
 pub mod snapshot;
 pub mod suggest;
+pub mod tags;
 mod yaml_events;
 
 pub use hash::{FORMAT_TAG, manifest_hash, verify_record};

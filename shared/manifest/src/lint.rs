@@ -20,6 +20,7 @@ pub const TOP_LEVEL_FIELDS: &[&str] = &[
     "leaks",
     "alert",
     "cost",
+    "tags",
 ];
 
 /// The fields of `data` the tools read.
@@ -86,6 +87,7 @@ pub fn lint_as(manifest: &Map<String, Value>, pinning: Pinning) -> Vec<Problem> 
     }
     lint_eval(manifest.get("eval"), &mut problems);
     lint_cost(manifest.get("cost"), &mut problems);
+    lint_tags(manifest.get("tags"), &mut problems);
     if let Err(e) = crate::leaks::parse_leaks(manifest.get("leaks")) {
         problems.add(e.field.trim_start_matches("manifest."), e.message);
     }
@@ -133,7 +135,14 @@ pub fn lint_drift_only(manifest: &Map<String, Value>) -> Vec<Problem> {
     if manifest.contains_key("code") {
         lint_code(manifest.get("code"), &mut problems);
     }
+    lint_tags(manifest.get("tags"), &mut problems);
     problems.0
+}
+
+fn lint_tags(value: Option<&Value>, problems: &mut Problems) {
+    for (field, message) in crate::tags::problems(value) {
+        problems.add(field, message);
+    }
 }
 
 #[derive(Default)]

@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS entries (
     ungated_reason TEXT,
     blobs TEXT NOT NULL,
     created_at TEXT NOT NULL,
+    tags TEXT,
     PRIMARY KEY (name, version)
 );
 CREATE TABLE IF NOT EXISTS aliases (
@@ -79,6 +80,10 @@ pub struct NewEntry {
     pub gate: Value,
     pub ungated_reason: Option<String>,
     pub blobs: Blobs,
+    /// The manifest's `tags` (a team's own metadata: owner, ticket); none for entries
+    /// registered before tags were kept.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,8 +235,23 @@ fn try_connect(db_path: &Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "foreign_keys", "ON")?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute_batch(SCHEMA)?;
+    add_missing_columns(&tx)?;
     tx.commit()?;
     Ok(conn)
+}
+
+/// Columns added since the first registries were made, added to a registry that lacks them
+/// (its entries read them as empty): `tags`, the manifest's tags as JSON.
+fn add_missing_columns(tx: &rusqlite::Transaction) -> rusqlite::Result<()> {
+    let has_tags: bool = tx.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('entries') WHERE name = 'tags'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_tags {
+        tx.execute_batch("ALTER TABLE entries ADD COLUMN tags TEXT")?;
+    }
+    Ok(())
 }
 
 /// The file in a registry that names the store its blobs are kept in.
@@ -400,8 +420,8 @@ impl Registry {
             )?;
             tx.execute(
                 "INSERT INTO entries (name, version, weights_blake3, manifest_hash, snapshot, code_commit,
-                                      image, metrics, gate, ungated_reason, blobs, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                      image, metrics, gate, ungated_reason, blobs, created_at, tags)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     entry.name,
                     version,
@@ -415,6 +435,8 @@ impl Registry {
                     entry.ungated_reason,
                     serde_json::to_string(&entry.blobs).expect("blobs serialize"),
                     at,
+                    (!entry.tags.is_empty())
+                        .then(|| serde_json::to_string(&entry.tags).expect("tags serialize")),
                 ],
             )?;
             if let Some(alias) = promote {
@@ -549,6 +571,14 @@ impl Registry {
                         gate: json(text("gate")?),
                         ungated_reason: row.get("ungated_reason")?,
                         blobs: serde_json::from_str(&text("blobs")?).unwrap_or_default(),
+                        // A registry opened read-only before it was ever opened to write since
+                        // tags were kept has no column: no tags.
+                        tags: row
+                            .get::<_, Option<String>>("tags")
+                            .ok()
+                            .flatten()
+                            .and_then(|tags| serde_json::from_str(&tags).ok())
+                            .unwrap_or_default(),
                     },
                     version: row.get("version")?,
                     created_at: text("created_at")?,
@@ -657,4 +687,83 @@ fn move_alias(
         params![name, alias, from, version, at, reason],
     )?;
     Ok(from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(registry: &Registry, record: &str, tags: &[(&str, &str)]) -> NewEntry {
+        let put = |bytes: &[u8]| registry.blobs.put(bytes).unwrap();
+        NewEntry {
+            name: "churn".into(),
+            weights_blake3: put(b"weights"),
+            manifest_hash: "m".repeat(64),
+            snapshot: None,
+            code_commit: None,
+            image: None,
+            metrics: Value::Null,
+            gate: Value::Null,
+            ungated_reason: None,
+            blobs: Blobs {
+                weights: put(b"weights"),
+                record: put(record.as_bytes()),
+                manifest: put(b"{}"),
+                evaluation: None,
+                profile: None,
+                scores: None,
+                weights_format: None,
+                framework: None,
+            },
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The manifest's tags are kept with the entry and read back; a registry made before tags
+    /// were kept gets the column the first time it is opened to write, and reads its old
+    /// entries, even read-only before that, as having none.
+    #[test]
+    fn tags_are_kept_and_old_registries_read_as_having_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut registry = Registry::open(dir.path()).unwrap();
+        let tagged = entry(&registry, "one", &[("owner", "ana"), ("ticket", "ML-412")]);
+        registry.register(tagged.clone(), Some("prod")).unwrap();
+        let found = registry
+            .resolve(&ModelRef::parse("churn@prod").unwrap())
+            .unwrap();
+        assert_eq!(found.lineage.tags, tagged.tags);
+        let listed = serde_json::to_value(&registry.list(None).unwrap()[0]).unwrap();
+        assert_eq!(listed["tags"]["owner"], "ana");
+
+        // An index as the first registries made it: no tags column.
+        let old = tempfile::tempdir().unwrap();
+        let mut registry = Registry::open(old.path()).unwrap();
+        let plain = entry(&registry, "two", &[]);
+        registry.register(plain, None).unwrap();
+        drop(registry);
+        let conn = Connection::open(old.path().join("index.sqlite")).unwrap();
+        conn.execute_batch("ALTER TABLE entries DROP COLUMN tags")
+            .unwrap();
+        drop(conn);
+        let read_only = Registry::open_read_only(old.path()).unwrap();
+        let listed = read_only.list(None).unwrap();
+        assert!(listed[0].lineage.tags.is_empty());
+        assert!(
+            serde_json::to_value(&listed[0])
+                .unwrap()
+                .get("tags")
+                .is_none(),
+            "no tags, no key"
+        );
+        drop(read_only);
+        let mut registry = Registry::open(old.path()).unwrap();
+        let tagged = entry(&registry, "three", &[("owner", "bo")]);
+        registry.register(tagged, None).unwrap();
+        let listed = registry.list(None).unwrap();
+        assert!(listed[0].lineage.tags.is_empty());
+        assert_eq!(listed[1].lineage.tags["owner"], "bo");
+    }
 }

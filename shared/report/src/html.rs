@@ -199,6 +199,7 @@ pub fn page(report: &Report, nights: &[(Night, Outcome)]) -> (String, Vec<String
             .as_str()
             .unwrap_or("-")),
     );
+    about_the_run(&mut html, latest);
     for (i, (night, outcome)) in nights.iter().enumerate() {
         crate::verdict::banner(&mut html, i, night, outcome);
     }
@@ -225,6 +226,34 @@ pub fn page(report: &Report, nights: &[(Night, Outcome)]) -> (String, Vec<String
     environment_table(&mut html, report);
     let _ = writeln!(html, "</main><script>{PAGE_CHECK}</script></body></html>");
     (html, names)
+}
+
+/// What the team wrote about the run: the manifest's description and its tags (owner,
+/// ticket), in the tags' key order.
+fn about_the_run(html: &mut String, latest: &Value) {
+    if let Some(description) = latest["manifest"]["description"].as_str() {
+        let _ = write!(html, "<p class=\"description\">{}</p>", esc(description));
+    }
+    let Some(tags) = latest["manifest"]["tags"]
+        .as_object()
+        .filter(|t| !t.is_empty())
+    else {
+        return;
+    };
+    html.push_str("<p class=\"tags\">");
+    for (i, (key, value)) in tags.iter().enumerate() {
+        let value = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_string);
+        let _ = write!(
+            html,
+            "{}<span class=\"tag\"><b>{}</b>: {}</span>",
+            if i == 0 { "" } else { " · " },
+            esc(key),
+            esc(&value)
+        );
+    }
+    html.push_str("</p>");
 }
 
 fn cards(html: &mut String, report: &Report) {
@@ -916,6 +945,26 @@ mod tests {
             .find(&format!("data-plot=\"{name}\""))
             .unwrap_or_else(|| panic!("no figure {name}"));
         &html[start..start + html[start..].find("</figure>").unwrap()]
+    }
+
+    /// The manifest's description and tags are on the page, escaped, under its header.
+    #[test]
+    fn the_page_shows_the_runs_description_and_tags() {
+        let record = serde_json::json!({
+            "manifest": {"run_id": "weather", "description": "spring <retrain>",
+                         "tags": {"owner": "ana", "ticket": "ML-412"}},
+        });
+        let (html, _) = page_of(&record);
+        assert!(
+            html.contains("<p class=\"description\">spring &lt;retrain&gt;</p>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<b>owner</b>: ana</span> · <span class=\"tag\"><b>ticket</b>: ML-412"),
+            "{html}"
+        );
+        let (html, _) = page_of(&serde_json::json!({"manifest": {"run_id": "weather"}}));
+        assert!(!html.contains("class=\"tags\""));
     }
 
     /// An explained drift is on the page with its reason and the day it holds until; a

@@ -475,6 +475,10 @@ fn register(
             ),
             ungated_reason: ungated_reason.clone(),
             blobs,
+            tags: record
+                .get("manifest")
+                .map(runfn_manifest::tags::of)
+                .unwrap_or_default(),
         },
         args.promote.as_deref(),
     )?;

@@ -48,7 +48,13 @@ impl<W: Write> PartRowsWriter<W> {
     /// One batch's rows, with its columns in the order the writer was made for.
     pub fn push(&mut self, batch: &Scored) -> std::io::Result<()> {
         let rows = batch.scores.len();
-        assert_eq!(batch.slices.len(), self.columns, "a batch of other columns");
+        if batch.slices.len() != self.columns {
+            return Err(std::io::Error::other(format!(
+                "a batch of {} columns, not {}",
+                batch.slices.len(),
+                self.columns
+            )));
+        }
         let count = u32::try_from(rows)
             .map_err(|_| std::io::Error::other(format!("a batch of {rows} rows")))?;
         if count == 0 {

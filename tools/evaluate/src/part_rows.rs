@@ -108,15 +108,22 @@ pub fn read_each(
         source,
     })?;
     let bad = |message: &str| InputError::field(path.display().to_string(), message.to_string());
+    // A file that ends early is a bad file; any other read error is the disk's, kept whole so
+    // that its cause (an I/O error of the device: the environment's) decides the exit code.
+    let short = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => bad("ends early or is not a part's rows file"),
+        _ => InputError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    };
     let mut input = BufReader::new(file);
     let mut decompressor =
         zstd::bulk::Decompressor::new().map_err(|e| anyhow::anyhow!("zstd: {e}"))?;
     let mut rows = 0u64;
     loop {
         let mut head = [0u8; 8];
-        input
-            .read_exact(&mut head)
-            .map_err(|_| bad("ends early or is not a part's rows file"))?;
+        input.read_exact(&mut head).map_err(short)?;
         let raw = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
         let packed = u32::from_le_bytes(head[4..].try_into().expect("4 bytes")) as usize;
         if raw == 0 {
@@ -126,9 +133,7 @@ pub fn read_each(
             return Err(bad("holds a block larger than any batch a part writes").into());
         }
         let mut compressed = vec![0u8; packed];
-        input
-            .read_exact(&mut compressed)
-            .map_err(|_| bad("ends early or is not a part's rows file"))?;
+        input.read_exact(&mut compressed).map_err(short)?;
         let block = decompressor
             .decompress(&compressed, raw)
             .ok()
@@ -256,5 +261,21 @@ mod tests {
             let err = read_each(&path, &columns, &mut |_| Ok(())).unwrap_err();
             assert!(err.to_string().contains(name), "{name}: {err}");
         }
+    }
+
+    /// A read that fails for another reason than the file's end keeps its I/O error, so that
+    /// its cause (a device's error: the environment's) decides the exit, not "a bad file".
+    #[test]
+    fn a_read_error_that_is_not_the_end_stays_an_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        // Opening a folder succeeds; reading it fails with EISDIR.
+        let err = read_each(dir.path(), &[], &mut |_| Ok(())).unwrap_err();
+        assert!(
+            matches!(
+                err.downcast_ref::<InputError>(),
+                Some(InputError::Io { .. })
+            ),
+            "{err:?}"
+        );
     }
 }
